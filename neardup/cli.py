@@ -1,0 +1,236 @@
+"""The ``neardup`` command: a thin layer over :mod:`neardup.api`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+import tempfile
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO
+
+from . import api
+from .errors import NeardupError
+from .fingerprint import parse_shingle
+from .readers import FORMATS
+from .report import REPORT_FORMATS, clusters, write_clusters, write_pairs
+from .searcher import METHOD_FIELDS, Match, MatchRules
+from .stores import default_store_url
+
+
+def _store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        default=None,
+        help=f"store URL (default: $NEARDUP_STORE, else {default_store_url()})",
+    )
+
+
+def _rule_options(parser: argparse.ArgumentParser) -> None:
+    defaults = MatchRules()
+    parser.add_argument("--method", choices=list(METHOD_FIELDS), default=defaults.method,
+                        help="candidate query: signature tokens, shingles or LSH bands "
+                        f"(default: {defaults.method})")
+    parser.add_argument("--rows", type=int, default=defaults.rows,
+                        help=f"candidates fetched per record (default: {defaults.rows})")
+    parser.add_argument("--first-word", action="store_true",
+                        help="only consider candidates with the same first word")
+    parser.add_argument("--threshold", type=float, default=defaults.threshold,
+                        help="minimum Jaccard similarity of the shingle sets "
+                        f"(default: {defaults.threshold}; 0 turns it off)")
+    parser.add_argument("--max-edit-distance", type=int, default=defaults.max_edit_distance,
+                        help="maximum word-level edit distance (default: no limit)")
+
+
+def _rules(args: argparse.Namespace) -> MatchRules:
+    return MatchRules(
+        method=args.method,
+        rows=args.rows,
+        first_word=args.first_word,
+        threshold=args.threshold or None,
+        max_edit_distance=args.max_edit_distance,
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="neardup", description="Find near-duplicate records and documents with MinHash."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    index = commands.add_parser("index", help="index record files into a store")
+    index.add_argument("files", nargs="+", metavar="FILE")
+    _store_option(index)
+    index.add_argument("--format", choices=FORMATS, help="file format (default: from the extension)")
+    index.add_argument("--id-field", help="column or key holding the id (default: 'id' if present, "
+                       "else the record number)")
+    index.add_argument("--text-field", action="append", default=[], dest="text_fields",
+                       help="column or key holding text; repeat to join several (default: all but the id)")
+    index.add_argument("--shingle", help="word:N or char:N (new store default: char:4)")
+    index.add_argument("--num-hashes", type=int, help="signature length K (new store default: 128)")
+    index.add_argument("--bands", type=int, help="LSH bands B, dividing K (new store default: 32)")
+    index.add_argument("--seed", type=int, help="hash seed (new store default: 1)")
+    index.add_argument("--batch-size", type=int, default=1000, help="records per transaction")
+
+    lookup = commands.add_parser("lookup", help="find the stored duplicates of a record or a text")
+    _store_option(lookup)
+    target = lookup.add_mutually_exclusive_group(required=True)
+    target.add_argument("--id", help="id of a stored record")
+    target.add_argument("--text", help="a new text")
+    _rule_options(lookup)
+    lookup.add_argument("--json", action="store_true", help="print JSON")
+
+    report = commands.add_parser("report", help="write every near-duplicate pair (or group)")
+    _store_option(report)
+    report.add_argument("-o", "--output", help="file to write (default: stdout)")
+    report.add_argument("--format", choices=REPORT_FORMATS, default="tsv")
+    report.add_argument("--clusters", action="store_true",
+                        help="write groups (connected components) instead of pairs")
+    _rule_options(report)
+
+    stats = commands.add_parser("stats", help="what the store holds")
+    _store_option(stats)
+    stats.add_argument("--json", action="store_true", help="print JSON")
+
+    demo = commands.add_parser("demo", help="index the bundled sample and print its duplicates")
+    demo.add_argument("--store", default=None, help="store URL (default: a temporary SQLite file)")
+    return parser
+
+
+def _param_overrides(args: argparse.Namespace) -> dict[str, object]:
+    overrides: dict[str, object] = {}
+    if args.shingle:
+        try:
+            overrides["shingle_kind"], overrides["shingle_size"] = parse_shingle(args.shingle)
+        except ValueError as exc:
+            raise NeardupError(str(exc)) from None
+    for name in ("num_hashes", "bands", "seed"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
+    if "num_hashes" in overrides and "bands" not in overrides:
+        overrides["bands"] = _bands_for(int(overrides["num_hashes"]))  # type: ignore[arg-type]
+    return overrides
+
+
+def _bands_for(num_hashes: int) -> int:
+    """Default bands for K hashes: 4 rows per band when K allows it, else one row each."""
+    return num_hashes // 4 if num_hashes % 4 == 0 else num_hashes
+
+
+def _run_index(args: argparse.Namespace) -> int:
+    summary = api.index(
+        args.files,
+        args.store,
+        format=args.format,
+        id_field=args.id_field,
+        text_fields=args.text_fields,
+        params=_param_overrides(args),
+        batch_size=args.batch_size,
+        progress=sys.stderr.isatty(),
+    )
+    print(summary.describe(), file=sys.stderr)
+    return 0
+
+
+def _match_table(matches: Sequence[Match]) -> str:
+    if not matches:
+        return "no duplicates found"
+    header = f"{'id':<16} {'match':<6} {'edit':>4} {'similarity':>10} {'shared':>6}  content"
+    lines = [header]
+    for m in matches:
+        content = m.content if len(m.content) <= 60 else m.content[:57] + "..."
+        lines.append(
+            f"{m.id:<16} {'exact' if m.exact else 'near':<6} {m.edit_distance:>4} "
+            f"{m.similarity:>10.3f} {m.shared_tokens:>6}  {content}"
+        )
+    return "\n".join(lines)
+
+
+def _run_lookup(args: argparse.Namespace) -> int:
+    matches = api.lookup(args.store, id=args.id, text=args.text, rules=_rules(args))
+    if args.json:
+        print(json.dumps([asdict(m) for m in matches], ensure_ascii=False, indent=2))
+    else:
+        print(_match_table(matches))
+    return 0
+
+
+def _write_report(pairs: list, args: argparse.Namespace, out: IO[str]) -> str:
+    if args.clusters:
+        groups = clusters(pairs)
+        write_clusters(groups, out, args.format)
+        return f"{len(groups)} groups from {len(pairs)} pairs"
+    write_pairs(pairs, out, args.format)
+    return f"{len(pairs)} pairs"
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    pairs = api.report(args.store, rules=_rules(args))
+    target = open(args.output, "w", encoding="utf-8", newline="") if args.output else nullcontext(sys.stdout)
+    with target as out:
+        written = _write_report(pairs, args, out)
+    print(f"{written}{f' written to {args.output}' if args.output else ''}", file=sys.stderr)
+    return 0
+
+
+def _run_stats(args: argparse.Namespace) -> int:
+    info = api.stats(args.store)
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        for key, value in info.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    sample = Path(__file__).parent / "data" / "sample.txt"
+    with tempfile.TemporaryDirectory() as folder:
+        store = args.store or f"sqlite:///{Path(folder) / 'demo.db'}"
+        with api.opened(store, create=True) as opened_store:
+            summary = api.index([str(sample)], opened_store)
+            print(f"Indexed {sample.name}: {summary.describe()}\n")
+            pairs = api.report(opened_store)
+            records = opened_store.get(sorted({p.left_id for p in pairs} | {p.right_id for p in pairs}))
+        groups = clusters(pairs)
+        print(f"{len(pairs)} near-duplicate pairs in {len(groups)} groups:\n")
+        for number, group in enumerate(groups, start=1):
+            print(f"group {number} ({len(group)} records)")
+            for member in group:
+                print(f"  {member:>4}  {records[member].content}")
+        print("\nPairs (neardup report):")
+        write_pairs(pairs, sys.stdout)
+    return 0
+
+
+_COMMANDS = {
+    "index": _run_index,
+    "lookup": _run_lookup,
+    "report": _run_report,
+    "stats": _run_stats,
+    "demo": _run_demo,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except NeardupError as exc:
+        print(f"neardup: error: {exc}", file=sys.stderr)
+    except sqlite3.Error as exc:
+        print(f"neardup: error: SQLite: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"neardup: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+    except KeyboardInterrupt:
+        print("neardup: interrupted; every finished batch is stored", file=sys.stderr)
+        return 130
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

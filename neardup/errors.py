@@ -1,0 +1,21 @@
+"""Errors a user can cause and fix. The CLI prints them as one line and exits non-zero."""
+
+
+class NeardupError(Exception):
+    """A user-facing error: bad input, a store that cannot be used, a wrong parameter."""
+
+
+class ParameterMismatch(NeardupError):
+    """The store was built with other fingerprint parameters than the ones asked for."""
+
+
+class StoreUnavailable(NeardupError):
+    """The store cannot be reached or opened."""
+
+
+class UnknownRecord(NeardupError):
+    """An id that the store does not hold."""
+
+
+class InvalidParameter(NeardupError, ValueError):
+    """A setting outside its range, such as bands that do not divide the number of hashes."""

@@ -1,0 +1,249 @@
+"""Streaming record readers for line, TSV, CSV and JSON-lines files.
+
+A reader yields :class:`Record` (id, text) one at a time, so memory does not grow with the file.
+Bad records (undecodable bytes, empty lines, lines with an id and no text, rows without the text
+fields) are skipped and counted in :class:`SkipLog` with their line numbers; a missing field name
+is an error raised when the reader is opened, before anything is written.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+import sys
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Literal
+
+from .errors import NeardupError
+
+Format = Literal["lines", "tsv", "csv", "jsonl"]
+FORMATS: tuple[Format, ...] = ("lines", "tsv", "csv", "jsonl")
+
+_EXTENSIONS: dict[str, Format] = {
+    ".txt": "lines",
+    ".lines": "lines",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".csv": "csv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+}
+_ID_SEPARATOR = re.compile(r"[ \t]")
+_UNDECODABLE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bad bytes
+
+csv.field_size_limit(sys.maxsize)
+
+
+@dataclass(frozen=True)
+class Record:
+    id: str
+    text: str
+    line: int = 0  # where it starts in its file, for messages about it
+
+
+@dataclass
+class SkipLog:
+    """Counts skipped records by reason and keeps the first few line numbers."""
+
+    reasons: Counter[str] = field(default_factory=Counter)
+    examples: list[tuple[int, str]] = field(default_factory=list)
+    keep: int = 5
+
+    def add(self, line: int, reason: str) -> None:
+        self.reasons[reason] += 1
+        if len(self.examples) < self.keep:
+            self.examples.append((line, reason))
+
+    @property
+    def total(self) -> int:
+        return sum(self.reasons.values())
+
+    def merge(self, other: SkipLog, source: str) -> None:
+        self.reasons.update(other.reasons)
+        for line, reason in other.examples:
+            if len(self.examples) < self.keep:
+                self.examples.append((line, f"{source}: {reason}"))
+
+    def summary(self) -> str:
+        if not self.total:
+            return "none"
+        counts = ", ".join(f"{n} {reason}" for reason, n in self.reasons.most_common())
+        lines = ", ".join(f"line {line} ({reason})" for line, reason in self.examples)
+        return f"{self.total} ({counts}); first: {lines}"
+
+
+def detect_format(path: str | Path) -> Format:
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes.pop()
+    if suffixes and suffixes[-1] in _EXTENSIONS:
+        return _EXTENSIONS[suffixes[-1]]
+    raise NeardupError(
+        f"cannot tell the format of {path} from its name: give --format "
+        f"({', '.join(FORMATS)})"
+    )
+
+
+class RecordReader:
+    """Reads one file as records; iterate it once. ``skipped`` and ``bytes_read`` grow as it goes."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        format: Format | None = None,
+        *,
+        id_field: str | None = None,
+        text_fields: Sequence[str] = (),
+        number_prefix: str = "",
+    ) -> None:
+        self.path = Path(path)
+        self.format: Format = format or detect_format(path)
+        if self.format not in FORMATS:
+            raise NeardupError(f"unknown format {format!r}: use one of {', '.join(FORMATS)}")
+        if self.format == "lines" and (id_field or text_fields):
+            raise NeardupError("--id-field and --text-field apply to tsv, csv and jsonl files")
+        self.id_field = id_field
+        self.text_fields = list(text_fields)
+        self.number_prefix = number_prefix  # for record-number ids, when several files are read
+        self.skipped = SkipLog()
+        self._raw = self._open()
+        self._records = self._parse()
+        self._first = next(self._records, None)  # reads the header now, so field errors come first
+
+    @property
+    def size(self) -> int:
+        return self.path.stat().st_size
+
+    @property
+    def bytes_read(self) -> int:
+        """How far into the file (compressed bytes for .gz) reading has gone, for progress bars."""
+        if self._raw.closed:
+            return self.size
+        return self._raw.fileobj.tell() if isinstance(self._raw, gzip.GzipFile) else self._raw.tell()
+
+    def __iter__(self) -> Iterator[Record]:
+        if self._first is not None:
+            yield self._first
+        yield from self._records
+        self._raw.close()
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def _open(self) -> IO[bytes]:
+        try:
+            if self.path.suffix.lower() == ".gz":
+                return gzip.open(self.path, "rb")  # type: ignore[return-value]
+            return open(self.path, "rb")
+        except IsADirectoryError:
+            raise NeardupError(f"{self.path} is a directory, not a record file") from None
+        except OSError as exc:
+            raise NeardupError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+
+    def _parse(self) -> Iterator[Record]:
+        if self.format == "lines":
+            return self._lines()
+        if self.format == "jsonl":
+            return self._jsonl()
+        return self._delimited()
+
+    def _decoded_lines(self) -> Iterator[tuple[int, str]]:
+        for number, raw in enumerate(self._raw, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError:
+                self.skipped.add(number, "undecodable bytes")
+                continue
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                self.skipped.add(number, "empty line")
+                continue
+            yield number, line
+
+    def _lines(self) -> Iterator[Record]:
+        for number, line in self._decoded_lines():
+            parts = _ID_SEPARATOR.split(line.strip(), maxsplit=1)
+            if len(parts) < 2 or not parts[1].strip():
+                self.skipped.add(number, "id without text")
+                continue
+            yield Record(parts[0], parts[1], number)
+
+    def _jsonl(self) -> Iterator[Record]:
+        checked = False
+        for count, (number, line) in enumerate(self._decoded_lines(), start=1):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                self.skipped.add(number, "invalid JSON")
+                continue
+            if not isinstance(obj, dict):
+                self.skipped.add(number, "not a JSON object")
+                continue
+            if not checked:
+                self._check_fields(list(obj), "the first JSON object")
+                checked = True
+            record = self._record(obj, count, number)
+            if record:
+                yield record
+
+    def _delimited(self) -> Iterator[Record]:
+        text = io.TextIOWrapper(self._raw, encoding="utf-8-sig", errors="surrogateescape", newline="")
+        dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if self.format == "tsv" else {}
+        rows = csv.reader(text, **dialect)
+        header = next(rows, None)
+        if header is None:
+            return
+        if any(_UNDECODABLE.search(name) for name in header):
+            raise NeardupError(f"{self.path}: the header row has bytes that are not UTF-8")
+        header = [name.strip() for name in header]
+        self._check_fields(header, "the header row")
+        for count, row in enumerate(rows, start=1):
+            number = rows.line_num
+            if not any(cell.strip() for cell in row):
+                self.skipped.add(number, "empty line")
+                continue
+            if any(_UNDECODABLE.search(cell) for cell in row):
+                self.skipped.add(number, "undecodable bytes")
+                continue
+            record = self._record(dict(zip(header, row, strict=False)), count, number)
+            if record:
+                yield record
+
+    def _check_fields(self, names: list[str], where: str) -> None:
+        if self.id_field is None and "id" in names:
+            self.id_field = "id"
+        wanted = ([self.id_field] if self.id_field else []) + self.text_fields
+        missing = [name for name in wanted if name not in names]
+        if missing:
+            raise NeardupError(
+                f"{self.path}: {where} has no field {', '.join(map(repr, missing))} "
+                f"(it has {', '.join(map(repr, names))})"
+            )
+        if not self.text_fields:
+            self.text_fields = [name for name in names if name != self.id_field]
+
+    def _record(self, values: dict[str, object], count: int, line: int) -> Record | None:
+        if self.id_field:
+            record_id = _text(values.get(self.id_field)).strip()
+            if not record_id:
+                self.skipped.add(line, "empty id")
+                return None
+        else:
+            record_id = f"{self.number_prefix}{count}"
+        text = " ".join(t for t in (_text(values.get(f)).strip() for f in self.text_fields) if t)
+        if not text:
+            self.skipped.add(line, "no text")
+            return None
+        return Record(record_id, text, line)
+
+
+def _text(value: object) -> str:
+    if value is None or isinstance(value, dict | list):
+        return ""
+    return str(value)

@@ -1,0 +1,145 @@
+"""Per-record duplicate lookup: exact duplicates by MD5, then near-duplicates by a token OR-query,
+verified and ranked by word-level edit distance and shingle-set Jaccard similarity."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import Levenshtein
+
+from .errors import NeardupError, UnknownRecord
+from .fingerprint import Fingerprint, FingerprintParams, fingerprint, fingerprint_batch, jaccard
+from .stores import Store, StoredRecord, TokenField
+
+Method = Literal["minhash", "shingles", "lsh"]
+METHOD_FIELDS: dict[str, TokenField] = {
+    "minhash": TokenField.SIGNATURE,
+    "shingles": TokenField.SHINGLES,
+    "lsh": TokenField.BANDS,
+}
+
+
+@dataclass(frozen=True)
+class MatchRules:
+    """How candidates are found and which of them count as near-duplicates.
+
+    Every rule that is set is a filter: a candidate is accepted when it passes all of them.
+    """
+
+    method: Method = "minhash"
+    rows: int = 10
+    first_word: bool = False
+    threshold: float | None = 0.5
+    max_edit_distance: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in METHOD_FIELDS:
+            raise NeardupError(f"unknown method {self.method!r}: use minhash, shingles or lsh")
+        if self.rows < 1:
+            raise NeardupError(f"rows must be at least 1, not {self.rows}")
+        if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
+            raise NeardupError(f"threshold must be between 0 and 1, not {self.threshold}")
+        if self.max_edit_distance is not None and self.max_edit_distance < 0:
+            raise NeardupError(f"max edit distance must be 0 or more, not {self.max_edit_distance}")
+
+    def accepts(self, edit_distance: int, similarity: float) -> bool:
+        if self.threshold is not None and similarity < self.threshold:
+            return False
+        return self.max_edit_distance is None or edit_distance <= self.max_edit_distance
+
+
+@dataclass(frozen=True)
+class Match:
+    id: str
+    content: str
+    md5: str
+    exact: bool
+    edit_distance: int
+    similarity: float
+    shared_tokens: int
+
+
+def _code_point(n: int) -> str:
+    return chr(n if n < 0xD800 else n + 0x800)  # skip the surrogate range
+
+
+def word_edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance counted in words: each distinct word becomes one code point."""
+    codes: dict[str, str] = {}
+    encoded = [
+        "".join(codes.setdefault(w, _code_point(len(codes))) for w in text.split(" ") if w)
+        for text in (a, b)
+    ]
+    return Levenshtein.distance(encoded[0], encoded[1])
+
+
+class Searcher:
+    """Finds the stored near-duplicates of a record or a text. Talks only to the Store interface."""
+
+    def __init__(self, store: Store, params: FingerprintParams, rules: MatchRules) -> None:
+        self.store = store
+        self.params = params
+        self.rules = rules
+        self.field = METHOD_FIELDS[rules.method]
+
+    def fingerprint_record(self, record_id: str) -> tuple[StoredRecord, Fingerprint]:
+        record = self.store.get([record_id]).get(record_id)
+        if record is None:
+            raise UnknownRecord(f"no record with id {record_id!r} in {self.store.url}")
+        return record, fingerprint(record.content, self.params)
+
+    def lookup_id(self, record_id: str) -> list[Match]:
+        record, fp = self.fingerprint_record(record_id)
+        return self.lookup(fp, exclude_id=record.id)
+
+    def lookup_text(self, text: str) -> list[Match]:
+        fp = fingerprint(text, self.params)
+        if not fp.num_words:
+            raise NeardupError("the text has no words to look up")
+        return self.lookup(fp)
+
+    def lookup(self, fp: Fingerprint, exclude_id: str | None = None) -> list[Match]:
+        """Exact duplicates first (all of them), then the accepted near-duplicates, ranked."""
+        exact = [
+            Match(i, fp.content, fp.md5, True, 0, 1.0, self.field.size(fp))
+            for i in self.store.ids_with_md5(fp.md5)
+            if i != exclude_id
+        ]
+        return exact + self.near_duplicates(fp)
+
+    def near_duplicates(self, fp: Fingerprint) -> list[Match]:
+        """Accepted candidates whose content differs from ``fp``'s, best first."""
+        candidates = self.store.candidates(
+            self.field,
+            self.field.tokens(fp),
+            rows=self.rules.rows,
+            first_word=fp.first_word if self.rules.first_word else None,
+            exclude_md5=fp.md5,
+        )
+        records = self.store.get([c.id for c in candidates])
+        others = [records[c.id] for c in candidates if c.id in records]
+        matches = [
+            m for m in self.verify(fp, others, [c.score for c in candidates if c.id in records])
+            if self.rules.accepts(m.edit_distance, m.similarity)
+        ]
+        return sorted(matches, key=lambda m: (m.edit_distance, -m.similarity, m.id))
+
+    def verify(
+        self, fp: Fingerprint, others: Sequence[StoredRecord], scores: Sequence[int]
+    ) -> list[Match]:
+        """Measure each candidate against the query: word edit distance and exact Jaccard."""
+        shingles = fingerprint_batch([o.content for o in others], self.params) if others else []
+        return [
+            Match(
+                id=other.id,
+                content=other.content,
+                md5=other.md5,
+                exact=False,
+                edit_distance=word_edit_distance(fp.content, other.content),
+                similarity=jaccard(fp.shingles, other_fp.shingles),
+                shared_tokens=score,
+            )
+            for other, other_fp, score in zip(others, shingles, scores, strict=True)
+        ]

@@ -1,0 +1,51 @@
+"""Stores behind one interface, chosen by URL."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+from ..errors import NeardupError
+from .base import Candidate, Document, Store, StoredRecord, TokenField, sort_candidates
+
+DEFAULT_STORE_URL = "sqlite:///neardup.db"
+
+__all__ = [
+    "DEFAULT_STORE_URL",
+    "Candidate",
+    "Document",
+    "Store",
+    "StoredRecord",
+    "TokenField",
+    "default_store_url",
+    "open_store",
+    "sort_candidates",
+]
+
+
+def default_store_url() -> str:
+    return os.environ.get("NEARDUP_STORE") or DEFAULT_STORE_URL
+
+
+def open_store(url: str | None = None, *, create: bool = True) -> Store:
+    """Open the store a URL names.
+
+    ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``, ``solr://host:port/solr/NAME``,
+    ``elasticsearch://host:port/INDEX``. With ``create=False`` a missing embedded store is an error
+    instead of a new empty file (for lookups and reports).
+    """
+    url = url or default_store_url()
+    scheme = urlsplit(url).scheme
+    if scheme == "sqlite":
+        from .sqlite import SQLiteStore
+
+        path = url[len("sqlite://") :]
+        if not path.startswith("/") or len(path) == 1:
+            raise NeardupError(f"a SQLite store URL looks like sqlite:///path/to/file.db, not {url!r}")
+        return SQLiteStore(path[1:], create=create)
+    if scheme in ("solr", "solr+https", "elasticsearch", "elasticsearch+https"):
+        raise NeardupError(f"the {scheme.split('+')[0]} store is not available in this version")
+    raise NeardupError(
+        f"unknown store URL {url!r}: use sqlite:///FILE.db, solr://HOST:PORT/solr/NAME "
+        "or elasticsearch://HOST:PORT/INDEX"
+    )

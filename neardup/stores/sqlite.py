@@ -1,0 +1,229 @@
+"""The embedded store: one SQLite file, no server.
+
+Records live in ``docs``; each token field has an inverted index ``<field>_postings(token, doc)``,
+a clustered (WITHOUT ROWID) table keyed by a 64-bit integer form of the token, so an OR-query is
+one index range scan per token plus a GROUP BY. Every batch is one transaction: a killed run leaves
+the store consistent, and indexing again completes it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import StoreUnavailable
+from ..fingerprint import Fingerprint, FingerprintParams, fingerprint_batch
+from .base import Candidate, Document, Store, StoredRecord, TokenField
+
+SCHEMA_VERSION = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS docs (
+    doc INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    content TEXT NOT NULL,
+    md5 TEXT NOT NULL,
+    first_word TEXT NOT NULL,
+    num_words INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS docs_md5 ON docs (md5, id);
+""" + "".join(
+    f"CREATE TABLE IF NOT EXISTS {field}_postings (token INTEGER NOT NULL, doc INTEGER NOT NULL, "
+    "PRIMARY KEY (token, doc)) WITHOUT ROWID;\n"
+    for field in TokenField
+)
+
+
+def _signed(values: np.ndarray) -> np.ndarray:
+    return values.astype(np.uint64).view(np.int64)
+
+
+def token_keys(field: TokenField, fp: Fingerprint) -> np.ndarray:
+    """The integer form of a fingerprint's tokens in one field (int64, as SQLite stores them)."""
+    if field is TokenField.SIGNATURE:
+        positions = np.arange(len(fp.signature), dtype=np.uint64) << np.uint64(32)
+        return _signed(positions | fp.signature.astype(np.uint64))
+    return _signed(fp.shingles if field is TokenField.SHINGLES else fp.bands)
+
+
+def parse_token(field: TokenField, token: str) -> int | None:
+    """The integer form of one token string; None for a string no record can hold."""
+    try:
+        if field is TokenField.SIGNATURE:
+            position, value = token.split("_")
+            return (int(position) << 32) | int(value)
+        digits = token.split("_")[-1] if field is TokenField.BANDS else token
+        return int(np.array(int(digits, 16), dtype=np.uint64).view(np.int64))
+    except (ValueError, OverflowError):
+        return None
+
+
+class SQLiteStore(Store):
+    def __init__(self, path: str, *, create: bool = True) -> None:
+        self.url = f"sqlite:///{path}"
+        self._params: FingerprintParams | None = None
+        if path != ":memory:" and not create and not Path(path).exists():
+            raise StoreUnavailable(f"no store at {path}: index some records into it first")
+        try:
+            self._conn = sqlite3.connect(path, isolation_level=None)
+            self._conn.executescript(
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
+                "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144;"
+            )
+            self._conn.executescript(_SCHEMA)
+            version = self._meta("schema_version")
+        except sqlite3.DatabaseError as exc:
+            raise StoreUnavailable(f"cannot open {path} as a neardup store: {exc}") from None
+        if version is None:
+            self._set_meta("schema_version", SCHEMA_VERSION)
+        elif version != SCHEMA_VERSION:
+            raise StoreUnavailable(f"{path} has store schema {version}; this neardup reads {SCHEMA_VERSION}")
+
+    # --- parameters -----------------------------------------------------------------------------
+
+    def _meta(self, key: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def read_params(self) -> FingerprintParams | None:
+        stored = self._meta("params")
+        self._params = FingerprintParams.from_dict(json.loads(stored)) if stored else None
+        return self._params
+
+    def write_params(self, params: FingerprintParams) -> None:
+        self._set_meta("params", json.dumps(params.to_dict(), sort_keys=True))
+        self._params = params
+
+    # --- writing --------------------------------------------------------------------------------
+
+    def upsert(self, documents: Sequence[Document]) -> None:
+        latest = {d.id: d for d in documents}
+        with self._transaction():
+            existing = {
+                row[1]: (row[0], row[2], row[3])
+                for row in self._conn.execute(
+                    "SELECT doc, id, md5, content FROM docs WHERE id IN "
+                    "(SELECT value FROM json_each(?))",
+                    (json.dumps(list(latest)),),
+                )
+            }
+            changed = {i: existing[i] for i in latest if i in existing}
+            changed = {i: v for i, v in changed.items() if v[1] != latest[i].fingerprint.md5}
+            self._delete_postings(
+                [v[0] for v in changed.values()], [v[2] for v in changed.values()]
+            )
+            next_doc = self._conn.execute("SELECT COALESCE(MAX(doc), 0) + 1 FROM docs").fetchone()[0]
+            keys: list[int] = []
+            rows = []
+            for record_id, document in latest.items():
+                if record_id in existing and record_id not in changed:
+                    continue  # same content: nothing to do, which makes re-indexing cheap
+                doc = changed[record_id][0] if record_id in changed else next_doc
+                next_doc += doc == next_doc
+                fp = document.fingerprint
+                rows.append((doc, record_id, fp.content, fp.md5, fp.first_word, fp.num_words))
+                keys.append(doc)
+            self._conn.executemany("INSERT OR REPLACE INTO docs VALUES (?, ?, ?, ?, ?, ?)", rows)
+            fresh = [latest[row[1]].fingerprint for row in rows]
+            self._insert_postings(keys, fresh)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One transaction: commit on success, roll back on any error (autocommit otherwise)."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def _postings(self, docs: Sequence[int], fps: Sequence[Fingerprint]) -> Iterator[tuple[str, list]]:
+        for field in TokenField:
+            if not docs:
+                continue
+            tokens = np.concatenate([token_keys(field, fp) for fp in fps])
+            owners = np.repeat(np.asarray(docs, dtype=np.int64), [len(token_keys(field, fp)) for fp in fps])
+            order = np.argsort(tokens, kind="stable")
+            yield f"{field}_postings", np.column_stack([tokens[order], owners[order]]).tolist()
+
+    def _insert_postings(self, docs: Sequence[int], fps: Sequence[Fingerprint]) -> None:
+        for table, pairs in self._postings(docs, fps):
+            self._conn.executemany(f"INSERT OR IGNORE INTO {table} VALUES (?, ?)", pairs)
+
+    def _delete_postings(self, docs: Sequence[int], contents: Sequence[str]) -> None:
+        assert self._params is not None, "parameters are read before any write"
+        old = fingerprint_batch(contents, self._params) if contents else []
+        for table, pairs in self._postings(docs, old):
+            self._conn.executemany(f"DELETE FROM {table} WHERE token = ? AND doc = ?", pairs)
+
+    def delete(self, ids: Sequence[str]) -> int:
+        with self._transaction():
+            rows = self._conn.execute(
+                "SELECT doc, content FROM docs WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(ids)),),
+            ).fetchall()
+            if self._params is None:
+                self.read_params()
+            self._delete_postings([r[0] for r in rows], [r[1] for r in rows])
+            self._conn.executemany("DELETE FROM docs WHERE doc = ?", [(r[0],) for r in rows])
+        return len(rows)
+
+    # --- reading --------------------------------------------------------------------------------
+
+    def get(self, ids: Sequence[str]) -> dict[str, StoredRecord]:
+        rows = self._conn.execute(
+            "SELECT id, content, md5, first_word, num_words FROM docs "
+            "WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(ids)),),
+        )
+        return {row[0]: StoredRecord(*row) for row in rows}
+
+    def ids_with_md5(self, md5: str) -> list[str]:
+        rows = self._conn.execute("SELECT id FROM docs WHERE md5 = ? ORDER BY id", (md5,))
+        return [row[0] for row in rows]
+
+    def candidates(
+        self,
+        field: TokenField,
+        tokens: Sequence[str],
+        *,
+        rows: int,
+        first_word: str | None = None,
+        exclude_md5: str | None = None,
+    ) -> list[Candidate]:
+        keys = [k for k in (parse_token(field, t) for t in tokens) if k is not None]
+        filters, args = [], [json.dumps(keys)]
+        if first_word is not None:
+            filters.append("d.first_word = ?")
+            args.append(first_word)
+        if exclude_md5 is not None:
+            filters.append("d.md5 != ?")
+            args.append(exclude_md5)
+        where = f"WHERE {' AND '.join(filters)}" if filters else ""
+        query = (
+            "SELECT d.id, p.score FROM (SELECT doc, COUNT(*) AS score "
+            f"FROM {field}_postings WHERE token IN (SELECT value FROM json_each(?)) GROUP BY doc) p "
+            f"JOIN docs d ON d.doc = p.doc {where} ORDER BY p.score DESC, d.id LIMIT ?"
+        )
+        return [Candidate(i, s) for i, s in self._conn.execute(query, (*args, rows))]
+
+    def iter_ids(self) -> Iterator[str]:
+        for (record_id,) in self._conn.execute("SELECT id FROM docs ORDER BY id"):
+            yield record_id
+
+    def count(self) -> int:
+        return self._conn.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
+
+    def close(self) -> None:
+        self._conn.close()
+
