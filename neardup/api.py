@@ -12,7 +12,6 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .fingerprint import FingerprintParams
 from .indexer import DEFAULT_BATCH_SIZE, IndexSummary, index_records
 from .readers import Format, RecordReader
 from .report import Pair, find_pairs
@@ -25,7 +24,7 @@ StoreRef = Store | str | None
 
 @contextmanager
 def opened(store: StoreRef, *, create: bool = False) -> Iterator[Store]:
-    """Use an open store as it is, or open one from a URL (``None``: the default URL) and close it."""
+    """Use an open store as it is, or open one from a URL (None: the default) and close it."""
     if isinstance(store, Store):
         yield store
         return
@@ -66,7 +65,11 @@ def index(
                     bar.update(done + reader.bytes_read - bar.n)
 
                 index_records(
-                    target, reader, params, batch_size=batch_size, summary=summary,
+                    target,
+                    reader,
+                    params,
+                    batch_size=batch_size,
+                    summary=summary,
                     on_batch=advance,
                 )
                 summary.skipped.merge(reader.skipped, str(reader.path))

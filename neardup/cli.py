@@ -8,7 +8,6 @@ import sqlite3
 import sys
 import tempfile
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO
@@ -32,18 +31,37 @@ def _store_option(parser: argparse.ArgumentParser) -> None:
 
 def _rule_options(parser: argparse.ArgumentParser) -> None:
     defaults = MatchRules()
-    parser.add_argument("--method", choices=list(METHOD_FIELDS), default=defaults.method,
-                        help="candidate query: signature tokens, shingles or LSH bands "
-                        f"(default: {defaults.method})")
-    parser.add_argument("--rows", type=int, default=defaults.rows,
-                        help=f"candidates fetched per record (default: {defaults.rows})")
-    parser.add_argument("--first-word", action="store_true",
-                        help="only consider candidates with the same first word")
-    parser.add_argument("--threshold", type=float, default=defaults.threshold,
-                        help="minimum Jaccard similarity of the shingle sets "
-                        f"(default: {defaults.threshold}; 0 turns it off)")
-    parser.add_argument("--max-edit-distance", type=int, default=defaults.max_edit_distance,
-                        help="maximum word-level edit distance (default: no limit)")
+    parser.add_argument(
+        "--method",
+        choices=list(METHOD_FIELDS),
+        default=defaults.method,
+        help="candidate query: signature tokens, shingles or LSH bands "
+        f"(default: {defaults.method})",
+    )
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=defaults.rows,
+        help=f"candidates fetched per record (default: {defaults.rows})",
+    )
+    parser.add_argument(
+        "--first-word",
+        action="store_true",
+        help="only consider candidates with the same first word",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=defaults.threshold,
+        help="minimum Jaccard similarity of the shingle sets "
+        f"(default: {defaults.threshold}; 0 turns it off)",
+    )
+    parser.add_argument(
+        "--max-edit-distance",
+        type=int,
+        default=defaults.max_edit_distance,
+        help="maximum word-level edit distance (default: no limit)",
+    )
 
 
 def _rules(args: argparse.Namespace) -> MatchRules:
@@ -65,11 +83,20 @@ def _parser() -> argparse.ArgumentParser:
     index = commands.add_parser("index", help="index record files into a store")
     index.add_argument("files", nargs="+", metavar="FILE")
     _store_option(index)
-    index.add_argument("--format", choices=FORMATS, help="file format (default: from the extension)")
-    index.add_argument("--id-field", help="column or key holding the id (default: 'id' if present, "
-                       "else the record number)")
-    index.add_argument("--text-field", action="append", default=[], dest="text_fields",
-                       help="column or key holding text; repeat to join several (default: all but the id)")
+    index.add_argument(
+        "--format", choices=FORMATS, help="file format (default: from the extension)"
+    )
+    index.add_argument(
+        "--id-field",
+        help="column or key holding the id (default: 'id' if present, else the record number)",
+    )
+    index.add_argument(
+        "--text-field",
+        action="append",
+        default=[],
+        dest="text_fields",
+        help="column or key holding text; repeat to join several (default: all but the id)",
+    )
     index.add_argument("--shingle", help="word:N or char:N (new store default: char:4)")
     index.add_argument("--num-hashes", type=int, help="signature length K (new store default: 128)")
     index.add_argument("--bands", type=int, help="LSH bands B, dividing K (new store default: 32)")
@@ -88,8 +115,11 @@ def _parser() -> argparse.ArgumentParser:
     _store_option(report)
     report.add_argument("-o", "--output", help="file to write (default: stdout)")
     report.add_argument("--format", choices=REPORT_FORMATS, default="tsv")
-    report.add_argument("--clusters", action="store_true",
-                        help="write groups (connected components) instead of pairs")
+    report.add_argument(
+        "--clusters",
+        action="store_true",
+        help="write groups (connected components) instead of pairs",
+    )
     _rule_options(report)
 
     stats = commands.add_parser("stats", help="what the store holds")
@@ -170,9 +200,11 @@ def _write_report(pairs: list, args: argparse.Namespace, out: IO[str]) -> str:
 
 def _run_report(args: argparse.Namespace) -> int:
     pairs = api.report(args.store, rules=_rules(args))
-    target = open(args.output, "w", encoding="utf-8", newline="") if args.output else nullcontext(sys.stdout)
-    with target as out:
-        written = _write_report(pairs, args, out)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8", newline="") as out:
+            written = _write_report(pairs, args, out)
+    else:
+        written = _write_report(pairs, args, sys.stdout)
     print(f"{written}{f' written to {args.output}' if args.output else ''}", file=sys.stderr)
     return 0
 
@@ -195,7 +227,9 @@ def _run_demo(args: argparse.Namespace) -> int:
             summary = api.index([str(sample)], opened_store)
             print(f"Indexed {sample.name}: {summary.describe()}\n")
             pairs = api.report(opened_store)
-            records = opened_store.get(sorted({p.left_id for p in pairs} | {p.right_id for p in pairs}))
+            records = opened_store.get(
+                sorted({p.left_id for p in pairs} | {p.right_id for p in pairs})
+            )
         groups = clusters(pairs)
         print(f"{len(pairs)} near-duplicate pairs in {len(groups)} groups:\n")
         for number, group in enumerate(groups, start=1):
@@ -225,7 +259,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except sqlite3.Error as exc:
         print(f"neardup: error: SQLite: {exc}", file=sys.stderr)
     except OSError as exc:
-        print(f"neardup: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        print(
+            f"neardup: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "),
+            file=sys.stderr,
+        )
     except KeyboardInterrupt:
         print("neardup: interrupted; every finished batch is stored", file=sys.stderr)
         return 130

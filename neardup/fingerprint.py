@@ -45,11 +45,17 @@ class FingerprintParams:
 
     def __post_init__(self) -> None:
         if self.shingle_kind not in ("word", "char"):
-            raise InvalidParameter(f"shingle kind must be 'word' or 'char', not {self.shingle_kind!r}")
+            raise InvalidParameter(
+                f"shingle kind must be 'word' or 'char', not {self.shingle_kind!r}"
+            )
         if not 1 <= self.shingle_size <= 64:
-            raise InvalidParameter(f"shingle size must be between 1 and 64, not {self.shingle_size}")
+            raise InvalidParameter(
+                f"shingle size must be between 1 and 64, not {self.shingle_size}"
+            )
         if not 1 <= self.num_hashes <= 1024:
-            raise InvalidParameter(f"number of hashes must be between 1 and 1024, not {self.num_hashes}")
+            raise InvalidParameter(
+                f"number of hashes must be between 1 and 1024, not {self.num_hashes}"
+            )
         if self.bands < 1 or self.num_hashes % self.bands:
             raise InvalidParameter(
                 f"bands must divide the number of hashes: {self.bands} bands "
@@ -156,7 +162,9 @@ def _fmix64(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> _U64(33))
 
 
-def _token_hashes(contents: Sequence[str], params: FingerprintParams) -> tuple[np.ndarray, np.ndarray]:
+def _token_hashes(
+    contents: Sequence[str], params: FingerprintParams
+) -> tuple[np.ndarray, np.ndarray]:
     """Hash every token (word or character) of every content into one flat uint64 array.
 
     Returns the array and the start offset of each content in it (length len(contents) + 1).
@@ -224,7 +232,7 @@ def _short_shingle(tokens: np.ndarray, seed: np.uint64) -> np.uint64:
 
 @cache
 def _probe_table(num_hashes: int, seed: int, attempts: int) -> np.ndarray:
-    """For each bin, the fixed sequence of bins an empty bin borrows from (optimal densification)."""
+    """Each bin's fixed sequence of bins to borrow from when it is empty (optimal densification)."""
     bins = np.arange(num_hashes, dtype=np.uint64)[:, None]
     tries = np.arange(1, attempts + 1, dtype=np.uint64)[None, :]
     mixed = _fmix64((bins << _U64(32)) ^ tries ^ (_U64(seed) << _U64(48)))

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
-from .fingerprint import FingerprintParams, fingerprint_batch
+from .fingerprint import fingerprint_batch
 from .readers import Record, SkipLog
 from .stores import Document, Store
 from .stores.base import ParamsRequest

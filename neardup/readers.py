@@ -85,13 +85,12 @@ def detect_format(path: str | Path) -> Format:
     if suffixes and suffixes[-1] in _EXTENSIONS:
         return _EXTENSIONS[suffixes[-1]]
     raise NeardupError(
-        f"cannot tell the format of {path} from its name: give --format "
-        f"({', '.join(FORMATS)})"
+        f"cannot tell the format of {path} from its name: give --format ({', '.join(FORMATS)})"
     )
 
 
 class RecordReader:
-    """Reads one file as records; iterate it once. ``skipped`` and ``bytes_read`` grow as it goes."""
+    """Reads one file as records, once. ``skipped`` and ``bytes_read`` grow as it goes."""
 
     def __init__(
         self,
@@ -125,7 +124,9 @@ class RecordReader:
         """How far into the file (compressed bytes for .gz) reading has gone, for progress bars."""
         if self._raw.closed:
             return self.size
-        return self._raw.fileobj.tell() if isinstance(self._raw, gzip.GzipFile) else self._raw.tell()
+        return (
+            self._raw.fileobj.tell() if isinstance(self._raw, gzip.GzipFile) else self._raw.tell()
+        )
 
     def __iter__(self) -> Iterator[Record]:
         if self._first is not None:
@@ -193,7 +194,9 @@ class RecordReader:
                 yield record
 
     def _delimited(self) -> Iterator[Record]:
-        text = io.TextIOWrapper(self._raw, encoding="utf-8-sig", errors="surrogateescape", newline="")
+        text = io.TextIOWrapper(
+            self._raw, encoding="utf-8-sig", errors="surrogateescape", newline=""
+        )
         dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if self.format == "tsv" else {}
         rows = csv.reader(text, **dialect)
         header = next(rows, None)

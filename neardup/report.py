@@ -65,8 +65,13 @@ def find_pairs(searcher: Searcher, batch_size: int = 256) -> list[Pair]:
                     continue
                 emitted_groups.add(key)
                 pairs.extend(
-                    Pair(*_ordered(a, b), match.edit_distance, match.similarity,
-                         match.shared_tokens, "near")
+                    Pair(
+                        *_ordered(a, b),
+                        match.edit_distance,
+                        match.similarity,
+                        match.shared_tokens,
+                        "near",
+                    )
                     for a in group
                     for b in store.ids_with_md5(match.md5)
                 )
@@ -115,7 +120,9 @@ def write_clusters(groups: Iterable[list[str]], out: IO[str], format: ReportForm
     return _write(rows, ["group", "size", "id"], out, format)
 
 
-def _write(rows: Iterable[dict[str, object]], fields: list[str], out: IO[str], format: ReportFormat) -> int:
+def _write(
+    rows: Iterable[dict[str, object]], fields: list[str], out: IO[str], format: ReportFormat
+) -> int:
     count = 0
     if format == "jsonl":
         for count, row in enumerate(rows, start=1):  # noqa: B007 - count is the result

@@ -4,14 +4,14 @@ verified and ranked by word-level edit distance and shingle-set Jaccard similari
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import Levenshtein
 
 from .errors import NeardupError, UnknownRecord
 from .fingerprint import Fingerprint, FingerprintParams, fingerprint, fingerprint_batch, jaccard
-from .stores import Store, StoredRecord, TokenField
+from .stores import Candidate, Store, StoredRecord, TokenField
 
 Method = Literal["minhash", "shingles", "lsh"]
 METHOD_FIELDS: dict[str, TokenField] = {
@@ -101,27 +101,53 @@ class Searcher:
         return self.lookup(fp)
 
     def lookup(self, fp: Fingerprint, exclude_id: str | None = None) -> list[Match]:
-        """Exact duplicates first (all of them), then the accepted near-duplicates, ranked."""
+        """Exact duplicates first, then the accepted near-duplicates, ranked; every member of
+        each exact-duplicate group is listed, however large the group."""
         exact = [
             Match(i, fp.content, fp.md5, True, 0, 1.0, self.field.size(fp))
             for i in self.store.ids_with_md5(fp.md5)
             if i != exclude_id
         ]
-        return exact + self.near_duplicates(fp)
+        near = [
+            replace(match, id=member)
+            for match in self.near_duplicates(fp)
+            for member in self.store.ids_with_md5(match.md5)
+        ]
+        return exact + near
+
+    def distinct_candidates(self, fp: Fingerprint) -> list[Candidate]:
+        """The top ``rows`` candidates with distinct contents, each its group's first id.
+
+        Copies of one text share every token and would fill the rows; each round excludes the
+        contents already seen, so the result is exactly the best ``rows`` distinct contents.
+        """
+        seen = {fp.md5}
+        heads: list[Candidate] = []
+        while len(heads) < self.rules.rows:
+            wanted = self.rules.rows - len(heads)
+            found = self.store.candidates(
+                self.field,
+                self.field.tokens(fp),
+                rows=wanted,
+                first_word=fp.first_word if self.rules.first_word else None,
+                exclude_md5=sorted(seen),
+            )
+            for candidate in found:
+                if candidate.md5 not in seen:
+                    seen.add(candidate.md5)
+                    heads.append(candidate)
+            if len(found) < wanted:  # nothing more shares a token
+                break
+        return heads
 
     def near_duplicates(self, fp: Fingerprint) -> list[Match]:
-        """Accepted candidates whose content differs from ``fp``'s, best first."""
-        candidates = self.store.candidates(
-            self.field,
-            self.field.tokens(fp),
-            rows=self.rules.rows,
-            first_word=fp.first_word if self.rules.first_word else None,
-            exclude_md5=fp.md5,
-        )
+        """Accepted candidates whose content differs from ``fp``'s, one per content, best first."""
+        candidates = self.distinct_candidates(fp)
         records = self.store.get([c.id for c in candidates])
-        others = [records[c.id] for c in candidates if c.id in records]
+        present = [c for c in candidates if c.id in records]
         matches = [
-            m for m in self.verify(fp, others, [c.score for c in candidates if c.id in records])
+            m
+            for m in self.verify(fp, [records[c.id] for c in present], [c.score for c in present])
             if self.rules.accepts(m.edit_distance, m.similarity)
         ]
         return sorted(matches, key=lambda m: (m.edit_distance, -m.similarity, m.id))

@@ -41,7 +41,9 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
 
         path = url[len("sqlite://") :]
         if not path.startswith("/") or len(path) == 1:
-            raise NeardupError(f"a SQLite store URL looks like sqlite:///path/to/file.db, not {url!r}")
+            raise NeardupError(
+                f"a SQLite store URL looks like sqlite:///path/to/file.db, not {url!r}"
+            )
         return SQLiteStore(path[1:], create=create)
     if scheme in ("solr", "solr+https", "elasticsearch", "elasticsearch+https"):
         raise NeardupError(f"the {scheme.split('+')[0]} store is not available in this version")

@@ -15,7 +15,6 @@ from enum import StrEnum
 from ..errors import ParameterMismatch
 from ..fingerprint import Fingerprint, FingerprintParams
 
-
 ParamsRequest = FingerprintParams | Mapping[str, object] | None
 
 
@@ -61,6 +60,7 @@ class StoredRecord:
 class Candidate:
     id: str
     score: int  # how many of the query's tokens the record shares
+    md5: str
 
 
 def sort_candidates(candidates: list[Candidate]) -> list[Candidate]:
@@ -122,9 +122,13 @@ class Store(ABC):
         *,
         rows: int,
         first_word: str | None = None,
-        exclude_md5: str | None = None,
+        exclude_md5: Sequence[str] = (),
     ) -> list[Candidate]:
-        """The top ``rows`` records sharing at least one token, by :func:`sort_candidates` order."""
+        """The top ``rows`` records sharing at least one token, by :func:`sort_candidates` order.
+
+        Only records whose first word is ``first_word`` (when given) and whose MD5 is not in
+        ``exclude_md5`` count.
+        """
 
     @abstractmethod
     def iter_ids(self) -> Iterator[str]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from contextlib import contextmanager
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -83,7 +83,9 @@ class SQLiteStore(Store):
         if version is None:
             self._set_meta("schema_version", SCHEMA_VERSION)
         elif version != SCHEMA_VERSION:
-            raise StoreUnavailable(f"{path} has store schema {version}; this neardup reads {SCHEMA_VERSION}")
+            raise StoreUnavailable(
+                f"{path} has store schema {version}; this neardup reads {SCHEMA_VERSION}"
+            )
 
     # --- parameters -----------------------------------------------------------------------------
 
@@ -121,7 +123,9 @@ class SQLiteStore(Store):
             self._delete_postings(
                 [v[0] for v in changed.values()], [v[2] for v in changed.values()]
             )
-            next_doc = self._conn.execute("SELECT COALESCE(MAX(doc), 0) + 1 FROM docs").fetchone()[0]
+            next_doc = self._conn.execute("SELECT COALESCE(MAX(doc), 0) + 1 FROM docs").fetchone()[
+                0
+            ]
             keys: list[int] = []
             rows = []
             for record_id, document in latest.items():
@@ -147,12 +151,16 @@ class SQLiteStore(Store):
             raise
         self._conn.execute("COMMIT")
 
-    def _postings(self, docs: Sequence[int], fps: Sequence[Fingerprint]) -> Iterator[tuple[str, list]]:
+    def _postings(
+        self, docs: Sequence[int], fps: Sequence[Fingerprint]
+    ) -> Iterator[tuple[str, list]]:
         for field in TokenField:
             if not docs:
                 continue
             tokens = np.concatenate([token_keys(field, fp) for fp in fps])
-            owners = np.repeat(np.asarray(docs, dtype=np.int64), [len(token_keys(field, fp)) for fp in fps])
+            owners = np.repeat(
+                np.asarray(docs, dtype=np.int64), [len(token_keys(field, fp)) for fp in fps]
+            )
             order = np.argsort(tokens, kind="stable")
             yield f"{field}_postings", np.column_stack([tokens[order], owners[order]]).tolist()
 
@@ -199,23 +207,24 @@ class SQLiteStore(Store):
         *,
         rows: int,
         first_word: str | None = None,
-        exclude_md5: str | None = None,
+        exclude_md5: Sequence[str] = (),
     ) -> list[Candidate]:
         keys = [k for k in (parse_token(field, t) for t in tokens) if k is not None]
         filters, args = [], [json.dumps(keys)]
         if first_word is not None:
             filters.append("d.first_word = ?")
             args.append(first_word)
-        if exclude_md5 is not None:
-            filters.append("d.md5 != ?")
-            args.append(exclude_md5)
+        if exclude_md5:
+            filters.append("d.md5 NOT IN (SELECT value FROM json_each(?))")
+            args.append(json.dumps(list(exclude_md5)))
         where = f"WHERE {' AND '.join(filters)}" if filters else ""
         query = (
-            "SELECT d.id, p.score FROM (SELECT doc, COUNT(*) AS score "
-            f"FROM {field}_postings WHERE token IN (SELECT value FROM json_each(?)) GROUP BY doc) p "
+            "SELECT d.id, p.score, d.md5 FROM (SELECT doc, COUNT(*) AS score "
+            f"FROM {field}_postings WHERE token IN (SELECT value FROM json_each(?)) "
+            "GROUP BY doc) p "
             f"JOIN docs d ON d.doc = p.doc {where} ORDER BY p.score DESC, d.id LIMIT ?"
         )
-        return [Candidate(i, s) for i, s in self._conn.execute(query, (*args, rows))]
+        return [Candidate(*row) for row in self._conn.execute(query, (*args, rows))]
 
     def iter_ids(self) -> Iterator[str]:
         for (record_id,) in self._conn.execute("SELECT id FROM docs ORDER BY id"):
@@ -226,4 +235,3 @@ class SQLiteStore(Store):
 
     def close(self) -> None:
         self._conn.close()
-

@@ -1,0 +1,36 @@
+# Developer tasks. `make test` and `make demo` install what they need into .venv themselves.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint install bench quality clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed-base: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,bench]'
+	touch $@
+
+install: $(VENV)/.installed-test
+
+demo: $(VENV)/.installed-base
+	$(BIN)/neardup demo
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check neardup tests benchmarks
+
+test: $(VENV)/.installed-test lint
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -1,0 +1,221 @@
+"""The CLI as a user runs it: a subprocess, its output and its exit code."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+RECORDS = """\
+1 Bella Napoli Trattoria 418 Harbor Street Portland ME 04101
+2 Bella Napoli Trattoria 418 Harbor St. Portland, ME 04101
+3 Golden Lotus Dim Sum 1209 Grant Ave San Francisco CA 94133
+4 Golden Lotus Dim Sum Restaurant 1209 Grant Avenue San Francisco CA 94133
+5 Thai Orchid Kitchen 58 Elm Street Northampton MA 01060
+6 Bella Napoli Trattoria 418 Harbor Street Portland ME 04101
+"""
+
+
+def neardup(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "neardup.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def assert_user_error(result: subprocess.CompletedProcess[str], message: str) -> None:
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("neardup: error: ")
+    assert message in lines[0]
+
+
+@pytest.fixture
+def records(tmp_path: Path) -> Path:
+    path = tmp_path / "records.txt"
+    path.write_text(RECORDS)
+    return path
+
+
+@pytest.fixture
+def indexed(records: Path, sqlite_url: str) -> str:
+    result = neardup("index", str(records), "--store", sqlite_url)
+    assert result.returncode == 0, result.stderr
+    return sqlite_url
+
+
+def test_index_prints_a_summary(records: Path, sqlite_url: str) -> None:
+    result = neardup("index", str(records), "--store", sqlite_url)
+    assert result.returncode == 0
+    assert "read 6, indexed 6, skipped none" in result.stderr
+    assert "store holds 6" in result.stderr
+
+
+def test_store_defaults_to_environment_then_file_in_cwd(records: Path, tmp_path: Path) -> None:
+    env_store = f"sqlite:///{tmp_path / 'env.db'}"
+    assert neardup("index", str(records), env={"NEARDUP_STORE": env_store}).returncode == 0
+    assert (tmp_path / "env.db").exists()
+    work = tmp_path / "work"
+    work.mkdir()
+    environment = {k: v for k, v in os.environ.items() if k != "NEARDUP_STORE"}
+    result = subprocess.run(
+        [sys.executable, "-m", "neardup.cli", "index", str(records)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=work,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (work / "neardup.db").exists()
+
+
+def test_lookup_table_and_json(indexed: str) -> None:
+    table = neardup("lookup", "--store", indexed, "--id", "1")
+    assert table.returncode == 0
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:5] == ["id", "match", "edit", "similarity", "shared"]
+    assert [line.split()[:2] for line in lines[1:]] == [["6", "exact"], ["2", "near"]]
+    data = json.loads(
+        neardup(
+            "lookup",
+            "--store",
+            indexed,
+            "--text",
+            "golden lotus dim sum 1209 grant ave san francisco ca 94133",
+            "--json",
+        ).stdout
+    )
+    assert [(m["id"], m["exact"]) for m in data] == [("3", True), ("4", False)]
+    assert set(data[0]) >= {"id", "content", "edit_distance", "similarity", "shared_tokens"}
+
+
+def test_lookup_with_nothing_found(indexed: str) -> None:
+    result = neardup("lookup", "--store", indexed, "--text", "completely unrelated words")
+    assert result.returncode == 0
+    assert result.stdout.strip() == "no duplicates found"
+
+
+def test_report_formats(indexed: str, tmp_path: Path) -> None:
+    out = tmp_path / "pairs.tsv"
+    result = neardup("report", "--store", indexed, "-o", str(out))
+    assert result.returncode == 0
+    assert "4 pairs written to" in result.stderr
+    rows = list(csv.DictReader(out.open(), delimiter="\t"))
+    assert list(rows[0])[:4] == ["left_id", "right_id", "edit_distance", "similarity"]
+    assert [(r["left_id"], r["right_id"]) for r in rows] == [
+        ("1", "2"),
+        ("1", "6"),
+        ("2", "6"),
+        ("3", "4"),
+    ]
+    as_csv = neardup("report", "--store", indexed, "--format", "csv").stdout
+    assert list(csv.DictReader(io.StringIO(as_csv))) == rows
+    as_jsonl = [
+        json.loads(line)
+        for line in neardup("report", "--store", indexed, "--format", "jsonl").stdout.splitlines()
+    ]
+    assert [(r["left_id"], r["right_id"]) for r in as_jsonl] == [
+        ("1", "2"),
+        ("1", "6"),
+        ("2", "6"),
+        ("3", "4"),
+    ]
+
+
+def test_report_clusters(indexed: str) -> None:
+    result = neardup("report", "--store", indexed, "--clusters", "--format", "jsonl")
+    groups = [json.loads(line) for line in result.stdout.splitlines()]
+    assert groups == [
+        {"group": 1, "size": 3, "ids": ["1", "2", "6"]},
+        {"group": 2, "size": 2, "ids": ["3", "4"]},
+    ]
+    assert "2 groups from 4 pairs" in result.stderr
+
+
+def test_report_rules(indexed: str) -> None:
+    result = neardup("report", "--store", indexed, "--max-edit-distance", "0")
+    assert [line.split("\t")[:2] for line in result.stdout.splitlines()[1:]] == [["1", "6"]]
+
+
+def test_stats_json(indexed: str) -> None:
+    data = json.loads(neardup("stats", "--store", indexed, "--json").stdout)
+    assert data["documents"] == 6
+    assert data["parameters"]["num_hashes"] == 128
+
+
+def test_demo_prints_groups_and_pairs() -> None:
+    result = neardup("demo")
+    assert result.returncode == 0, result.stderr
+    assert "near-duplicate pairs in" in result.stdout
+    assert "mama rosa s pizzeria" in result.stdout
+    assert "left_id\tright_id" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["index", "missing.txt"], "cannot read missing.txt"),
+        (["index", "records.txt", "--store", "mysql://x/y"], "unknown store URL"),
+        (["index", "records.txt", "--store", "sqlite://relative.db"], "sqlite:///path"),
+        (["index", "records.txt", "--store", "solr://127.0.0.1:1/solr/x"], "solr"),
+        (["index", "records.txt", "--shingle", "words:3"], "word:N or char:N"),
+        (["index", "records.txt", "--num-hashes", "100", "--bands", "7"], "bands must divide"),
+        (["index", "data.csv", "--text-field", "body"], "no field 'body'"),
+        (["index", "data.unknown"], "--format"),
+        (["lookup", "--id", "1", "--store", "sqlite:///nothing-here.db"], "no store at"),
+        (["report", "--store", "sqlite:///nothing-here.db"], "no store at"),
+        (["index", "records.txt", "--store", "sqlite:///no/such/dir/x.db"], "cannot open"),
+        (["index", "records.txt", "--store", "sqlite:///records.txt"], "cannot open"),
+    ],
+)
+def test_user_errors_are_one_line(
+    args: list[str], message: str, records: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "data.csv").write_text("id,title\n1,x\n")
+    (tmp_path / "data.unknown").write_text("x")
+    assert_user_error(neardup(*args, cwd=tmp_path), message)
+
+
+def test_unknown_id_and_parameter_mismatch(indexed: str, records: Path) -> None:
+    assert_user_error(
+        neardup("lookup", "--store", indexed, "--id", "nope"), "no record with id 'nope'"
+    )
+    result = neardup("index", str(records), "--store", indexed, "--shingle", "word:3")
+    assert_user_error(result, "char:4")
+    assert "word:3" in result.stderr
+
+
+def test_a_failing_file_writes_nothing(records: Path, tmp_path: Path, sqlite_url: str) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,title\n1,x\n")
+    result = neardup("index", str(records), str(bad), "--text-field", "body", "--store", sqlite_url)
+    assert result.returncode != 0
+    assert not (tmp_path / "store.db").exists()
+
+
+def test_hostile_ids_and_text(tmp_path: Path, sqlite_url: str) -> None:
+    path = tmp_path / "hostile.jsonl"
+    rows = [
+        {"id": 'a:b (c) "d"', "text": 'AND OR NOT: (x) "y" \\ * ? [ ] { } ~ ^'},
+        {"id": "*", "text": 'AND OR NOT: (x) "y" \\ * ? [ ] { } ~ ^ z'},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert neardup("index", str(path), "--store", sqlite_url).returncode == 0
+    result = neardup("lookup", "--store", sqlite_url, "--id", 'a:b (c) "d"', "--json")
+    assert result.returncode == 0, result.stderr
+    assert [m["id"] for m in json.loads(result.stdout)] == ["*"]

@@ -1,0 +1,221 @@
+import hashlib
+import math
+import random
+
+import numpy as np
+import pytest
+
+from neardup.errors import InvalidParameter
+from neardup.fingerprint import (
+    FingerprintParams,
+    estimated_jaccard,
+    fingerprint,
+    fingerprint_batch,
+    jaccard,
+    normalize,
+    normalize_batch,
+    parse_shingle,
+)
+from neardup.searcher import word_edit_distance
+
+WORD3 = FingerprintParams("word", 3, 20, 5)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Art's Delicatessen", "art s delicatessen"),
+        ("  Hello,   WORLD!\t\n", "hello world"),
+        ("well-known (co-op)", "well-known co-op"),
+        ("ﬁne Ｆｕｌｌ width", "fine full width"),  # NFKC folds ligatures and full-width forms
+        ("«quoted» — dash…", "quoted dash"),
+        ("ÉCOLE Straße", "école straße"),
+        ("a+b=c $5", "a+b=c $5"),  # symbols are not punctuation
+        ("¿Qué? ¡Sí!", "qué sí"),
+        ("", ""),
+        ("!!! ...", ""),
+    ],
+)
+def test_normalize(text: str, expected: str) -> None:
+    assert normalize(text) == expected
+
+
+def test_normalize_is_idempotent_and_batch_equals_single() -> None:
+    texts = ["Art's Deli, 12224 Ventura Blvd.", "«quoted» — dash…", "ＡＢＣ  def", "x"]
+    batch = normalize_batch(texts)
+    assert batch == [normalize(t) for t in texts]
+    assert normalize_batch(batch) == batch
+
+
+def test_art_s_deli_differs_by_one_word_after_normalisation() -> None:
+    a = normalize("Art's Delicatessen 12224 Ventura Blvd. Studio City")
+    b = normalize("Art's Deli 12224 Ventura Blvd. Studio City")
+    assert word_edit_distance(a, b) == 1
+    assert word_edit_distance(a, a) == 0
+    assert word_edit_distance(a, "") == len(a.split())
+
+
+def test_word_edit_distance_counts_words_not_characters() -> None:
+    assert word_edit_distance("a b c d", "a x c d") == 1
+    assert word_edit_distance("the cat sat", "cat sat the") == 2
+    assert word_edit_distance("delicatessen", "deli") == 1
+
+
+def test_fields() -> None:
+    fp = fingerprint("3 Art's Delicatessen 12224 Ventura Blvd. Studio City", WORD3)
+    assert fp.content == "3 art s delicatessen 12224 ventura blvd studio city"
+    assert fp.first_word == "3"
+    assert fp.num_words == 9
+    assert fp.md5 == hashlib.md5(fp.content.encode()).hexdigest()
+    assert len(fp.shingles) == 7  # 9 words give 7 word 3-shingles
+    assert len(fp.signature) == 20 and fp.signature.dtype == np.uint32
+    assert len(fp.bands) == 5
+
+
+def test_text_shorter_than_a_shingle_is_one_shingle() -> None:
+    assert len(fingerprint("two words", WORD3).shingles) == 1
+    assert len(fingerprint("abc", FingerprintParams("char", 5, 16, 4)).shingles) == 1
+    assert not np.array_equal(
+        fingerprint("two words", WORD3).shingles, fingerprint("two", WORD3).shingles
+    )
+
+
+def test_char_shingles_count_distinct_ngrams() -> None:
+    fp = fingerprint("abcabc", FingerprintParams("char", 3, 16, 4))
+    assert len(fp.shingles) == 3  # abc, bca, cab
+
+
+def test_signature_tokens_are_tagged_by_position() -> None:
+    fp = fingerprint("some text to hash", WORD3)
+    tokens = fp.signature_tokens()
+    assert tokens == [f"{i}_{v}" for i, v in enumerate(fp.signature.tolist())]
+    assert len(set(fp.band_tokens())) == 5
+    assert all(len(t) == 16 for t in fp.shingle_tokens())
+
+
+def test_same_text_same_signature_across_runs_and_batches() -> None:
+    params = FingerprintParams("char", 4, 64, 16)
+    texts = ["first text here", "Second, different text!", "first text here"]
+    batch = fingerprint_batch(texts, params)
+    singles = [fingerprint(t, params) for t in texts]
+    for a, b in zip(batch, singles, strict=True):
+        assert np.array_equal(a.signature, b.signature)
+        assert np.array_equal(a.bands, b.bands)
+        assert np.array_equal(a.shingles, b.shingles)
+    assert np.array_equal(batch[0].signature, batch[2].signature)
+
+
+def test_signature_is_stable_across_machines() -> None:
+    # Stored indexes depend on these exact values: a change here breaks every existing store.
+    fp = fingerprint(
+        "Art's Delicatessen 12224 Ventura Blvd. Studio City", FingerprintParams("char", 4, 8, 2)
+    )
+    assert fp.signature_tokens() == GOLDEN_SIGNATURE
+    fp = fingerprint(
+        "Art's Delicatessen 12224 Ventura Blvd. Studio City", FingerprintParams("word", 3, 8, 2)
+    )
+    assert fp.signature_tokens() == GOLDEN_WORD_SIGNATURE
+
+
+GOLDEN_SIGNATURE = [
+    "0_1056702757",
+    "1_436404013",
+    "2_408811499",
+    "3_1540478672",
+    "4_316728758",
+    "5_522005133",
+    "6_27711547",
+    "7_2312405635",
+]
+# 7 shingles into 8 bins: empty bins borrow a value along their probe sequence.
+GOLDEN_WORD_SIGNATURE = [
+    "0_299007852",
+    "1_2135660430",
+    "2_492913388",
+    "3_2135660430",
+    "4_492913388",
+    "5_299007852",
+    "6_2135660430",
+    "7_299007852",
+]
+
+
+def test_seed_changes_the_signature() -> None:
+    a = fingerprint("some text", FingerprintParams(seed=1))
+    b = fingerprint("some text", FingerprintParams(seed=2))
+    assert not np.array_equal(a.signature, b.signature)
+
+
+def _random_pair(rng: random.Random, vocabulary: list[str]) -> tuple[str, str]:
+    base = rng.choices(vocabulary, k=rng.randint(5, 120))
+    other = list(base)
+    for _ in range(rng.randint(0, len(base))):
+        action = rng.random()
+        position = rng.randrange(len(other) + 1)
+        if action < 0.4 and other:
+            other.pop(min(position, len(other) - 1))
+        elif action < 0.8:
+            other.insert(position, rng.choice(vocabulary))
+        elif other:
+            other[min(position, len(other) - 1)] = rng.choice(vocabulary)
+    return " ".join(base), " ".join(other or ["x"])
+
+
+@pytest.mark.parametrize(
+    "params", [FingerprintParams("word", 2, 128, 32), FingerprintParams("char", 5, 64, 16)]
+)
+def test_signature_estimate_tracks_true_jaccard_within_binomial_error(
+    params: FingerprintParams,
+) -> None:
+    rng = random.Random(7)
+    vocabulary = [f"w{i}" for i in range(400)]
+    k = params.num_hashes
+    errors, outside = [], 0
+    pairs = 600
+    for _ in range(pairs):
+        a, b = fingerprint_batch(list(_random_pair(rng, vocabulary)), params)
+        truth = jaccard(a.shingles, b.shingles)
+        estimate = estimated_jaccard(a, b)
+        sigma = math.sqrt(truth * (1 - truth) / k)
+        errors.append(estimate - truth)
+        if abs(estimate - truth) > 3 * sigma + 1 / k:
+            outside += 1
+    # 3 sigma holds for 99.7% of binomial draws; allow a little slack for the discrete tails.
+    assert outside <= pairs * 0.01
+    # No bias: the mean error is within a few standard errors of zero.
+    assert abs(np.mean(errors)) < 4 * np.std(errors) / math.sqrt(pairs) + 1e-3
+
+
+def test_identical_and_disjoint_sets() -> None:
+    params = FingerprintParams("word", 1, 64, 16)
+    a, b, c = fingerprint_batch(["a b c d e f", "a b c d e f", "u v w x y z"], params)
+    assert estimated_jaccard(a, b) == 1.0 and jaccard(a.shingles, b.shingles) == 1.0
+    assert jaccard(a.shingles, c.shingles) == 0.0
+    assert estimated_jaccard(a, c) < 0.1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"num_hashes": 100, "bands": 32}, "bands must divide"),
+        ({"shingle_kind": "byte"}, "shingle kind"),
+        ({"shingle_size": 0}, "shingle size"),
+        ({"num_hashes": 0, "bands": 1}, "number of hashes"),
+    ],
+)
+def test_params_are_validated(kwargs: dict, message: str) -> None:
+    with pytest.raises(InvalidParameter, match=message):
+        FingerprintParams(**kwargs)
+
+
+def test_parse_shingle() -> None:
+    assert parse_shingle("word:3") == ("word", 3)
+    assert parse_shingle("char:5") == ("char", 5)
+    for bad in ("word", "char:x", "line:3", "word:0"):
+        with pytest.raises(ValueError):
+            parse_shingle(bad)
+
+
+def test_params_round_trip() -> None:
+    params = FingerprintParams("word", 3, 20, 5, seed=9)
+    assert FingerprintParams.from_dict(params.to_dict()) == params

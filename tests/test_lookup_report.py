@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+
+from neardup import api
+from neardup.errors import NeardupError, ParameterMismatch, UnknownRecord
+from neardup.fingerprint import FingerprintParams
+from neardup.indexer import index_records
+from neardup.readers import Record
+from neardup.report import Pair, clusters
+from neardup.searcher import MatchRules
+from neardup.stores import TokenField
+
+RECORDS = {
+    "1": "Bella Napoli Trattoria 418 Harbor Street Portland ME 04101",
+    "2": "Bella Napoli Trattoria 418 Harbor St. Portland, ME 04101",
+    "3": "Golden Lotus Dim Sum 1209 Grant Ave San Francisco CA 94133",
+    "4": "Golden Lotus Dim Sum Restaurant 1209 Grant Avenue San Francisco CA 94133",
+    "5": "Thai Orchid Kitchen 58 Elm Street Northampton MA 01060",
+    "6": "Bella Napoli Trattoria 418 Harbor Street Portland ME 04101",
+}
+
+
+def fill(store, records: dict[str, str], params=None) -> None:
+    index_records(store, [Record(i, t) for i, t in records.items()], params)
+
+
+def test_lookup_by_id_lists_exact_then_near(store) -> None:
+    fill(store, RECORDS)
+    matches = api.lookup(store, id="1")
+    assert [(m.id, m.exact) for m in matches] == [("6", True), ("2", False)]
+    near = matches[1]
+    assert near.edit_distance == 1  # street -> st; punctuation is gone after normalisation
+    assert 0.5 < near.similarity < 1.0
+    assert near.shared_tokens > 0
+
+
+def test_lookup_by_new_text(store) -> None:
+    fill(store, RECORDS)
+    matches = api.lookup(
+        store, text="Golden Lotus Dim Sum, 1209 Grant Ave., San Francisco CA 94133"
+    )
+    assert [m.id for m in matches] == ["3", "4"]
+    assert matches[0].exact and matches[0].similarity == 1.0
+    assert matches[1].edit_distance == 2
+
+
+def test_rules_filter_candidates(store) -> None:
+    fill(store, RECORDS | {"8": "Golden Gate Bakery 1029 Grant Avenue San Francisco CA 94133"})
+    assert [m.id for m in api.lookup(store, id="3")] == ["4"]
+    assert [m.id for m in api.lookup(store, id="3", rules=MatchRules(max_edit_distance=1))] == []
+    assert [m.id for m in api.lookup(store, id="3", rules=MatchRules(threshold=0.99))] == []
+    # With no rule set, every candidate that shares a token comes back.
+    loose = MatchRules(method="shingles", threshold=None)
+    found = api.lookup(store, id="3", rules=loose)
+    assert [m.id for m in found][:2] == ["4", "8"]
+    query = api.searcher_for(store, loose).fingerprint_record("3")[1]
+    shared = store.candidates(
+        TokenField.SHINGLES, query.shingle_tokens(), rows=10, exclude_md5=[query.md5]
+    )
+    assert sorted(m.id for m in found) == sorted(c.id for c in shared)
+
+
+@pytest.mark.parametrize("method", ["minhash", "shingles", "lsh"])
+def test_every_method_finds_the_near_duplicate(store, method: str) -> None:
+    fill(store, RECORDS)
+    assert [m.id for m in api.lookup(store, id="3", rules=MatchRules(method=method))] == ["4"]
+
+
+def test_first_word_filter(store) -> None:
+    fill(store, RECORDS | {"7": "The Golden Lotus Dim Sum 1209 Grant Ave San Francisco CA 94133"})
+    assert [m.id for m in api.lookup(store, id="3")] == ["7", "4"]
+    assert [m.id for m in api.lookup(store, id="3", rules=MatchRules(first_word=True))] == ["4"]
+
+
+def test_unknown_id_and_empty_text(store) -> None:
+    fill(store, RECORDS)
+    with pytest.raises(UnknownRecord, match="no record with id 'nope'"):
+        api.lookup(store, id="nope")
+    with pytest.raises(NeardupError, match="no words"):
+        api.lookup(store, text="?!")
+
+
+def test_lookup_with_other_params_is_refused(store) -> None:
+    fill(store, RECORDS)
+    with pytest.raises(ParameterMismatch):
+        api.lookup(store, id="1", params=FingerprintParams("word", 3, 20, 5))
+
+
+def test_report_lists_each_pair_once_in_id_order(store) -> None:
+    fill(store, RECORDS)
+    pairs = api.report(store)
+    assert [(p.left_id, p.right_id, p.kind) for p in pairs] == [
+        ("1", "2", "near"),
+        ("1", "6", "exact"),
+        ("2", "6", "near"),
+        ("3", "4", "near"),
+    ]
+    assert pairs[0].edit_distance == pairs[2].edit_distance
+    assert pairs[0].similarity == pairs[2].similarity
+    assert clusters(pairs) == [["1", "2", "6"], ["3", "4"]]
+
+
+def test_exact_duplicate_groups_of_40_are_complete(store) -> None:
+    copies = {f"c{i:02d}": "Forty identical copies of one listing, 12 Main St" for i in range(40)}
+    near = {"n1": "Forty identical copies of one listing, 12 Main Street"}
+    fill(store, copies | near | {"x": "Something else entirely, nothing alike"})
+    pairs = api.report(store)
+    exact = [(p.left_id, p.right_id) for p in pairs if p.kind == "exact"]
+    assert exact == list(combinations(sorted(copies), 2))
+    assert len(exact) == 780
+    near_pairs = [(p.left_id, p.right_id) for p in pairs if p.kind == "near"]
+    assert near_pairs == [(c, "n1") for c in sorted(copies)]
+    groups = clusters(pairs)
+    assert groups == [[*sorted(copies), "n1"]]
+    assert [m.id for m in api.lookup(store, id="n1")] == sorted(copies)
+
+
+def test_report_on_an_empty_store(store) -> None:
+    store.ensure_params(None)
+    assert api.report(store) == []
+
+
+def test_clusters_are_connected_components() -> None:
+    def pair(a: str, b: str) -> Pair:
+        return Pair(a, b, 1, 0.9, 10, "near")
+
+    groups = clusters(
+        [
+            pair("a", "b"),
+            pair("c", "d"),
+            pair("b", "e"),
+            pair("x", "y"),
+            pair("d", "z"),
+            pair("c", "z"),
+        ]
+    )
+    assert groups == [["a", "b", "e"], ["c", "d", "z"], ["x", "y"]]
+
+
+def test_index_files_counts_and_replaces(tmp_path: Path, sqlite_url: str) -> None:
+    path = tmp_path / "records.txt"
+    path.write_text("".join(f"{i} {t}\n" for i, t in RECORDS.items()) + "9 ...\n\n")
+    first = api.index([path], sqlite_url)
+    assert (first.read, first.indexed, first.documents) == (7, 6, 6)
+    assert first.skipped.reasons == {"empty line": 1, "no words after normalisation": 1}
+    second = api.index([path], sqlite_url)
+    assert second.documents == 6
+    assert api.stats(sqlite_url)["documents"] == 6
+
+
+def test_index_several_files_without_ids_keeps_every_record(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    for name in ("a.csv", "b.csv"):
+        (tmp_path / name).write_text("name\nfirst record\nsecond record\n")
+    summary = api.index([tmp_path / "a.csv", tmp_path / "b.csv"], sqlite_url)
+    assert summary.documents == 4
+    pairs = [(p.left_id, p.right_id, p.kind) for p in api.report(sqlite_url)]
+    assert pairs == [("a.csv:1", "b.csv:1", "exact"), ("a.csv:2", "b.csv:2", "exact")]

@@ -1,0 +1,161 @@
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from neardup.errors import NeardupError
+from neardup.readers import Record, RecordReader, detect_format
+
+
+def write(path: Path, data: str | bytes) -> Path:
+    path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return path
+
+
+def read(path: Path, **kwargs) -> tuple[list[Record], RecordReader]:
+    reader = RecordReader(path, **kwargs)
+    return list(reader), reader
+
+
+def test_lines_split_id_at_first_space_or_tab(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "a.txt",
+        "3 Art's Delicatessen 12224 Ventura Blvd. Studio City\n7\tTab separated text\n",
+    )
+    records, reader = read(path)
+    assert [(r.id, r.text) for r in records] == [
+        ("3", "Art's Delicatessen 12224 Ventura Blvd. Studio City"),
+        ("7", "Tab separated text"),
+    ]
+    assert reader.skipped.total == 0
+
+
+def test_lines_skip_and_count_bad_lines_and_keep_the_rest(tmp_path: Path) -> None:
+    data = b"1 good one\n\n2\n3 \xff\xfe broken\n   \n4 good two\r\n5 \n"
+    records, reader = read(write(tmp_path / "a.txt", data))
+    assert [r.id for r in records] == ["1", "4"]
+    assert records[1].text == "good two"
+    assert reader.skipped.reasons == {"empty line": 2, "id without text": 2, "undecodable bytes": 1}
+    assert [line for line, _ in reader.skipped.examples] == [2, 3, 4, 5, 7]
+    assert "line 4 (undecodable bytes)" in reader.skipped.summary()
+
+
+def test_utf8_bom_is_not_part_of_the_first_id(tmp_path: Path) -> None:
+    records, _ = read(write(tmp_path / "a.txt", "\ufeff1 text\n"))
+    assert records[0].id == "1"
+
+
+def test_tsv_with_id_and_text_fields(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "a.tsv",
+        'key\ttitle\tbody\tprice\nk1\tNice flat\tBright "rooms"\t450\nk2\tStudio\t\t300\n',
+    )
+    records, _ = read(path, id_field="key", text_fields=["title", "body"])
+    assert [(r.id, r.text) for r in records] == [
+        ("k1", 'Nice flat Bright "rooms"'),
+        ("k2", "Studio"),
+    ]
+
+
+def test_csv_quoted_fields_with_newlines_and_record_numbers(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "a.csv",
+        'name,address\n"Art\'s, Deli","12224 Ventura\nStudio City"\nBob,Main St\n',
+    )
+    records, _ = read(path)
+    assert [(r.id, r.text) for r in records] == [
+        ("1", "Art's, Deli 12224 Ventura\nStudio City"),
+        ("2", "Bob Main St"),
+    ]
+    assert records[1].line == 4
+
+
+def test_a_column_named_id_is_the_id(tmp_path: Path) -> None:
+    records, _ = read(write(tmp_path / "a.csv", "text,id\nhello there,x9\n"))
+    assert records == [Record("x9", "hello there", 2)]
+
+
+def test_csv_skips_undecodable_empty_and_textless_rows(tmp_path: Path) -> None:
+    data = b"id,text\na,fine\nb,\xff bad\n,\nc,\nd,also fine\n"
+    records, reader = read(write(tmp_path / "a.csv", data))
+    assert [r.id for r in records] == ["a", "d"]
+    assert reader.skipped.reasons == {"undecodable bytes": 1, "empty line": 1, "no text": 1}
+
+
+def test_missing_field_is_an_error_before_any_record(tmp_path: Path) -> None:
+    path = write(tmp_path / "a.csv", "id,title\n1,x\n")
+    with pytest.raises(NeardupError, match=r"no field 'body'.*'id', 'title'"):
+        RecordReader(path, text_fields=["body"])
+    with pytest.raises(NeardupError, match="no field 'key'"):
+        RecordReader(path, id_field="key")
+
+
+def test_jsonl(tmp_path: Path) -> None:
+    lines = [
+        json.dumps({"id": 1, "title": "First", "body": "text one"}),
+        "not json",
+        json.dumps(["a", "list"]),
+        json.dumps({"id": 2, "title": "Second", "body": None}),
+        json.dumps({"id": 3, "title": {"nested": 1}}),
+    ]
+    records, reader = read(
+        write(tmp_path / "a.jsonl", "\n".join(lines) + "\n"), text_fields=["title", "body"]
+    )
+    assert [(r.id, r.text) for r in records] == [("1", "First text one"), ("2", "Second")]
+    assert reader.skipped.reasons == {"invalid JSON": 1, "not a JSON object": 1, "no text": 1}
+
+
+def test_jsonl_missing_field_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path / "a.jsonl", '{"id": 1, "title": "x"}\n')
+    with pytest.raises(NeardupError, match="first JSON object has no field 'body'"):
+        RecordReader(path, text_fields=["body"])
+
+
+def test_gzip_and_format_detection(tmp_path: Path) -> None:
+    path = tmp_path / "a.tsv.gz"
+    with gzip.open(path, "wt") as out:
+        out.write("id\ttext\n1\thello\n")
+    assert detect_format(path) == "tsv"
+    records, reader = read(path)
+    assert records == [Record("1", "hello", 2)]
+    assert reader.bytes_read == reader.size
+    for name, expected in [
+        ("x.txt", "lines"),
+        ("x.CSV", "csv"),
+        ("x.ndjson", "jsonl"),
+        ("x.tab", "tsv"),
+    ]:
+        assert detect_format(name) == expected
+    with pytest.raises(NeardupError, match="--format"):
+        detect_format("x.parquet")
+
+
+def test_format_flag_overrides_extension(tmp_path: Path) -> None:
+    records, _ = read(write(tmp_path / "a.data", "id\ttext\n1\thello\n"), format="tsv")
+    assert records[0].text == "hello"
+
+
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(NeardupError, match="cannot read"):
+        RecordReader(tmp_path / "missing.txt")
+    with pytest.raises(NeardupError, match="is a directory"):
+        RecordReader(tmp_path, format="lines")
+
+
+def test_field_flags_are_refused_for_line_files(tmp_path: Path) -> None:
+    with pytest.raises(NeardupError, match="apply to tsv"):
+        RecordReader(write(tmp_path / "a.txt", "1 x\n"), text_fields=["x"])
+
+
+def test_reading_streams(tmp_path: Path) -> None:
+    path = tmp_path / "big.txt"
+    with path.open("w") as out:
+        for i in range(50_000):
+            out.write(f"{i} record number {i}\n")
+    reader = RecordReader(path)
+    iterator = iter(reader)
+    next(iterator)
+    # Only a read buffer has been consumed, not the whole file.
+    assert reader.bytes_read < path.stat().st_size / 4
+    assert sum(1 for _ in iterator) == 49_999

@@ -1,0 +1,213 @@
+"""The contract every store keeps. Runs against every store kind; answers are checked against a
+brute-force reference, so all stores agree exactly (same candidates, same order)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from neardup.errors import ParameterMismatch
+from neardup.fingerprint import FingerprintParams, fingerprint_batch
+from neardup.stores import Candidate, Document, Store, TokenField, sort_candidates
+
+PARAMS = FingerprintParams("word", 1, 16, 4)
+HOSTILE = [
+    'a:b (c) "d" \\e *f ?g [h] {i} ~j ^k',
+    "AND OR NOT && || !",
+    "id with spaces",
+    "ünïcödé-ïd",
+    "日本語",
+    "*",
+    "\\",
+    '"',
+    "a/b",
+    "-leading-dash",
+]
+
+
+def documents(texts: dict[str, str], params: FingerprintParams = PARAMS) -> list[Document]:
+    fps = fingerprint_batch(list(texts.values()), params)
+    return [Document(i, fp) for i, fp in zip(texts, fps, strict=True)]
+
+
+def reference_candidates(
+    docs: list[Document],
+    field: TokenField,
+    query: list[str],
+    rows: int,
+    first_word: str | None = None,
+    exclude_md5: tuple[str, ...] = (),
+) -> list[Candidate]:
+    wanted = set(query)
+    found = []
+    for d in docs:
+        if first_word is not None and d.fingerprint.first_word != first_word:
+            continue
+        if d.fingerprint.md5 in exclude_md5:
+            continue
+        score = len(wanted & set(field.tokens(d.fingerprint)))
+        if score:
+            found.append(Candidate(d.id, score, d.fingerprint.md5))
+    return sort_candidates(found)[:rows]
+
+
+def random_corpus(seed: int, size: int) -> dict[str, str]:
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(30)] + ["AND", "OR", "(x)", "a:b", '"q"']
+    ids = [f"r{i:03d}" for i in range(size)] + HOSTILE
+    return {i: " ".join(rng.choices(words, k=rng.randint(1, 12))) for i in ids}
+
+
+def test_new_store_takes_params_and_keeps_them(store_factory) -> None:
+    store: Store = store_factory()
+    assert store.read_params() is None
+    assert store.ensure_params(PARAMS) == PARAMS
+    assert store.read_params() == PARAMS
+    assert store.ensure_params(None) == PARAMS
+    assert store.ensure_params({"num_hashes": 16}) == PARAMS
+
+
+def test_new_store_without_params_uses_defaults(store: Store) -> None:
+    assert store.ensure_params(None) == FingerprintParams()
+
+
+def test_other_params_are_refused_naming_both(store: Store) -> None:
+    store.ensure_params(PARAMS)
+    with pytest.raises(ParameterMismatch) as caught:
+        store.ensure_params(FingerprintParams("char", 5, 16, 4))
+    message = str(caught.value)
+    assert "word:1, 16 hashes" in message and "char:5, 16 hashes" in message
+    with pytest.raises(ParameterMismatch, match="32 hashes"):
+        store.ensure_params({"num_hashes": 32, "bands": 8})
+
+
+def test_upsert_get_count_and_idempotence(store: Store) -> None:
+    store.ensure_params(PARAMS)
+    docs = documents(
+        {
+            "1": "Art's Delicatessen Studio City",
+            "2": "Other text",
+            **dict.fromkeys(HOSTILE, "hostile id"),
+        }
+    )
+    store.upsert(docs)
+    store.upsert(docs)
+    store.flush()
+    assert store.count() == 2 + len(HOSTILE)
+    got = store.get(["1", "missing", *HOSTILE])
+    assert set(got) == {"1", *HOSTILE}
+    record = got["1"]
+    assert (record.content, record.first_word, record.num_words) == (
+        "art s delicatessen studio city",
+        "art",
+        5,
+    )
+    assert record.md5 == docs[0].fingerprint.md5
+
+
+def test_upsert_replaces_by_id_and_moves_tokens(store: Store) -> None:
+    store.ensure_params(PARAMS)
+    store.upsert(documents({"1": "alpha beta gamma", "2": "delta"}))
+    store.upsert(documents({"1": "delta epsilon"}))
+    store.flush()
+    assert store.count() == 2
+    assert store.get(["1"])["1"].content == "delta epsilon"
+    query = documents({"q": "alpha beta gamma"})[0].fingerprint
+    assert store.candidates(TokenField.SHINGLES, query.shingle_tokens(), rows=10) == []
+    query = documents({"q": "delta"})[0].fingerprint
+    assert [
+        c.id for c in store.candidates(TokenField.SHINGLES, query.shingle_tokens(), rows=10)
+    ] == ["1", "2"]
+
+
+def test_last_of_duplicate_ids_in_a_batch_wins(store: Store) -> None:
+    store.ensure_params(PARAMS)
+    store.upsert(documents({"x": "first"}) + documents({"x": "second"}))
+    store.flush()
+    assert store.count() == 1
+    assert store.get(["x"])["x"].content == "second"
+
+
+def test_ids_with_md5_is_the_complete_group_in_id_order(store: Store) -> None:
+    store.ensure_params(PARAMS)
+    texts = {f"copy{i:02d}": "The same text!" for i in range(40)} | {"other": "another text"}
+    docs = documents(texts)
+    store.upsert(docs)
+    store.flush()
+    assert store.ids_with_md5(docs[0].fingerprint.md5) == sorted(f"copy{i:02d}" for i in range(40))
+    assert store.ids_with_md5("0" * 32) == []
+
+
+@pytest.mark.parametrize("field", list(TokenField))
+def test_candidates_equal_the_brute_force_reference(store: Store, field: TokenField) -> None:
+    store.ensure_params(PARAMS)
+    corpus = random_corpus(seed=3, size=60)
+    docs = documents(corpus)
+    store.upsert(docs)
+    store.flush()
+    for query in documents(random_corpus(seed=4, size=15)):
+        tokens = field.tokens(query.fingerprint)
+        for rows in (1, 5, 100):
+            assert store.candidates(field, tokens, rows=rows) == reference_candidates(
+                docs, field, tokens, rows
+            )
+        fw = query.fingerprint.first_word
+        assert store.candidates(field, tokens, rows=20, first_word=fw) == reference_candidates(
+            docs, field, tokens, 20, first_word=fw
+        )
+        md5s = (docs[0].fingerprint.md5, docs[5].fingerprint.md5)
+        assert store.candidates(field, tokens, rows=20, exclude_md5=md5s) == reference_candidates(
+            docs, field, tokens, 20, exclude_md5=md5s
+        )
+
+
+def test_ties_are_broken_by_id_in_byte_order(store: Store) -> None:
+    store.ensure_params(PARAMS)
+    ids = ["b", "a", "B", "é", "z", "aa", "10", "9", "日本"]
+    store.upsert(documents(dict.fromkeys(ids, "same words here")))
+    store.flush()
+    query = documents({"q": "same words here"})[0].fingerprint
+    found = store.candidates(TokenField.SHINGLES, query.shingle_tokens(), rows=50)
+    assert [c.id for c in found] == sorted(ids, key=lambda i: i.encode("utf-8"))
+    assert {c.score for c in found} == {3}
+
+
+def test_hostile_text_is_data(store: Store) -> None:
+    store.ensure_params(PARAMS)
+    texts = dict(zip(HOSTILE, HOSTILE, strict=True)) | {
+        "plain": "plain words only",
+        "long": "word " * 5000,
+    }
+    docs = documents(texts)
+    store.upsert(docs)
+    store.flush()
+    for d in docs:
+        fp = d.fingerprint
+        assert d.id in store.ids_with_md5(fp.md5)
+        for field in TokenField:
+            tokens = field.tokens(fp)
+            got = store.candidates(field, tokens, rows=5, first_word=fp.first_word)
+            assert got == reference_candidates(docs, field, tokens, 5, first_word=fp.first_word)
+    # Empty first word and query tokens that match nothing.
+    assert store.candidates(TokenField.SHINGLES, ["zz"], rows=5, first_word="") == []
+    assert store.candidates(TokenField.SIGNATURE, ["1_2", "x_y", "AND"], rows=5) == []
+
+
+def test_iter_ids_in_byte_order(store: Store) -> None:
+    store.ensure_params(PARAMS)
+    ids = [f"id{i}" for i in range(1200)] + HOSTILE
+    store.upsert(documents(dict.fromkeys(ids, "text")))
+    store.flush()
+    assert list(store.iter_ids()) == sorted(ids, key=lambda i: i.encode("utf-8"))
+
+
+def test_delete(store: Store) -> None:
+    store.ensure_params(PARAMS)
+    store.upsert(documents({"1": "one two", "2": "two three", "3": "three four"}))
+    store.flush()
+    assert store.delete(["1", "3", "missing"]) == 2
+    store.flush()
+    assert store.count() == 1
+    query = documents({"q": "one four"})[0].fingerprint
+    assert store.candidates(TokenField.SHINGLES, query.shingle_tokens(), rows=5) == []
