@@ -27,7 +27,7 @@ demo: $(VENV)/.installed-base
 	$(BIN)/neardup demo
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check neardup tests benchmarks
+	$(BIN)/ruff check neardup tests servers benchmarks
 
 test: $(VENV)/.installed-test lint
 	$(BIN)/pytest

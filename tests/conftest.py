@@ -14,7 +14,9 @@ import pytest
 
 from neardup.stores import Store, open_store
 
-STORE_KINDS = ["sqlite"]
+pytest_plugins = ["tests.servers"]
+
+STORE_KINDS = ["sqlite", "solr"]
 
 StoreFactory = Callable[[], Store]
 
@@ -25,12 +27,16 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture(params=STORE_KINDS)
-def store_url_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str]:
+def store_url_factory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[[], str]]:
     """Makes URLs of fresh, empty stores of one kind."""
     if request.param == "sqlite":
-        return lambda: f"sqlite:///{tmp_path / f'{uuid.uuid4().hex}.db'}"
+        yield lambda: f"sqlite:///{tmp_path / f'{uuid.uuid4().hex}.db'}"
+        return
     server = request.getfixturevalue(f"{request.param}_server")
-    return server.new_store_url
+    yield server.new_store_url
+    server.drop_made()
 
 
 @pytest.fixture

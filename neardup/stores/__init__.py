@@ -45,7 +45,11 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
                 f"a SQLite store URL looks like sqlite:///path/to/file.db, not {url!r}"
             )
         return SQLiteStore(path[1:], create=create)
-    if scheme in ("solr", "solr+https", "elasticsearch", "elasticsearch+https"):
+    if scheme in ("solr", "solr+https"):
+        from .solr import SolrStore
+
+        return SolrStore(url, create=create)
+    if scheme in ("elasticsearch", "elasticsearch+https"):
         raise NeardupError(f"the {scheme.split('+')[0]} store is not available in this version")
     raise NeardupError(
         f"unknown store URL {url!r}: use sqlite:///FILE.db, solr://HOST:PORT/solr/NAME "

@@ -1,0 +1,125 @@
+"""Real search servers for the tests, one per kind per test session.
+
+Where a server comes from, in order: an already running one named by NEARDUP_TEST_SOLR_URL
+(``http://127.0.0.1:8983/solr``); the project's own launcher (servers/launch.py: Java and Maven,
+no Docker); testcontainers, where a Docker engine answers. A server that cannot be had fails the
+tests that need it when CI is set, and skips them with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import requests
+
+from servers import launch
+
+
+@dataclass
+class SolrServer:
+    """A running Solr; hands out URLs of new cores (or collections) and drops them afterwards."""
+
+    base: str  # http://127.0.0.1:PORT/solr
+    cloud: bool = False
+    shards: int = 1
+    stop: Callable[[], None] = lambda: None
+    made: list[str] = field(default_factory=list)
+
+    def new_store_url(self) -> str:
+        name = f"t{uuid.uuid4().hex[:12]}"
+        self.made.append(name)
+        query = f"?shards={self.shards}" if self.cloud else ""
+        return f"solr://{self.base.split('://', 1)[1]}/{name}{query}"
+
+    def drop_made(self) -> None:
+        for name in self.made:
+            if self.cloud:
+                params = {"action": "DELETE", "name": name}
+                requests.get(f"{self.base}/admin/collections", params=params, timeout=60)
+            else:
+                params = {"action": "UNLOAD", "core": name, "deleteInstanceDir": "true"}
+                requests.get(f"{self.base}/admin/cores", params=params, timeout=60)
+        self.made.clear()
+
+
+def _unavailable(what: str, reason: str) -> None:
+    message = f"{what} is not available: {reason}"
+    if os.environ.get("CI"):
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+def _docker_available() -> bool:
+    if not shutil.which("docker"):
+        return False
+    try:
+        import docker
+
+        docker.from_env().ping()
+        return True
+    except Exception:
+        return False
+
+
+def _solr_from_docker() -> SolrServer:
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.waiting_utils import wait_for_logs
+
+    configset = Path(launch.SOLR_CONFIGSET)
+    container = (
+        DockerContainer("solr:9.10")
+        .with_volume_mapping(str(configset), "/opt/solr/server/solr/configsets/neardup/conf", "ro")
+        .with_env("SOLR_OPTS", "-Dsolr.max.booleanClauses=16384")
+        .with_env("SOLR_HEAP", "512m")
+        .with_exposed_ports(8983)
+    )
+    container.start()
+    wait_for_logs(container, "Started Solr server", timeout=180)
+    port = container.get_exposed_port(8983)
+    return SolrServer(f"http://127.0.0.1:{port}/solr", stop=container.stop)
+
+
+def _start_solr(cloud: bool) -> SolrServer:
+    what = "SolrCloud" if cloud else "Solr"
+    if not cloud and os.environ.get("NEARDUP_TEST_SOLR_URL"):
+        return SolrServer(os.environ["NEARDUP_TEST_SOLR_URL"].rstrip("/"))
+    reasons = []
+    if shutil.which("java") and shutil.which("mvn"):
+        try:
+            server = launch.start_solr(
+                cloud=cloud,
+                port=None if cloud else launch.free_port(),
+                heap="768m" if cloud else "512m",
+                work=launch.STATE / f"test-{what.lower()}",
+            )
+            return SolrServer(
+                server.urls[0], cloud=cloud, shards=2 if cloud else 1, stop=server.stop
+            )
+        except RuntimeError as exc:
+            reasons.append(str(exc).splitlines()[0])
+    else:
+        reasons.append("java and mvn are not both on PATH")
+    if not cloud and _docker_available():
+        return _solr_from_docker()
+    _unavailable(what, "; ".join(reasons) + "; no Docker engine either")
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="session")
+def solr_server() -> Iterator[SolrServer]:
+    server = _start_solr(cloud=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def solr_cloud_server() -> Iterator[SolrServer]:
+    server = _start_solr(cloud=True)
+    yield server
+    server.stop()
