@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint install bench quality clean
+.PHONY: demo test lint install bench quality clean solr solr-cloud stop-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,16 @@ lint: $(VENV)/.installed-test
 
 test: $(VENV)/.installed-test lint
 	$(BIN)/pytest
+
+# Real servers on 127.0.0.1, in the background; the last line printed is the store URL.
+solr:
+	$(PYTHON) servers/launch.py solr
+
+solr-cloud:
+	$(PYTHON) servers/launch.py solr --cloud
+
+stop-servers:
+	$(PYTHON) servers/launch.py stop
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

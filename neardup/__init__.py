@@ -1,6 +1,6 @@
 """neardup: find near-duplicate records and documents with MinHash signatures in a store."""
 
-from .api import index, lookup, opened, report, stats
+from .api import apply_schema, index, lookup, opened, report, stats
 from .errors import NeardupError
 from .fingerprint import Fingerprint, FingerprintParams, fingerprint, fingerprint_batch, normalize
 from .indexer import IndexSummary, index_records
@@ -21,6 +21,7 @@ __all__ = [
     "RecordReader",
     "Searcher",
     "Store",
+    "apply_schema",
     "clusters",
     "fingerprint",
     "fingerprint_batch",

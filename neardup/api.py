@@ -103,6 +103,13 @@ def report(store: StoreRef = None, *, rules: MatchRules | None = None) -> list[P
         return find_pairs(searcher_for(source, rules or MatchRules()))
 
 
+def apply_schema(store: StoreRef = None) -> str:
+    """Create the store's schema, or add the fields an existing one lacks; returns the store URL."""
+    with opened(store, create=True) as target:
+        target.apply_schema()
+        return target.url
+
+
 def stats(store: StoreRef = None) -> dict[str, object]:
     with opened(store) as source:
         params = source.read_params()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sqlite3
 import sys
 import tempfile
@@ -126,6 +127,13 @@ def _parser() -> argparse.ArgumentParser:
     _store_option(stats)
     stats.add_argument("--json", action="store_true", help="print JSON")
 
+    schema = commands.add_parser("schema", help="manage a store's schema")
+    schema_commands = schema.add_subparsers(dest="schema_command", required=True, metavar="ACTION")
+    apply = schema_commands.add_parser(
+        "apply", help="create the core, collection, index or tables, or add missing fields"
+    )
+    _store_option(apply)
+
     demo = commands.add_parser("demo", help="index the bundled sample and print its duplicates")
     demo.add_argument("--store", default=None, help="store URL (default: a temporary SQLite file)")
     return parser
@@ -219,6 +227,11 @@ def _run_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_schema(args: argparse.Namespace) -> int:
+    print(f"schema applied to {api.apply_schema(args.store)}", file=sys.stderr)
+    return 0
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     sample = Path(__file__).parent / "data" / "sample.txt"
     with tempfile.TemporaryDirectory() as folder:
@@ -246,12 +259,22 @@ _COMMANDS = {
     "lookup": _run_lookup,
     "report": _run_report,
     "stats": _run_stats,
+    "schema": _run_schema,
     "demo": _run_demo,
 }
 
 
+def _quiet_client_loggers() -> None:
+    """Client libraries log failures with tracebacks; the CLI reports them as one line instead."""
+    for name in ("pysolr", "elastic_transport", "elasticsearch", "urllib3"):
+        logger = logging.getLogger(name)
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _quiet_client_loggers()
     try:
         return _COMMANDS[args.command](args)
     except NeardupError as exc:

@@ -53,13 +53,14 @@ def find_pairs(searcher: Searcher, batch_size: int = 256) -> list[Pair]:
                 visited_md5.add(digest)
                 leaders.append(records[record_id])
         fingerprints = fingerprint_batch([r.content for r in leaders], searcher.params)
-        for leader, fp in zip(leaders, fingerprints, strict=True):
+        near = searcher.near_duplicates_many(fingerprints)
+        for leader, fp, matches in zip(leaders, fingerprints, near, strict=True):
             group = store.ids_with_md5(leader.md5)
             score = searcher.field.size(fp)
             pairs.extend(
                 Pair(*_ordered(a, b), 0, 1.0, score, "exact") for a, b in combinations(group, 2)
             )
-            for match in searcher.near_duplicates(fp):
+            for match in matches:
                 key = _ordered(leader.md5, match.md5)
                 if key in emitted_groups:
                     continue

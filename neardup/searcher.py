@@ -11,7 +11,7 @@ import Levenshtein
 
 from .errors import NeardupError, UnknownRecord
 from .fingerprint import Fingerprint, FingerprintParams, fingerprint, fingerprint_batch, jaccard
-from .stores import Candidate, Store, StoredRecord, TokenField
+from .stores import Candidate, CandidateQuery, Store, StoredRecord, TokenField
 
 Method = Literal["minhash", "shingles", "lsh"]
 METHOD_FIELDS: dict[str, TokenField] = {
@@ -115,42 +115,61 @@ class Searcher:
         ]
         return exact + near
 
-    def distinct_candidates(self, fp: Fingerprint) -> list[Candidate]:
-        """The top ``rows`` candidates with distinct contents, each its group's first id.
+    def near_duplicates(self, fp: Fingerprint) -> list[Match]:
+        """Accepted candidates whose content differs from ``fp``'s, one per content, best first."""
+        return self.near_duplicates_many([fp])[0]
+
+    def near_duplicates_many(self, fps: Sequence[Fingerprint]) -> list[list[Match]]:
+        """:meth:`near_duplicates` for many fingerprints, with batched store round trips."""
+        heads = self.distinct_candidates_many(fps)
+        records = self.store.get(sorted({c.id for found in heads for c in found}))
+        results = []
+        for fp, found in zip(fps, heads, strict=True):
+            present = [c for c in found if c.id in records]
+            others = [records[c.id] for c in present]
+            matches = [
+                m
+                for m in self.verify(fp, others, [c.score for c in present])
+                if self.rules.accepts(m.edit_distance, m.similarity)
+            ]
+            results.append(sorted(matches, key=lambda m: (m.edit_distance, -m.similarity, m.id)))
+        return results
+
+    def distinct_candidates_many(self, fps: Sequence[Fingerprint]) -> list[list[Candidate]]:
+        """For each fingerprint, the top ``rows`` candidates with distinct contents, each its
+        group's first id.
 
         Copies of one text share every token and would fill the rows; each round excludes the
         contents already seen, so the result is exactly the best ``rows`` distinct contents.
+        Only queries whose rows came back full and short of distinct contents go another round.
         """
-        seen = {fp.md5}
-        heads: list[Candidate] = []
-        while len(heads) < self.rules.rows:
-            wanted = self.rules.rows - len(heads)
-            found = self.store.candidates(
-                self.field,
-                self.field.tokens(fp),
-                rows=wanted,
-                first_word=fp.first_word if self.rules.first_word else None,
-                exclude_md5=sorted(seen),
-            )
-            for candidate in found:
-                if candidate.md5 not in seen:
-                    seen.add(candidate.md5)
-                    heads.append(candidate)
-            if len(found) < wanted:  # nothing more shares a token
-                break
+        rows = self.rules.rows
+        tokens = [self.field.tokens(fp) for fp in fps]
+        seen = [{fp.md5} for fp in fps]
+        heads: list[list[Candidate]] = [[] for _ in fps]
+        pending = list(range(len(fps)))
+        while pending:
+            queries = [
+                CandidateQuery(
+                    self.field,
+                    tokens[i],
+                    rows - len(heads[i]),
+                    first_word=fps[i].first_word if self.rules.first_word else None,
+                    exclude_md5=sorted(seen[i]),
+                )
+                for i in pending
+            ]
+            answers = self.store.candidates_many(queries)
+            next_round = []
+            for i, query, found in zip(pending, queries, answers, strict=True):
+                for candidate in found:
+                    if candidate.md5 not in seen[i]:
+                        seen[i].add(candidate.md5)
+                        heads[i].append(candidate)
+                if len(heads[i]) < rows and len(found) == query.rows:
+                    next_round.append(i)
+            pending = next_round
         return heads
-
-    def near_duplicates(self, fp: Fingerprint) -> list[Match]:
-        """Accepted candidates whose content differs from ``fp``'s, one per content, best first."""
-        candidates = self.distinct_candidates(fp)
-        records = self.store.get([c.id for c in candidates])
-        present = [c for c in candidates if c.id in records]
-        matches = [
-            m
-            for m in self.verify(fp, [records[c.id] for c in present], [c.score for c in present])
-            if self.rules.accepts(m.edit_distance, m.similarity)
-        ]
-        return sorted(matches, key=lambda m: (m.edit_distance, -m.similarity, m.id))
 
     def verify(
         self, fp: Fingerprint, others: Sequence[StoredRecord], scores: Sequence[int]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -21,6 +22,9 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
+import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STATE = ROOT / ".servers"
 SOLR_PROJECT = ROOT / "servers" / "solr"
 SOLR_CONFIGSET = ROOT / "schema" / "solr" / "conf"
+ES_VERSION = "8.19.21"  # the newest on Maven Central; runs on the machine's JDK 17
 
 
 @dataclass
@@ -37,8 +42,8 @@ class Server:
     process: subprocess.Popen[bytes]
     log: Path
 
-    def stop(self) -> None:
-        _terminate(self.process.pid)
+    def stop(self, grace: float = 20) -> None:
+        _terminate(self.process.pid, grace)
         self.process.wait(timeout=60)
         (STATE / f"{self.name}.pid").unlink(missing_ok=True)
 
@@ -101,43 +106,172 @@ def start_solr(
         str(nodes if cloud else (port or 8983)),
         str(SOLR_CONFIGSET),
     ]
-    return _start(
-        name, command, work / "solr.log", ready_lines=nodes if cloud else 1, timeout=timeout
-    )
+    expected = nodes if cloud else 1
+
+    def ready(output: bytes) -> list[str] | None:
+        lines = output.splitlines()
+        urls = [line[6:].decode().strip() for line in lines if line.startswith(b"READY ")]
+        return urls if len(urls) == expected else None
+
+    return _start(name, command, work / "solr.log", ready, timeout)
 
 
-def _start(name: str, command: list[str], log: Path, ready_lines: int, timeout: float) -> Server:
+def _start(
+    name: str,
+    command: list[str],
+    log: Path,
+    ready: Callable[[bytes], list[str] | None],
+    timeout: float,
+    env: dict[str, str] | None = None,
+) -> Server:
+    """Run ``command`` in its own process group; ``ready`` gets its stdout so far and returns the
+    server's URLs once it serves."""
     STATE.mkdir(exist_ok=True)
     with log.open("wb") as log_file:
         process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=log_file, start_new_session=True
+            command,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
         )
     (STATE / f"{name}.pid").write_text(str(process.pid))
-    urls: list[str] = []
-    deadline = time.monotonic() + timeout
     assert process.stdout is not None
     os.set_blocking(process.stdout.fileno(), False)
-    buffer = b""
-    while len(urls) < ready_lines:
+    output = b""
+    deadline = time.monotonic() + timeout
+    while (urls := ready(output)) is None:
         if process.poll() is not None or time.monotonic() > deadline:
-            _terminate(process.pid)
-            tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+            _terminate(process.pid, grace=3)
+            text = log.read_text(errors="replace") + output.decode(errors="replace")
+            tail = "\n".join(text.splitlines()[-20:])
             raise RuntimeError(f"{name} did not start (see {log}):\n{tail}")
-        buffer += process.stdout.read() or b""
-        *lines, buffer = buffer.split(b"\n")
-        urls += [
-            line.decode().split(" ", 1)[1].strip() for line in lines if line.startswith(b"READY ")
-        ]
-        time.sleep(0.2)
+        output += process.stdout.read() or b""
+        time.sleep(0.3)
     return Server(name, urls, process, log)
 
 
-def _terminate(pid: int) -> None:
+def elasticsearch_home() -> Path:
+    """Fetch the Elasticsearch integ-test zip from Maven Central and unpack it once."""
+    home = STATE / f"elasticsearch-{ES_VERSION}"
+    if (home / "bin" / "elasticsearch").exists():
+        return home
+    STATE.mkdir(exist_ok=True)
+    artifact = f"org.elasticsearch.distribution.integ-test-zip:elasticsearch:{ES_VERSION}:zip"
+    _run(
+        [
+            "mvn",
+            "-q",
+            "-B",
+            "dependency:copy",
+            f"-Dartifact={artifact}",
+            f"-DoutputDirectory={STATE}",
+        ],
+        "fetching Elasticsearch from Maven Central",
+    )
+    archive = STATE / f"elasticsearch-{ES_VERSION}.zip"
+    with zipfile.ZipFile(archive) as zipped:
+        zipped.extractall(STATE)
+    for script in (home / "bin").iterdir():
+        script.chmod(0o755)
+    archive.unlink()
+    return home
+
+
+def _java_home() -> str:
+    if os.environ.get("NEARDUP_ES_JAVA_HOME"):
+        return os.environ["NEARDUP_ES_JAVA_HOME"]
+    java = shutil.which("java")
+    if not java:
+        raise RuntimeError("no java on PATH: Elasticsearch needs a JDK 17 or newer")
+    return str(Path(java).resolve().parents[1])
+
+
+def start_elasticsearch(
+    *,
+    port: int = 9200,
+    nodes: int = 1,
+    heap: str = "512m",
+    work: Path | None = None,
+    timeout: float = 240,
+) -> list[Server]:
+    """Start an Elasticsearch cluster of ``nodes`` on 127.0.0.1 (HTTP ports from ``port`` up).
+
+    Elasticsearch refuses to run as root; as root, the nodes run as ``nobody``.
+    """
+    home = elasticsearch_home()
+    work = work or STATE / "elasticsearch"
+    shutil.rmtree(work, ignore_errors=True)
+    cluster = f"neardup-{port}"
+    transport = [free_port() for _ in range(nodes)]
+    names = [f"node-{n}" for n in range(1, nodes + 1)]
+    as_user = (
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--init-groups"]
+        if os.geteuid() == 0
+        else []
+    )
+    servers = []
+    for n, name in enumerate(names):
+        node = work / name
+        for folder in ("data", "logs", "tmp"):
+            (node / folder).mkdir(parents=True)
+        shutil.copytree(home / "config", node / "config")
+        if as_user:
+            subprocess.run(["chown", "-R", "nobody:nogroup", str(work)], check=True)
+        settings = {
+            "cluster.name": cluster,
+            "node.name": name,
+            "network.host": "127.0.0.1",
+            "http.port": port + n,
+            "transport.port": transport[n],
+            "path.data": node / "data",
+            "path.logs": node / "logs",
+            "xpack.security.enabled": "false",  # loopback only, for tests and benchmarks
+            "cluster.routing.allocation.disk.threshold_enabled": "false",
+        }
+        if nodes == 1:
+            settings["discovery.type"] = "single-node"
+        else:
+            settings["discovery.seed_hosts"] = ",".join(f"127.0.0.1:{t}" for t in transport)
+            settings["cluster.initial_master_nodes"] = ",".join(names)
+        command = [*as_user, str(home / "bin" / "elasticsearch")]
+        command += [f"-E{key}={value}" for key, value in settings.items()]
+        env = {
+            "ES_JAVA_HOME": _java_home(),
+            "ES_PATH_CONF": str(node / "config"),
+            "ES_TMPDIR": str(node / "tmp"),
+            "ES_JAVA_OPTS": f"-Xms{heap} -Xmx{heap}",
+        }
+        url = f"http://127.0.0.1:{port + n}"
+        servers.append(
+            _start(
+                f"elasticsearch-{port + n}",
+                command,
+                node / "console.log",
+                lambda _output, url=url: _healthy(url, nodes),
+                timeout,
+                env,
+            )
+        )
+    return servers
+
+
+def _healthy(url: str, nodes: int) -> list[str] | None:
+    health = f"{url}/_cluster/health?wait_for_status=yellow&wait_for_nodes={nodes}&timeout=1s"
+    try:
+        with urllib.request.urlopen(health, timeout=5) as response:
+            return [url] if json.load(response).get("timed_out") is False else None
+    except (OSError, ValueError):
+        return None
+
+
+def _terminate(pid: int, grace: float = 20) -> None:
+    """SIGTERM the process group, and SIGKILL it if it is still there after ``grace`` seconds."""
     try:
         os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    for _ in range(100):
+    for _ in range(int(grace / 0.2)):
         try:
             os.killpg(pid, 0)
         except ProcessLookupError:
@@ -163,18 +297,32 @@ def main() -> None:
     solr.add_argument("--cloud", action="store_true", help="a 2-node SolrCloud cluster")
     solr.add_argument("--port", type=int, default=8983)
     solr.add_argument("--heap", default="512m")
+    elasticsearch = commands.add_parser(
+        "elasticsearch", help="start Elasticsearch in the background"
+    )
+    elasticsearch.add_argument("--nodes", type=int, default=1)
+    elasticsearch.add_argument("--port", type=int, default=9200)
+    elasticsearch.add_argument("--heap", default="512m")
     commands.add_parser("stop", help="stop every server started here")
     args = parser.parse_args()
     if args.command == "stop":
         print("stopped: " + (", ".join(stop_all()) or "nothing was running"))
         return
     try:
+        if args.command == "elasticsearch":
+            servers = start_elasticsearch(port=args.port, nodes=args.nodes, heap=args.heap)
+            print(
+                f"Elasticsearch is running ({servers[0].log}); stop it with: make stop-servers",
+                file=sys.stderr,
+            )
+            print(f"elasticsearch://127.0.0.1:{args.port}/neardup")
+            return
         server = start_solr(cloud=args.cloud, port=args.port, heap=args.heap)
     except RuntimeError as exc:
         sys.exit(str(exc))
     host_port = server.urls[0].split("://", 1)[1].split("/", 1)[0]
     print(f"Solr is running ({server.log}); stop it with: make stop-servers", file=sys.stderr)
-    print(f"solr://{host_port}/solr/neardup")
+    print(f"solr://{host_port}/solr/neardup" + ("?shards=2" if args.cloud else ""))
 
 
 if __name__ == "__main__":

@@ -52,17 +52,27 @@ def records(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def indexed(records: Path, sqlite_url: str) -> str:
-    result = neardup("index", str(records), "--store", sqlite_url)
+def store_url(store_url_factory) -> str:
+    """A new store of each kind in turn."""
+    return store_url_factory()
+
+
+@pytest.fixture
+def indexed(records: Path, store_url: str) -> str:
+    result = neardup("index", str(records), "--store", store_url)
     assert result.returncode == 0, result.stderr
-    return sqlite_url
+    return store_url
 
 
-def test_index_prints_a_summary(records: Path, sqlite_url: str) -> None:
-    result = neardup("index", str(records), "--store", sqlite_url)
+def test_index_prints_a_summary_and_reindexing_keeps_the_count(
+    records: Path, store_url: str
+) -> None:
+    result = neardup("index", str(records), "--store", store_url)
     assert result.returncode == 0
     assert "read 6, indexed 6, skipped none" in result.stderr
     assert "store holds 6" in result.stderr
+    again = neardup("index", str(records), "--store", store_url)
+    assert "store holds 6" in again.stderr
 
 
 def test_store_defaults_to_environment_then_file_in_cwd(records: Path, tmp_path: Path) -> None:
@@ -208,14 +218,22 @@ def test_a_failing_file_writes_nothing(records: Path, tmp_path: Path, sqlite_url
     assert not (tmp_path / "store.db").exists()
 
 
-def test_hostile_ids_and_text(tmp_path: Path, sqlite_url: str) -> None:
+def test_schema_apply(store_url: str) -> None:
+    result = neardup("schema", "apply", "--store", store_url)
+    assert result.returncode == 0, result.stderr
+    assert "schema applied to" in result.stderr
+    data = json.loads(neardup("stats", "--store", store_url, "--json").stdout)
+    assert data["documents"] == 0
+
+
+def test_hostile_ids_and_text(tmp_path: Path, store_url: str) -> None:
     path = tmp_path / "hostile.jsonl"
     rows = [
         {"id": 'a:b (c) "d"', "text": 'AND OR NOT: (x) "y" \\ * ? [ ] { } ~ ^'},
         {"id": "*", "text": 'AND OR NOT: (x) "y" \\ * ? [ ] { } ~ ^ z'},
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert neardup("index", str(path), "--store", sqlite_url).returncode == 0
-    result = neardup("lookup", "--store", sqlite_url, "--id", 'a:b (c) "d"', "--json")
+    assert neardup("index", str(path), "--store", store_url).returncode == 0
+    result = neardup("lookup", "--store", store_url, "--id", 'a:b (c) "d"', "--json")
     assert result.returncode == 0, result.stderr
     assert [m["id"] for m in json.loads(result.stdout)] == ["*"]

@@ -6,13 +6,22 @@ import os
 from urllib.parse import urlsplit
 
 from ..errors import NeardupError
-from .base import Candidate, Document, Store, StoredRecord, TokenField, sort_candidates
+from .base import (
+    Candidate,
+    CandidateQuery,
+    Document,
+    Store,
+    StoredRecord,
+    TokenField,
+    sort_candidates,
+)
 
 DEFAULT_STORE_URL = "sqlite:///neardup.db"
 
 __all__ = [
     "DEFAULT_STORE_URL",
     "Candidate",
+    "CandidateQuery",
     "Document",
     "Store",
     "StoredRecord",

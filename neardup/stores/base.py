@@ -63,6 +63,17 @@ class Candidate:
     md5: str
 
 
+@dataclass(frozen=True)
+class CandidateQuery:
+    """One OR-query over a token field: see :meth:`Store.candidates`."""
+
+    field: TokenField
+    tokens: Sequence[str]
+    rows: int
+    first_word: str | None = None
+    exclude_md5: Sequence[str] = ()
+
+
 def sort_candidates(candidates: list[Candidate]) -> list[Candidate]:
     """The order every store returns: score descending, then id ascending (UTF-8 byte order)."""
     return sorted(candidates, key=lambda c: (-c.score, c.id.encode("utf-8")))
@@ -93,6 +104,10 @@ class Store(ABC):
                 f"this run asks for {params.describe()}"
             )
         return stored
+
+    @abstractmethod
+    def apply_schema(self) -> None:
+        """Create the store's schema (tables, core, collection or index), or add what it lacks."""
 
     @abstractmethod
     def read_params(self) -> FingerprintParams | None:
@@ -129,6 +144,15 @@ class Store(ABC):
         Only records whose first word is ``first_word`` (when given) and whose MD5 is not in
         ``exclude_md5`` count.
         """
+
+    def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
+        """The answers to several candidate queries; engines send them in one round trip."""
+        return [
+            self.candidates(
+                q.field, q.tokens, rows=q.rows, first_word=q.first_word, exclude_md5=q.exclude_md5
+            )
+            for q in queries
+        ]
 
     @abstractmethod
     def iter_ids(self) -> Iterator[str]:

@@ -76,7 +76,7 @@ class SQLiteStore(Store):
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
                 "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144;"
             )
-            self._conn.executescript(_SCHEMA)
+            self.apply_schema()
             version = self._meta("schema_version")
         except sqlite3.DatabaseError as exc:
             raise StoreUnavailable(f"cannot open {path} as a neardup store: {exc}") from None
@@ -86,6 +86,9 @@ class SQLiteStore(Store):
             raise StoreUnavailable(
                 f"{path} has store schema {version}; this neardup reads {SCHEMA_VERSION}"
             )
+
+    def apply_schema(self) -> None:
+        self._conn.executescript(_SCHEMA)
 
     # --- parameters -----------------------------------------------------------------------------
 
