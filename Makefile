@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint install bench quality clean solr solr-cloud stop-servers
+.PHONY: demo test lint install bench quality clean solr solr-cloud elasticsearch elasticsearch-cluster stop-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ solr:
 
 solr-cloud:
 	$(PYTHON) servers/launch.py solr --cloud
+
+elasticsearch:
+	$(PYTHON) servers/launch.py elasticsearch
+
+elasticsearch-cluster:
+	$(PYTHON) servers/launch.py elasticsearch --nodes 2
 
 stop-servers:
 	$(PYTHON) servers/launch.py stop

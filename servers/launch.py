@@ -113,19 +113,13 @@ def start_solr(
         urls = [line[6:].decode().strip() for line in lines if line.startswith(b"READY ")]
         return urls if len(urls) == expected else None
 
-    return _start(name, command, work / "solr.log", ready, timeout)
+    server = _spawn(name, command, work / "solr.log")
+    server.urls = _wait([server], ready, timeout)
+    return server
 
 
-def _start(
-    name: str,
-    command: list[str],
-    log: Path,
-    ready: Callable[[bytes], list[str] | None],
-    timeout: float,
-    env: dict[str, str] | None = None,
-) -> Server:
-    """Run ``command`` in its own process group; ``ready`` gets its stdout so far and returns the
-    server's URLs once it serves."""
+def _spawn(name: str, command: list[str], log: Path, env: dict[str, str] | None = None) -> Server:
+    """Run ``command`` in the background, in its own process group, with its pid kept."""
     STATE.mkdir(exist_ok=True)
     with log.open("wb") as log_file:
         process = subprocess.Popen(
@@ -138,17 +132,30 @@ def _start(
     (STATE / f"{name}.pid").write_text(str(process.pid))
     assert process.stdout is not None
     os.set_blocking(process.stdout.fileno(), False)
+    return Server(name, [], process, log)
+
+
+def _wait(
+    servers: list[Server], ready: Callable[[bytes], list[str] | None], timeout: float
+) -> list[str]:
+    """Wait until ``ready`` (given the first server's output so far) returns the URLs; if a server
+    exits or time runs out, stop them all and raise with the end of the log."""
     output = b""
     deadline = time.monotonic() + timeout
     while (urls := ready(output)) is None:
-        if process.poll() is not None or time.monotonic() > deadline:
-            _terminate(process.pid, grace=3)
-            text = log.read_text(errors="replace") + output.decode(errors="replace")
+        failed = next((s for s in servers if s.process.poll() is not None), None)
+        if failed or time.monotonic() > deadline:
+            culprit = failed or servers[0]
+            for server in servers:
+                _terminate(server.process.pid, grace=3)
+            text = culprit.log.read_text(errors="replace")
             tail = "\n".join(text.splitlines()[-20:])
-            raise RuntimeError(f"{name} did not start (see {log}):\n{tail}")
-        output += process.stdout.read() or b""
+            why = "exited" if failed else f"did not answer within {timeout:.0f} s"
+            raise RuntimeError(f"{culprit.name} {why} (see {culprit.log}):\n{tail}")
+        assert servers[0].process.stdout is not None
+        output += servers[0].process.stdout.read() or b""
         time.sleep(0.3)
-    return Server(name, urls, process, log)
+    return urls
 
 
 def elasticsearch_home() -> Path:
@@ -242,17 +249,11 @@ def start_elasticsearch(
             "ES_TMPDIR": str(node / "tmp"),
             "ES_JAVA_OPTS": f"-Xms{heap} -Xmx{heap}",
         }
-        url = f"http://127.0.0.1:{port + n}"
-        servers.append(
-            _start(
-                f"elasticsearch-{port + n}",
-                command,
-                node / "console.log",
-                lambda _output, url=url: _healthy(url, nodes),
-                timeout,
-                env,
-            )
-        )
+        servers.append(_spawn(f"elasticsearch-{port + n}", command, node / "console.log", env))
+    url = f"http://127.0.0.1:{port}"
+    _wait(servers, lambda _output: _healthy(url, nodes), timeout)
+    for n, server in enumerate(servers):
+        server.urls = [f"http://127.0.0.1:{port + n}"]
     return servers
 
 

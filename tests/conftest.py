@@ -16,7 +16,7 @@ from neardup.stores import Store, open_store
 
 pytest_plugins = ["tests.servers"]
 
-STORE_KINDS = ["sqlite", "solr"]
+STORE_KINDS = ["sqlite", "solr", "elasticsearch"]
 
 StoreFactory = Callable[[], Store]
 

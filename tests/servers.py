@@ -1,15 +1,17 @@
 """Real search servers for the tests, one per kind per test session.
 
 Where a server comes from, in order: an already running one named by NEARDUP_TEST_SOLR_URL
-(``http://127.0.0.1:8983/solr``); the project's own launcher (servers/launch.py: Java and Maven,
-no Docker); testcontainers, where a Docker engine answers. A server that cannot be had fails the
-tests that need it when CI is set, and skips them with the reason otherwise.
+(``http://127.0.0.1:8983/solr``) or NEARDUP_TEST_ES_URL (``http://127.0.0.1:9200``); the
+project's own launcher (servers/launch.py: Java and Maven, no Docker); testcontainers, where a
+Docker engine answers. A server that cannot be had fails the tests that need it when CI is set,
+and skips them with the reason otherwise. Cluster fixtures live only as long as their module.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -118,8 +120,94 @@ def solr_server() -> Iterator[SolrServer]:
     server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def solr_cloud_server() -> Iterator[SolrServer]:
     server = _start_solr(cloud=True)
+    yield server
+    server.stop()
+
+
+@dataclass
+class ElasticsearchServer:
+    """A running Elasticsearch; hands out URLs of new indices and deletes them afterwards."""
+
+    base: str  # http://127.0.0.1:PORT
+    shards: int = 1
+    stop: Callable[[], None] = lambda: None
+    made: list[str] = field(default_factory=list)
+
+    def new_store_url(self) -> str:
+        name = f"t{uuid.uuid4().hex[:12]}"
+        self.made.append(name)
+        query = f"?shards={self.shards}" if self.shards > 1 else ""
+        return f"elasticsearch://{self.base.split('://', 1)[1]}/{name}{query}"
+
+    def drop_made(self) -> None:
+        for name in self.made:
+            requests.delete(f"{self.base}/{name}", timeout=60)
+        self.made.clear()
+
+
+def _elasticsearch_from_docker() -> ElasticsearchServer:
+    from testcontainers.elasticsearch import ElasticSearchContainer
+
+    container = ElasticSearchContainer(
+        f"docker.elastic.co/elasticsearch/elasticsearch:{launch.ES_VERSION}", mem_limit="1g"
+    ).with_env("xpack.security.enabled", "false")
+    container.start()
+    return ElasticsearchServer(container.get_url(), stop=container.stop)
+
+
+def _consecutive_free_ports(count: int) -> int:
+    while True:
+        first = launch.free_port()
+        try:
+            for port in range(first, first + count):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+
+
+def _start_elasticsearch(nodes: int) -> ElasticsearchServer:
+    what = f"a {nodes}-node Elasticsearch cluster" if nodes > 1 else "Elasticsearch"
+    if nodes == 1 and os.environ.get("NEARDUP_TEST_ES_URL"):
+        return ElasticsearchServer(os.environ["NEARDUP_TEST_ES_URL"].rstrip("/"))
+    reasons = []
+    if shutil.which("java") and shutil.which("mvn"):
+        try:
+            servers = launch.start_elasticsearch(
+                port=_consecutive_free_ports(nodes),
+                nodes=nodes,
+                heap="512m",
+                work=launch.STATE / f"test-elasticsearch-{nodes}",
+            )
+
+            def stop() -> None:
+                for server in servers:
+                    server.stop(grace=3)  # throwaway data: no need for a clean shutdown
+
+            return ElasticsearchServer(servers[0].urls[0], shards=nodes, stop=stop)
+        except RuntimeError as exc:
+            reasons.append(str(exc).splitlines()[0])
+    else:
+        reasons.append("java and mvn are not both on PATH")
+    if nodes == 1 and _docker_available():
+        return _elasticsearch_from_docker()
+    _unavailable(what, "; ".join(reasons) + "; no Docker engine either")
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="session")
+def elasticsearch_server() -> Iterator[ElasticsearchServer]:
+    server = _start_elasticsearch(nodes=1)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def elasticsearch_cluster_server() -> Iterator[ElasticsearchServer]:
+    server = _start_elasticsearch(nodes=2)
     yield server
     server.stop()

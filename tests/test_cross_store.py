@@ -1,5 +1,5 @@
 """Every store gives the same report, figure for figure, on the same records and settings,
-including a 2-shard SolrCloud collection."""
+including a 2-shard SolrCloud collection and a 2-shard index on a 2-node Elasticsearch cluster."""
 
 from __future__ import annotations
 
@@ -49,17 +49,26 @@ def report_of(url: str, records: Path, rules: MatchRules) -> tuple[int, list]:
         return store.count(), api.report(store, rules=rules)
 
 
-@pytest.mark.parametrize(
-    "rules",
-    [MatchRules(), MatchRules(method="lsh", rows=5), MatchRules(method="shingles", threshold=0.3)],
-    ids=["minhash", "lsh", "shingles"],
-)
-def test_solr_report_equals_the_embedded_report(solr_server, sqlite_url, tmp_path, rules) -> None:
+RULES = [
+    MatchRules(),
+    MatchRules(method="lsh", rows=5),
+    MatchRules(method="shingles", threshold=0.3),
+]
+
+
+@pytest.mark.parametrize("rules", RULES, ids=["minhash", "lsh", "shingles"])
+@pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
+def test_engine_report_equals_the_embedded_report(
+    request, kind, sqlite_url, tmp_path, rules
+) -> None:
+    server = request.getfixturevalue(f"{kind}_server")
     records = corpus(tmp_path / "records.txt")
     expected = report_of(sqlite_url, records, rules)
     assert len(expected[1]) > 50
-    assert report_of(solr_server.new_store_url(), records, rules) == expected
-    solr_server.drop_made()
+    try:
+        assert report_of(server.new_store_url(), records, rules) == expected
+    finally:
+        server.drop_made()
 
 
 def test_solr_cloud_two_shards_equals_the_embedded_report(
@@ -79,3 +88,21 @@ def test_solr_cloud_two_shards_equals_the_embedded_report(
         assert len(collection["shards"]) == 2
     finally:
         solr_cloud_server.drop_made()
+
+
+def test_elasticsearch_two_nodes_two_shards_equals_the_embedded_report(
+    elasticsearch_cluster_server, sqlite_url, tmp_path
+) -> None:
+    records = corpus(tmp_path / "records.txt")
+    url = elasticsearch_cluster_server.new_store_url()
+    assert "shards=2" in url
+    try:
+        expected = report_of(sqlite_url, records, MatchRules())
+        assert report_of(url, records, MatchRules()) == expected
+        api.index([records], url)  # indexing again changes nothing
+        assert api.stats(url)["documents"] == expected[0]
+        with open_store(url) as store:
+            nodes = store.es.cat.shards(index=store.index, format="json")
+        assert {shard["node"] for shard in nodes} == {"node-1", "node-2"}
+    finally:
+        elasticsearch_cluster_server.drop_made()

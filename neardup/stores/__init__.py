@@ -59,7 +59,9 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
 
         return SolrStore(url, create=create)
     if scheme in ("elasticsearch", "elasticsearch+https"):
-        raise NeardupError(f"the {scheme.split('+')[0]} store is not available in this version")
+        from .elasticsearch import ElasticsearchStore
+
+        return ElasticsearchStore(url, create=create)
     raise NeardupError(
         f"unknown store URL {url!r}: use sqlite:///FILE.db, solr://HOST:PORT/solr/NAME "
         "or elasticsearch://HOST:PORT/INDEX"

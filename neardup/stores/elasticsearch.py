@@ -1,0 +1,295 @@
+"""Elasticsearch 8 behind ``elasticsearch://host:port/INDEX``, with the client of the same major.
+
+The index uses ``schema/elasticsearch/mapping.json``; the fingerprint parameters are kept in the
+mapping's ``_meta.neardup_params`` and checked on every use. A candidate query is a ``bool``
+``should`` of ``constant_score`` term clauses, so a hit's score is exactly the number of tokens it
+shares, whatever the shard statistics; hits are sorted by score, then id. Many candidate queries go
+out as one ``_msearch``. Records are written with ``streaming_bulk`` and refreshed once, at
+:meth:`flush`; walks over all ids use a point in time with ``search_after``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import elastic_transport
+from elasticsearch import ApiError, Elasticsearch, helpers
+
+from ..errors import NeardupError, StoreUnavailable
+from ..fingerprint import FingerprintParams
+from .base import Candidate, CandidateQuery, Document, Store, StoredRecord, TokenField
+from .schema import elasticsearch_mapping
+
+FIELD_NAMES = {
+    TokenField.SHINGLES: "content_ng",
+    TokenField.SIGNATURE: "content_sg",
+    TokenField.BANDS: "content_lsh",
+}
+RECORD_FIELDS = ["id", "content", "md5_hash", "first_word", "num_words"]
+PAGE = 1000
+KEEP_ALIVE = "5m"
+
+
+def _candidate_search(query: CandidateQuery) -> dict[str, Any]:
+    name = FIELD_NAMES[query.field]
+    should = [
+        {"constant_score": {"filter": {"term": {name: t}}}} for t in dict.fromkeys(query.tokens)
+    ]
+    boolean: dict[str, Any] = {"should": should, "minimum_should_match": 1}
+    if query.first_word is not None:
+        boolean["filter"] = [{"term": {"first_word": query.first_word}}]
+    if query.exclude_md5:
+        boolean["must_not"] = [{"terms": {"md5_hash": list(query.exclude_md5)}}]
+    return {
+        "query": {"bool": boolean},
+        "sort": [{"_score": "desc"}, {"id": "asc"}],
+        "size": query.rows,
+        "_source": ["md5_hash"],
+        "track_total_hits": False,
+    }
+
+
+class ElasticsearchStore(Store):
+    def __init__(self, url: str, *, create: bool = True, timeout: float = 60, retries: int = 3):
+        parts = urlsplit(url)
+        self.index = parts.path.strip("/")
+        if not self.index or "/" in self.index or parts.hostname is None:
+            example = "elasticsearch://host:port/INDEX"
+            raise NeardupError(f"an Elasticsearch store URL looks like {example}, not {url!r}")
+        scheme = "https" if parts.scheme == "elasticsearch+https" else "http"
+        port = parts.port or 9200
+        self.url = f"{parts.scheme}://{parts.hostname}:{port}/{self.index}"
+        self.endpoint = f"{scheme}://{parts.hostname}:{port}"
+        options = parse_qs(parts.query)
+        self.shards = int(options.get("shards", ["1"])[0])
+        self.replicas = int(options.get("replicas", ["0"])[0])
+        auth: dict[str, Any] = {}
+        if parts.username:
+            auth["basic_auth"] = (unquote(parts.username), unquote(parts.password or ""))
+        elif os.environ.get("NEARDUP_ES_API_KEY"):
+            auth["api_key"] = os.environ["NEARDUP_ES_API_KEY"]
+        self.es = Elasticsearch(
+            self.endpoint,
+            request_timeout=timeout,
+            max_retries=retries,
+            retry_on_timeout=True,
+            retry_on_status=(502, 503, 504),
+            **auth,
+        )
+        if not create and not self._exists():
+            raise StoreUnavailable(f"no Elasticsearch index {self.index!r} at {self.endpoint}")
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn transport and API errors into one-line user errors."""
+        try:
+            yield
+        except elastic_transport.ConnectionError:
+            raise StoreUnavailable(f"Elasticsearch at {self.endpoint} is not reachable") from None
+        except elastic_transport.ConnectionTimeout:
+            raise StoreUnavailable(f"Elasticsearch at {self.endpoint} timed out") from None
+        except ApiError as exc:
+            reason = _reason(exc.body) or exc.message
+            raise NeardupError(
+                f"Elasticsearch at {self.endpoint}: {exc.meta.status}: {reason}"
+            ) from None
+
+    def _exists(self) -> bool:
+        with self._errors():
+            return bool(self.es.indices.exists(index=self.index))
+
+    # --- schema and parameters --------------------------------------------------------------------
+
+    def apply_schema(self) -> None:
+        mapping = elasticsearch_mapping()
+        with self._errors():
+            if not self._exists():
+                self.es.indices.create(
+                    index=self.index,
+                    mappings=mapping,
+                    settings={"number_of_shards": self.shards, "number_of_replicas": self.replicas},
+                    wait_for_active_shards="all",
+                )
+            else:
+                self.es.indices.put_mapping(index=self.index, properties=mapping["properties"])
+
+    def _meta(self) -> dict[str, Any]:
+        with self._errors():
+            mappings = self.es.indices.get_mapping(index=self.index)[self.index]["mappings"]
+        return dict(mappings.get("_meta", {}))
+
+    def read_params(self) -> FingerprintParams | None:
+        if not self._exists():
+            return None
+        stored = self._meta().get("neardup_params")
+        return FingerprintParams.from_dict(stored) if stored else None
+
+    def write_params(self, params: FingerprintParams) -> None:
+        self.apply_schema()
+        meta = self._meta() | {"neardup_params": params.to_dict()}
+        with self._errors():
+            self.es.indices.put_mapping(index=self.index, meta=meta)
+
+    # --- writing ----------------------------------------------------------------------------------
+
+    def upsert(self, documents: Sequence[Document]) -> None:
+        latest = {d.id: d for d in documents}
+        actions = (
+            {
+                "_index": self.index,
+                "_id": d.id,
+                "_source": {
+                    "id": d.id,
+                    "content": d.fingerprint.content,
+                    "md5_hash": d.fingerprint.md5,
+                    "first_word": d.fingerprint.first_word,
+                    "num_words": d.fingerprint.num_words,
+                    **{name: field.tokens(d.fingerprint) for field, name in FIELD_NAMES.items()},
+                },
+            }
+            for d in latest.values()
+        )
+        self._bulk(actions)
+
+    def _bulk(self, actions: Any) -> None:
+        """Send bulk actions; rejected items are reported with their record ids, not swallowed."""
+        failures = []
+        with self._errors():
+            for ok, item in helpers.streaming_bulk(
+                self.es, actions, chunk_size=500, raise_on_error=False, max_retries=3
+            ):
+                if not ok:
+                    result = next(iter(item.values()))
+                    reason = str(_reason(result) or result.get("status"))[:200]
+                    failures.append(f"{result.get('_id')!r}: {reason}")
+        if failures:
+            raise NeardupError(
+                f"Elasticsearch rejected {len(failures)} records; first: {'; '.join(failures[:3])}"
+            )
+
+    def delete(self, ids: Sequence[str]) -> int:
+        existing = list(self.get(ids))
+        self._bulk({"_op_type": "delete", "_index": self.index, "_id": i} for i in existing)
+        return len(existing)
+
+    def flush(self) -> None:
+        with self._errors():
+            self.es.indices.refresh(index=self.index)
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    def get(self, ids: Sequence[str]) -> dict[str, StoredRecord]:
+        found: dict[str, StoredRecord] = {}
+        ids = list(ids)
+        for start in range(0, len(ids), PAGE):
+            with self._errors():
+                response = self.es.mget(
+                    index=self.index, ids=ids[start : start + PAGE], source=RECORD_FIELDS
+                )
+            for doc in response["docs"]:
+                if doc.get("found"):
+                    source = doc["_source"]
+                    found[doc["_id"]] = StoredRecord(*(source[f] for f in RECORD_FIELDS))
+        return found
+
+    def _walk(self, query: dict[str, Any], point_in_time: bool) -> Iterator[str]:
+        """Ids in id order with search_after; over a point in time for a whole-index walk."""
+        pit = None
+        if point_in_time:
+            with self._errors():
+                pit = self.es.open_point_in_time(index=self.index, keep_alive=KEEP_ALIVE)["id"]
+        try:
+            after = None
+            while True:
+                where: dict[str, Any] = (
+                    {"pit": {"id": pit, "keep_alive": KEEP_ALIVE}} if pit else {"index": self.index}
+                )
+                with self._errors():
+                    response = self.es.search(
+                        **where,
+                        query=query,
+                        sort=[{"id": "asc"}],
+                        size=PAGE,
+                        source=False,
+                        search_after=after,
+                        track_total_hits=False,
+                    )
+                hits = response["hits"]["hits"]
+                for hit in hits:
+                    yield hit["sort"][0]
+                if len(hits) < PAGE:
+                    return
+                after = hits[-1]["sort"]
+                pit = response.get("pit_id", pit)
+        finally:
+            if pit:
+                with self._errors():
+                    self.es.close_point_in_time(id=pit)
+
+    def ids_with_md5(self, md5: str) -> list[str]:
+        return list(self._walk({"term": {"md5_hash": md5}}, point_in_time=False))
+
+    def iter_ids(self) -> Iterator[str]:
+        return self._walk({"match_all": {}}, point_in_time=True)
+
+    def count(self) -> int:
+        with self._errors():
+            return int(self.es.count(index=self.index)["count"])
+
+    def candidates(
+        self,
+        field: TokenField,
+        tokens: Sequence[str],
+        *,
+        rows: int,
+        first_word: str | None = None,
+        exclude_md5: Sequence[str] = (),
+    ) -> list[Candidate]:
+        return self.candidates_many([CandidateQuery(field, tokens, rows, first_word, exclude_md5)])[
+            0
+        ]
+
+    def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
+        """All queries in one _msearch round trip."""
+        asked = [q for q in queries if q.tokens]
+        searches: list[dict[str, Any]] = []
+        for query in asked:
+            searches += [{"index": self.index}, _candidate_search(query)]
+        answers: Iterator[dict[str, Any]] = iter([])
+        if searches:
+            with self._errors():
+                answers = iter(self.es.msearch(searches=searches)["responses"])
+        results = []
+        for query in queries:
+            if not query.tokens:
+                results.append([])
+                continue
+            answer = next(answers)
+            if "error" in answer:
+                raise NeardupError(f"Elasticsearch at {self.endpoint}: {_reason(answer)}")
+            results.append(
+                [
+                    Candidate(hit["_id"], round(hit["_score"]), hit["_source"]["md5_hash"])
+                    for hit in answer["hits"]["hits"]
+                ]
+            )
+        return results
+
+    def close(self) -> None:
+        self.es.close()
+
+
+def _reason(body: Any) -> str | None:
+    """The most specific reason in an Elasticsearch error body."""
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error", body)
+    if isinstance(error, dict):
+        causes = error.get("root_cause") or []
+        cause = causes[0] if causes else error
+        return cause.get("reason") or error.get("reason") or error.get("type")
+    return str(error)
