@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -24,7 +25,7 @@ from urllib3.util.retry import Retry
 
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams
-from .base import Candidate, Document, Store, StoredRecord, TokenField
+from .base import Candidate, CandidateQuery, Document, Store, StoredRecord, TokenField
 from .schema import solr_schema
 
 PARAMS_ID = "_neardup_parameters"
@@ -36,6 +37,7 @@ FIELD_NAMES = {
 }
 RECORDS = "md5_hash:[* TO *]"  # every record, and not the parameters document
 PAGE = 1000
+CONCURRENT_QUERIES = 4
 
 
 def _session(auth: tuple[str, str] | None, retries: int) -> requests.Session:
@@ -299,6 +301,17 @@ class SolrStore(Store):
                 rows=rows,
             )
         return [Candidate(d["id"], round(d["score"]), d["md5_hash"]) for d in results.docs]
+
+    def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
+        """Several queries at once, over a few connections (Solr answers them in parallel)."""
+
+        def answer(q: CandidateQuery) -> list[Candidate]:
+            return self.candidates(
+                q.field, q.tokens, rows=q.rows, first_word=q.first_word, exclude_md5=q.exclude_md5
+            )
+
+        with ThreadPoolExecutor(max_workers=CONCURRENT_QUERIES) as pool:
+            return list(pool.map(answer, queries))
 
     def close(self) -> None:
         self.session.close()
