@@ -13,7 +13,9 @@ under .servers/ so that `stop` (and `make stop-servers`) can end it.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -78,6 +80,20 @@ def solr_classpath() -> str:
     return f"{jar}{os.pathsep}{classpath_file.read_text().strip()}"
 
 
+def solr_security(user: str, password: str) -> dict[str, object]:
+    """A security.json that requires HTTP basic auth for every request (Solr's salted SHA-256)."""
+    salt = os.urandom(32)
+    hashed = hashlib.sha256(hashlib.sha256(salt + password.encode()).digest()).digest()
+    credential = f"{base64.b64encode(hashed).decode()} {base64.b64encode(salt).decode()}"
+    return {
+        "authentication": {
+            "class": "solr.BasicAuthPlugin",
+            "blockUnknown": True,
+            "credentials": {user: credential},
+        }
+    }
+
+
 def start_solr(
     *,
     cloud: bool = False,
@@ -86,12 +102,18 @@ def start_solr(
     heap: str = "512m",
     work: Path | None = None,
     timeout: float = 240,
+    credentials: tuple[str, str] | None = None,
 ) -> Server:
-    """Start standalone Solr (or a SolrCloud cluster of ``nodes``) and wait until it serves."""
+    """Start standalone Solr (or a SolrCloud cluster of ``nodes``) and wait until it serves.
+
+    With ``credentials`` (standalone only), every request needs that user and password.
+    """
     name = "solr-cloud" if cloud else "solr"
     work = work or STATE / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    if credentials:
+        (work / "security.json").write_text(json.dumps(solr_security(*credentials)))
     command = [
         os.environ.get("NEARDUP_JAVA", "java"),
         f"-Xmx{heap}",

@@ -16,6 +16,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import pytest
 import requests
@@ -31,22 +33,32 @@ class SolrServer:
     cloud: bool = False
     shards: int = 1
     stop: Callable[[], None] = lambda: None
+    auth: tuple[str, str] | None = None  # the server requires these credentials
     made: list[str] = field(default_factory=list)
+
+    @property
+    def host_port(self) -> str:
+        return self.base.split("://", 1)[1].split("/", 1)[0]
 
     def new_store_url(self) -> str:
         name = f"t{uuid.uuid4().hex[:12]}"
         self.made.append(name)
         query = f"?shards={self.shards}" if self.cloud else ""
-        return f"solr://{self.base.split('://', 1)[1]}/{name}{query}"
+        user = (
+            f"{quote(self.auth[0], safe='')}:{quote(self.auth[1], safe='')}@" if self.auth else ""
+        )
+        return f"solr://{user}{self.host_port}/solr/{name}{query}"
+
+    def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        return requests.request(method, f"{self.base}/{path}", auth=self.auth, timeout=60, **kwargs)
 
     def drop_made(self) -> None:
         for name in self.made:
             if self.cloud:
-                params = {"action": "DELETE", "name": name}
-                requests.get(f"{self.base}/admin/collections", params=params, timeout=60)
+                self.request("GET", "admin/collections", params={"action": "DELETE", "name": name})
             else:
                 params = {"action": "UNLOAD", "core": name, "deleteInstanceDir": "true"}
-                requests.get(f"{self.base}/admin/cores", params=params, timeout=60)
+                self.request("GET", "admin/cores", params=params)
         self.made.clear()
 
 
@@ -87,21 +99,32 @@ def _solr_from_docker() -> SolrServer:
     return SolrServer(f"http://127.0.0.1:{port}/solr", stop=container.stop)
 
 
+# The standalone test server requires basic auth, so every Solr test goes through credentials;
+# the password has characters that must be escaped in a URL.
+SOLR_TEST_CREDENTIALS = ("neardup", "s3cret:/@pass")
+
+
 def _start_solr(cloud: bool) -> SolrServer:
     what = "SolrCloud" if cloud else "Solr"
     if not cloud and os.environ.get("NEARDUP_TEST_SOLR_URL"):
         return SolrServer(os.environ["NEARDUP_TEST_SOLR_URL"].rstrip("/"))
     reasons = []
     if shutil.which("java") and shutil.which("mvn"):
+        credentials = None if cloud else SOLR_TEST_CREDENTIALS
         try:
             server = launch.start_solr(
                 cloud=cloud,
                 port=None if cloud else launch.free_port(),
                 heap="768m" if cloud else "512m",
                 work=launch.STATE / f"test-{what.lower()}",
+                credentials=credentials,
             )
             return SolrServer(
-                server.urls[0], cloud=cloud, shards=2 if cloud else 1, stop=server.stop
+                server.urls[0],
+                cloud=cloud,
+                shards=2 if cloud else 1,
+                stop=lambda: server.stop(grace=3),  # throwaway data: no need for a clean shutdown
+                auth=credentials,
             )
         except RuntimeError as exc:
             reasons.append(str(exc).splitlines()[0])

@@ -3,35 +3,47 @@
 from __future__ import annotations
 
 import pytest
-import requests
 
 from neardup import api
 from neardup.errors import NeardupError, StoreUnavailable
 from neardup.stores import open_store
 
 
-def fields(base: str, name: str) -> set[str]:
-    body = requests.get(f"{base}/{name}/schema/fields", timeout=30).json()
-    return {f["name"] for f in body["fields"]}
+def fields(server, name: str) -> set[str]:
+    return {f["name"] for f in server.request("GET", f"{name}/schema/fields").json()["fields"]}
 
 
 def test_schema_apply_adds_missing_fields(solr_server) -> None:
     url = solr_server.new_store_url()
     name = url.rsplit("/", 1)[-1]
     api.apply_schema(url)
-    requests.post(
-        f"{solr_server.base}/{name}/schema",
-        json={"delete-field": {"name": "content_lsh"}},
-        timeout=30,
-    ).raise_for_status()
-    assert "content_lsh" not in fields(solr_server.base, name)
+    removal = {"delete-field": {"name": "content_lsh"}}
+    solr_server.request("POST", f"{name}/schema", json=removal).raise_for_status()
+    assert "content_lsh" not in fields(solr_server, name)
     api.apply_schema(url)
-    assert "content_lsh" in fields(solr_server.base, name)
+    assert "content_lsh" in fields(solr_server, name)
 
 
 def test_a_missing_core_is_a_clear_error_for_readers(solr_server) -> None:
+    url = solr_server.new_store_url().rsplit("/", 1)[0] + "/absent"
     with pytest.raises(StoreUnavailable, match="no Solr core or collection 'absent'"):
-        open_store(f"solr://{solr_server.base.split('://')[1]}/absent", create=False)
+        open_store(url, create=False)
+
+
+def test_credentials_from_the_url_or_the_environment(solr_server, monkeypatch) -> None:
+    if not solr_server.auth:
+        pytest.skip("this Solr does not require credentials")
+    with_user = solr_server.new_store_url()
+    api.apply_schema(with_user)
+    bare = f"solr://{solr_server.host_port}/solr/{with_user.rsplit('/', 1)[1]}"
+    with pytest.raises(NeardupError, match=r"refused the credentials \(HTTP 401\)"):
+        api.stats(bare)
+    monkeypatch.setenv("NEARDUP_SOLR_USER", solr_server.auth[0])
+    monkeypatch.setenv("NEARDUP_SOLR_PASSWORD", solr_server.auth[1])
+    assert api.stats(bare)["documents"] == 0
+    monkeypatch.setenv("NEARDUP_SOLR_PASSWORD", "wrong")
+    with pytest.raises(NeardupError, match="refused the credentials"):
+        api.stats(bare)
 
 
 def test_an_unreachable_server_is_a_clear_error() -> None:
