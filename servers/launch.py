@@ -56,8 +56,8 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _run(command: list[str], what: str) -> None:
-    result = subprocess.run(command, capture_output=True, text=True)
+def _run(command: list[str], what: str, env: dict[str, str] | None = None) -> None:
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
     if result.returncode:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-30:])
         raise RuntimeError(f"{what} failed ({' '.join(command)}):\n{tail}")
@@ -223,11 +223,16 @@ def start_elasticsearch(
     heap: str = "512m",
     work: Path | None = None,
     timeout: float = 240,
+    credentials: tuple[str, str] | None = None,
 ) -> list[Server]:
     """Start an Elasticsearch cluster of ``nodes`` on 127.0.0.1 (HTTP ports from ``port`` up).
 
-    Elasticsearch refuses to run as root; as root, the nodes run as ``nobody``.
+    Elasticsearch refuses to run as root; as root, the nodes run as ``nobody``. With
+    ``credentials`` (one node only: more need TLS between them), security is on and that user is
+    a superuser of the file realm; HTTP stays plain, on loopback.
     """
+    if credentials and nodes > 1:
+        raise ValueError("credentials need a single node")
     home = elasticsearch_home()
     work = work or STATE / "elasticsearch"
     shutil.rmtree(work, ignore_errors=True)
@@ -245,6 +250,27 @@ def start_elasticsearch(
         for folder in ("data", "logs", "tmp"):
             (node / folder).mkdir(parents=True)
         shutil.copytree(home / "config", node / "config")
+        env = {
+            "ES_JAVA_HOME": _java_home(),
+            "ES_PATH_CONF": str(node / "config"),
+            "ES_TMPDIR": str(node / "tmp"),
+            "ES_JAVA_OPTS": f"-Xms{heap} -Xmx{heap}",
+        }
+        if credentials:
+            user, password = credentials
+            _run(
+                [
+                    str(home / "bin" / "elasticsearch-users"),
+                    "useradd",
+                    user,
+                    "-p",
+                    password,
+                    "-r",
+                    "superuser",
+                ],
+                "adding the Elasticsearch user",
+                env={**os.environ, **env},
+            )
         if as_user:
             subprocess.run(["chown", "-R", "nobody:nogroup", str(work)], check=True)
         settings = {
@@ -255,7 +281,10 @@ def start_elasticsearch(
             "transport.port": transport[n],
             "path.data": node / "data",
             "path.logs": node / "logs",
-            "xpack.security.enabled": "false",  # loopback only, for tests and benchmarks
+            # loopback only, for tests and benchmarks: plain HTTP, security only when asked for
+            "xpack.security.enabled": str(bool(credentials)).lower(),
+            "xpack.security.http.ssl.enabled": "false",
+            "xpack.security.transport.ssl.enabled": "false",
             "cluster.routing.allocation.disk.threshold_enabled": "false",
         }
         if nodes == 1:
@@ -265,22 +294,21 @@ def start_elasticsearch(
             settings["cluster.initial_master_nodes"] = ",".join(names)
         command = [*as_user, str(home / "bin" / "elasticsearch")]
         command += [f"-E{key}={value}" for key, value in settings.items()]
-        env = {
-            "ES_JAVA_HOME": _java_home(),
-            "ES_PATH_CONF": str(node / "config"),
-            "ES_TMPDIR": str(node / "tmp"),
-            "ES_JAVA_OPTS": f"-Xms{heap} -Xmx{heap}",
-        }
         servers.append(_spawn(f"elasticsearch-{port + n}", command, node / "console.log", env))
     url = f"http://127.0.0.1:{port}"
-    _wait(servers, lambda _output: _healthy(url, nodes), timeout)
+    _wait(servers, lambda _output: _healthy(url, nodes, credentials), timeout)
     for n, server in enumerate(servers):
         server.urls = [f"http://127.0.0.1:{port + n}"]
     return servers
 
 
-def _healthy(url: str, nodes: int) -> list[str] | None:
-    health = f"{url}/_cluster/health?wait_for_status=yellow&wait_for_nodes={nodes}&timeout=1s"
+def _healthy(url: str, nodes: int, credentials: tuple[str, str] | None) -> list[str] | None:
+    health = urllib.request.Request(
+        f"{url}/_cluster/health?wait_for_status=yellow&wait_for_nodes={nodes}&timeout=1s"
+    )
+    if credentials:
+        token = base64.b64encode(":".join(credentials).encode()).decode()
+        health.add_header("Authorization", f"Basic {token}")
     try:
         with urllib.request.urlopen(health, timeout=5) as response:
             return [url] if json.load(response).get("timed_out") is False else None

@@ -25,6 +25,10 @@ import requests
 from servers import launch
 
 
+def _user_info(auth: tuple[str, str] | None) -> str:
+    return f"{quote(auth[0], safe='')}:{quote(auth[1], safe='')}@" if auth else ""
+
+
 @dataclass
 class SolrServer:
     """A running Solr; hands out URLs of new cores (or collections) and drops them afterwards."""
@@ -99,9 +103,9 @@ def _solr_from_docker() -> SolrServer:
     return SolrServer(f"http://127.0.0.1:{port}/solr", stop=container.stop)
 
 
-# The standalone test server requires basic auth, so every Solr test goes through credentials;
-# the password has characters that must be escaped in a URL.
-SOLR_TEST_CREDENTIALS = ("neardup", "s3cret:/@pass")
+# The single test servers require basic auth, so every Solr and Elasticsearch test goes through
+# credentials; the password has characters that must be escaped in a URL.
+TEST_CREDENTIALS = ("neardup", "s3cret:/@pass")
 
 
 def _start_solr(cloud: bool) -> SolrServer:
@@ -110,7 +114,7 @@ def _start_solr(cloud: bool) -> SolrServer:
         return SolrServer(os.environ["NEARDUP_TEST_SOLR_URL"].rstrip("/"))
     reasons = []
     if shutil.which("java") and shutil.which("mvn"):
-        credentials = None if cloud else SOLR_TEST_CREDENTIALS
+        credentials = None if cloud else TEST_CREDENTIALS
         try:
             server = launch.start_solr(
                 cloud=cloud,
@@ -157,17 +161,25 @@ class ElasticsearchServer:
     base: str  # http://127.0.0.1:PORT
     shards: int = 1
     stop: Callable[[], None] = lambda: None
+    auth: tuple[str, str] | None = None  # the server requires these credentials
     made: list[str] = field(default_factory=list)
+
+    @property
+    def host_port(self) -> str:
+        return self.base.split("://", 1)[1]
 
     def new_store_url(self) -> str:
         name = f"t{uuid.uuid4().hex[:12]}"
         self.made.append(name)
         query = f"?shards={self.shards}" if self.shards > 1 else ""
-        return f"elasticsearch://{self.base.split('://', 1)[1]}/{name}{query}"
+        return f"elasticsearch://{_user_info(self.auth)}{self.host_port}/{name}{query}"
+
+    def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        return requests.request(method, f"{self.base}/{path}", auth=self.auth, timeout=60, **kwargs)
 
     def drop_made(self) -> None:
         for name in self.made:
-            requests.delete(f"{self.base}/{name}", timeout=60)
+            self.request("DELETE", name)
         self.made.clear()
 
 
@@ -199,19 +211,23 @@ def _start_elasticsearch(nodes: int) -> ElasticsearchServer:
         return ElasticsearchServer(os.environ["NEARDUP_TEST_ES_URL"].rstrip("/"))
     reasons = []
     if shutil.which("java") and shutil.which("mvn"):
+        credentials = TEST_CREDENTIALS if nodes == 1 else None
         try:
             servers = launch.start_elasticsearch(
                 port=_consecutive_free_ports(nodes),
                 nodes=nodes,
                 heap="512m",
                 work=launch.STATE / f"test-elasticsearch-{nodes}",
+                credentials=credentials,
             )
 
             def stop() -> None:
                 for server in servers:
                     server.stop(grace=3)  # throwaway data: no need for a clean shutdown
 
-            return ElasticsearchServer(servers[0].urls[0], shards=nodes, stop=stop)
+            return ElasticsearchServer(
+                servers[0].urls[0], shards=nodes, stop=stop, auth=credentials
+            )
         except RuntimeError as exc:
             reasons.append(str(exc).splitlines()[0])
     else:

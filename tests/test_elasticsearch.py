@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import ClassVar
+
 import pytest
-import requests
 
 from neardup import api
 from neardup.errors import NeardupError, StoreUnavailable
@@ -17,7 +20,7 @@ def test_parameters_live_in_the_mapping_meta(elasticsearch_server) -> None:
     with open_store(url) as store:
         store.ensure_params(params)
     index = url.rsplit("/", 1)[-1]
-    mapping = requests.get(f"{elasticsearch_server.base}/{index}/_mapping", timeout=30).json()
+    mapping = elasticsearch_server.request("GET", f"{index}/_mapping").json()
     meta = mapping[index]["mappings"]["_meta"]
     assert meta["neardup_params"] == params.to_dict()
     assert mapping[index]["mappings"]["properties"]["content_sg"]["type"] == "keyword"
@@ -45,16 +48,57 @@ def test_schema_apply_creates_the_index(elasticsearch_server) -> None:
     url = elasticsearch_server.new_store_url()
     api.apply_schema(url)
     index = url.rsplit("/", 1)[-1]
-    assert requests.head(f"{elasticsearch_server.base}/{index}", timeout=30).status_code == 200
+    assert elasticsearch_server.request("HEAD", index).status_code == 200
     api.apply_schema(url)  # applying again is harmless
     elasticsearch_server.drop_made()
 
 
 def test_a_missing_index_is_a_clear_error_for_readers(elasticsearch_server) -> None:
+    url = elasticsearch_server.new_store_url().rsplit("/", 1)[0] + "/absent"
     with pytest.raises(StoreUnavailable, match="no Elasticsearch index 'absent'"):
-        open_store(
-            f"elasticsearch://{elasticsearch_server.base.split('://')[1]}/absent", create=False
-        )
+        open_store(url, create=False)
+
+
+def test_basic_auth(elasticsearch_server) -> None:
+    if not elasticsearch_server.auth:
+        pytest.skip("this Elasticsearch does not require credentials")
+    with_user = elasticsearch_server.new_store_url()
+    api.apply_schema(with_user)
+    assert api.stats(with_user)["documents"] == 0
+    bare = f"elasticsearch://{elasticsearch_server.host_port}/{with_user.rsplit('/', 1)[1]}"
+    with pytest.raises(NeardupError, match="401"):
+        api.stats(bare)
+    elasticsearch_server.drop_made()
+
+
+class _RecordingHandler(BaseHTTPRequestHandler):
+    """Answers like Elasticsearch does to 'does this index exist', and keeps the headers."""
+
+    seen: ClassVar[list[str | None]] = []
+
+    def do_HEAD(self) -> None:
+        self.seen.append(self.headers.get("Authorization"))
+        self.send_response(200)
+        self.send_header("X-Elastic-Product", "Elasticsearch")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_api_key_from_the_environment_is_sent(monkeypatch) -> None:
+    # The integ-test distribution cannot issue API keys (no analysis-common module for the
+    # security index), so this checks what the store sends, on a loopback listener.
+    listener = HTTPServer(("127.0.0.1", 0), _RecordingHandler)
+    thread = threading.Thread(target=listener.handle_request, daemon=True)
+    thread.start()
+    monkeypatch.setenv("NEARDUP_ES_API_KEY", "a2V5LWlkOmtleS1zZWNyZXQ=")
+    store = open_store(f"elasticsearch://127.0.0.1:{listener.server_port}/x", create=False)
+    store.close()
+    thread.join(timeout=10)
+    listener.server_close()
+    assert _RecordingHandler.seen == ["ApiKey a2V5LWlkOmtleS1zZWNyZXQ="]
 
 
 def test_an_unreachable_server_is_a_clear_error() -> None:
