@@ -12,6 +12,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from .errors import NeardupError
+from .exact import exact_pairs
 from .indexer import DEFAULT_BATCH_SIZE, IndexSummary, index_records
 from .readers import Format, RecordReader
 from .report import Pair, find_pairs
@@ -97,10 +99,24 @@ def lookup(
         return searcher.lookup_id(id) if id is not None else searcher.lookup_text(text or "")
 
 
-def report(store: StoreRef = None, *, rules: MatchRules | None = None) -> list[Pair]:
-    """Every near-duplicate pair in the store, once each, sorted by ids."""
+def report(
+    store: StoreRef = None, *, rules: MatchRules | None = None, exact: bool = False
+) -> list[Pair]:
+    """Every near-duplicate pair in the store, once each, sorted by ids.
+
+    With ``exact``, pairs come from exact Jaccard similarity over all pairs (see
+    :mod:`neardup.exact`) instead of the sketches: slower, for measuring what they miss.
+    """
+    rules = rules or MatchRules()
     with opened(store) as source:
-        return find_pairs(searcher_for(source, rules or MatchRules()))
+        searcher = searcher_for(source, rules)
+        if exact:
+            if not rules.threshold:
+                raise NeardupError("the exact report needs a --threshold above 0")
+            ids = list(source.iter_ids())
+            records = source.get(ids)
+            return exact_pairs([records[i] for i in ids], searcher.params, rules)
+        return find_pairs(searcher)
 
 
 def apply_schema(store: StoreRef = None) -> str:

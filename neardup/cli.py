@@ -5,21 +5,26 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sqlite3
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import IO
 
 from . import api
 from .errors import NeardupError
-from .fingerprint import parse_shingle
+from .evaluate import describe, evaluate, pairs_of, plot, read_pairs
+from .fingerprint import FingerprintParams, parse_shingle
+from .generate import write_corpus
+from .presets import PRESETS, preset
 from .readers import FORMATS
 from .report import REPORT_FORMATS, clusters, write_clusters, write_pairs
 from .searcher import METHOD_FIELDS, Match, MatchRules
 from .stores import default_store_url
+from .tuning import band_choices, candidate_probability, recommend_bands
 
 
 def _store_option(parser: argparse.ArgumentParser) -> None:
@@ -30,49 +35,60 @@ def _store_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _preset_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--preset",
+        choices=list(PRESETS),
+        help="settings for a kind of data: "
+        + "; ".join(f"{p.name}: {p.purpose}" for p in PRESETS.values())
+        + " (flags given as well win)",
+    )
+
+
 def _rule_options(parser: argparse.ArgumentParser) -> None:
     defaults = MatchRules()
+    _preset_option(parser)
     parser.add_argument(
         "--method",
         choices=list(METHOD_FIELDS),
-        default=defaults.method,
         help="candidate query: signature tokens, shingles or LSH bands "
         f"(default: {defaults.method})",
     )
     parser.add_argument(
         "--rows",
         type=int,
-        default=defaults.rows,
-        help=f"candidates fetched per record (default: {defaults.rows})",
+        help=f"distinct candidates fetched per record (default: {defaults.rows})",
     )
     parser.add_argument(
         "--first-word",
         action="store_true",
+        default=None,
         help="only consider candidates with the same first word",
     )
     parser.add_argument(
         "--threshold",
         type=float,
-        default=defaults.threshold,
         help="minimum Jaccard similarity of the shingle sets "
         f"(default: {defaults.threshold}; 0 turns it off)",
     )
     parser.add_argument(
         "--max-edit-distance",
         type=int,
-        default=defaults.max_edit_distance,
         help="maximum word-level edit distance (default: no limit)",
     )
 
 
 def _rules(args: argparse.Namespace) -> MatchRules:
-    return MatchRules(
-        method=args.method,
-        rows=args.rows,
-        first_word=args.first_word,
-        threshold=args.threshold or None,
-        max_edit_distance=args.max_edit_distance,
-    )
+    """The preset's rules (or the defaults), with every flag the user gave applied over them."""
+    base = preset(args.preset).rules if args.preset else MatchRules()
+    given = {
+        name: getattr(args, name)
+        for name in ("method", "rows", "first_word", "threshold", "max_edit_distance")
+        if getattr(args, name) is not None
+    }
+    if given.get("threshold") == 0:
+        given["threshold"] = None
+    return replace(base, **given)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,6 +118,10 @@ def _parser() -> argparse.ArgumentParser:
     index.add_argument("--num-hashes", type=int, help="signature length K (new store default: 128)")
     index.add_argument("--bands", type=int, help="LSH bands B, dividing K (new store default: 32)")
     index.add_argument("--seed", type=int, help="hash seed (new store default: 1)")
+    index.add_argument(
+        "--threshold", type=float, help="pick the bands for this Jaccard threshold (see tune)"
+    )
+    _preset_option(index)
     index.add_argument("--batch-size", type=int, default=1000, help="records per transaction")
 
     lookup = commands.add_parser("lookup", help="find the stored duplicates of a record or a text")
@@ -117,11 +137,42 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("-o", "--output", help="file to write (default: stdout)")
     report.add_argument("--format", choices=REPORT_FORMATS, default="tsv")
     report.add_argument(
+        "--exact",
+        action="store_true",
+        help="exact Jaccard over all pairs instead of sketches (corpora up to tens of thousands)",
+    )
+    report.add_argument(
         "--clusters",
         action="store_true",
         help="write groups (connected components) instead of pairs",
     )
     _rule_options(report)
+
+    evaluation = commands.add_parser("eval", help="precision and recall of a report")
+    evaluation.add_argument("--truth", required=True, help="file of true pairs")
+    source = evaluation.add_mutually_exclusive_group()
+    source.add_argument("--report", help="file of reported pairs (default: a fresh report)")
+    _store_option(evaluation)
+    _rule_options(evaluation)
+    evaluation.add_argument("--json", action="store_true", help="print JSON")
+    evaluation.add_argument("--plot", help="write precision and recall over thresholds to a PNG")
+
+    tune = commands.add_parser("tune", help="choose LSH bands for a similarity threshold")
+    tune.add_argument("--threshold", type=float, required=True)
+    tune.add_argument("--num-hashes", type=int, default=FingerprintParams().num_hashes)
+    tune.add_argument("--json", action="store_true", help="print JSON")
+
+    generate = commands.add_parser(
+        "generate", help="write a synthetic corpus with known near-duplicates"
+    )
+    generate.add_argument("count", type=int, help="how many documents")
+    generate.add_argument("-o", "--output", required=True, help="documents (TSV: id, text)")
+    generate.add_argument("--truth", help="also write the true pairs (TSV)")
+    generate.add_argument("--seed", type=int, default=1)
+    generate.add_argument("--words", type=int, default=80, help="mean words per document")
+    generate.add_argument(
+        "--duplicates", type=float, default=0.3, help="share of documents that are edited copies"
+    )
 
     stats = commands.add_parser("stats", help="what the store holds")
     _store_option(stats)
@@ -140,7 +191,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _param_overrides(args: argparse.Namespace) -> dict[str, object]:
-    overrides: dict[str, object] = {}
+    """The fingerprint settings a user asked for: the preset's, then the flags given.
+
+    With --threshold and no --bands, the bands are the tuned choice for that threshold.
+    """
+    overrides: dict[str, object] = preset(args.preset).params.to_dict() if args.preset else {}
     if args.shingle:
         try:
             overrides["shingle_kind"], overrides["shingle_size"] = parse_shingle(args.shingle)
@@ -149,8 +204,12 @@ def _param_overrides(args: argparse.Namespace) -> dict[str, object]:
     for name in ("num_hashes", "bands", "seed"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
-    if "num_hashes" in overrides and "bands" not in overrides:
-        overrides["bands"] = _bands_for(int(overrides["num_hashes"]))  # type: ignore[arg-type]
+    if args.threshold is not None and args.bands is None:
+        num_hashes = int(overrides.get("num_hashes", FingerprintParams().num_hashes))  # type: ignore[call-overload]
+        overrides["num_hashes"] = num_hashes
+        overrides["bands"] = recommend_bands(args.threshold, num_hashes).bands
+    elif args.num_hashes is not None and args.bands is None:
+        overrides["bands"] = _bands_for(args.num_hashes)
     return overrides
 
 
@@ -207,7 +266,7 @@ def _write_report(pairs: list, args: argparse.Namespace, out: IO[str]) -> str:
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    pairs = api.report(args.store, rules=_rules(args))
+    pairs = api.report(args.store, rules=_rules(args), exact=args.exact)
     if args.output:
         with open(args.output, "w", encoding="utf-8", newline="") as out:
             written = _write_report(pairs, args, out)
@@ -224,6 +283,59 @@ def _run_stats(args: argparse.Namespace) -> int:
     else:
         for key, value in info.items():
             print(f"{key}: {value}")
+    return 0
+
+
+def _run_eval(args: argparse.Namespace) -> int:
+    truth = read_pairs(args.truth)
+    reported = (
+        read_pairs(args.report)
+        if args.report
+        else pairs_of(api.report(args.store, rules=_rules(args)))
+    )
+    result = evaluate(truth, reported)
+    if args.plot:
+        plot(result, args.plot)
+    print(json.dumps(result.as_dict(), indent=2) if args.json else describe(result))
+    return 0
+
+
+def _run_tune(args: argparse.Namespace) -> int:
+    if not 0 < args.threshold < 1:
+        raise NeardupError(f"threshold must be between 0 and 1, not {args.threshold}")
+    choices = band_choices(args.threshold, args.num_hashes)
+    best = recommend_bands(args.threshold, args.num_hashes)
+    if args.json:
+        rows = [asdict(c) | {"recommended": c == best} for c in choices]
+        print(json.dumps(rows, indent=2))
+        return 0
+    points = [0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
+    print(f"threshold {args.threshold}, {args.num_hashes} hashes: P(candidate) at similarity s")
+    print(
+        f"{'bands':>5} {'rows':>4} {'FN mass':>8} {'FP mass':>8}  "
+        + " ".join(f"{s:>5}" for s in points)
+    )
+    for c in choices:
+        curve = " ".join(
+            f"{float(candidate_probability(s, c.bands, c.rows)):>5.2f}" for s in points
+        )
+        mark = "  <- recommended" if c == best else ""
+        masses = f"{c.false_negative_mass:>8.4f} {c.false_positive_mass:>8.4f}"
+        print(f"{c.bands:>5} {c.rows:>4} {masses}  {curve}{mark}")
+    return 0
+
+
+def _run_generate(args: argparse.Namespace) -> int:
+    documents, pairs = write_corpus(
+        args.output,
+        args.truth,
+        args.count,
+        seed=args.seed,
+        words=args.words,
+        duplicates=args.duplicates,
+    )
+    truth = f" and {pairs} true pairs to {args.truth}" if args.truth else ""
+    print(f"wrote {documents} documents to {args.output}{truth}", file=sys.stderr)
     return 0
 
 
@@ -260,6 +372,9 @@ _COMMANDS = {
     "report": _run_report,
     "stats": _run_stats,
     "schema": _run_schema,
+    "eval": _run_eval,
+    "tune": _run_tune,
+    "generate": _run_generate,
     "demo": _run_demo,
 }
 
@@ -281,6 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"neardup: error: {exc}", file=sys.stderr)
     except sqlite3.Error as exc:
         print(f"neardup: error: SQLite: {exc}", file=sys.stderr)
+    except BrokenPipeError:  # the reader went away (`neardup report | head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except OSError as exc:
         print(
             f"neardup: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "),

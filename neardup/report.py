@@ -32,7 +32,7 @@ class Pair:
     kind: Literal["exact", "near"]
 
 
-def _ordered(a: str, b: str) -> tuple[str, str]:
+def ordered_pair(a: str, b: str) -> tuple[str, str]:
     # Python orders str by code point, which is the UTF-8 byte order engines sort by.
     return (a, b) if a < b else (b, a)
 
@@ -58,16 +58,16 @@ def find_pairs(searcher: Searcher, batch_size: int = 256) -> list[Pair]:
             group = store.ids_with_md5(leader.md5)
             score = searcher.field.size(fp)
             pairs.extend(
-                Pair(*_ordered(a, b), 0, 1.0, score, "exact") for a, b in combinations(group, 2)
+                Pair(*ordered_pair(a, b), 0, 1.0, score, "exact") for a, b in combinations(group, 2)
             )
             for match in matches:
-                key = _ordered(leader.md5, match.md5)
+                key = ordered_pair(leader.md5, match.md5)
                 if key in emitted_groups:
                     continue
                 emitted_groups.add(key)
                 pairs.extend(
                     Pair(
-                        *_ordered(a, b),
+                        *ordered_pair(a, b),
                         match.edit_distance,
                         match.similarity,
                         match.shared_tokens,

@@ -1,0 +1,186 @@
+"""How good a report is: precision, recall and F1 against a file of true pairs.
+
+Pair files are TSV, CSV or JSON lines with a header. The ids are the ``left_id`` and ``right_id``
+columns when present, else the first two columns; a similarity is the ``similarity`` column, or one
+whose name contains ``jaccard``, when present. A pair counts once whatever its order.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+
+from .errors import NeardupError
+from .report import Pair
+
+PairKey = tuple[str, str]
+THRESHOLDS = [round(0.05 * i, 2) for i in range(2, 20)]
+
+
+def _key(a: str, b: str) -> PairKey:
+    return (a, b) if a < b else (b, a)
+
+
+def _rows(path: Path) -> tuple[list[str], Iterable[list[str]] | Iterable[dict]]:
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        return (list(lines[0]) if lines else []), lines
+    text = path.read_text(encoding="utf-8")
+    delimiter = "," if path.suffix.lower() == ".csv" else "\t"
+    rows = list(csv.reader(text.splitlines(), delimiter=delimiter))
+    return (rows[0] if rows else []), rows[1:]
+
+
+def read_pairs(path: str | Path) -> dict[PairKey, float | None]:
+    """Pairs in a file, each with its similarity (or None when the file has none)."""
+    path = Path(path)
+    try:
+        header, rows = _rows(path)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise NeardupError(f"cannot read pairs from {path}: {exc}") from None
+    if len(header) < 2:
+        raise NeardupError(f"{path}: a pair file needs a header with at least two columns")
+    left, right = (
+        ("left_id", "right_id")
+        if {"left_id", "right_id"} <= set(header)
+        else (header[0], header[1])
+    )
+    similarity = next((h for h in header if h == "similarity" or "jaccard" in h.lower()), None)
+    pairs: dict[PairKey, float | None] = {}
+    for number, row in enumerate(rows, start=2):
+        values = row if isinstance(row, dict) else dict(zip(header, row, strict=False))
+        try:
+            a, b = str(values[left]), str(values[right])
+            pairs[_key(a, b)] = float(values[similarity]) if similarity else None
+        except (KeyError, ValueError, TypeError):
+            raise NeardupError(f"{path}: line {number} is not a pair") from None
+    return pairs
+
+
+def pairs_of(report: Iterable[Pair]) -> dict[PairKey, float | None]:
+    return {_key(p.left_id, p.right_id): p.similarity for p in report}
+
+
+@dataclass
+class Scores:
+    reported: int
+    right: int
+    true: int
+
+    @property
+    def precision(self) -> float:
+        return self.right / self.reported if self.reported else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.right / self.true if self.true else 1.0
+
+    @property
+    def f1(self) -> float:
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "reported": self.reported,
+            "right": self.right,
+            "true": self.true,
+            "precision": round(self.precision, 6),
+            "recall": round(self.recall, 6),
+            "f1": round(self.f1, 6),
+        }
+
+
+@dataclass
+class Evaluation:
+    overall: Scores
+    # (low, high, true pairs in the band, found) for truth files with a similarity
+    recall_by_similarity: list[tuple[float, float, int, int]] = field(default_factory=list)
+    # (threshold, scores of the reported pairs at or above it) for reports with a similarity
+    by_threshold: list[tuple[float, Scores]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            **self.overall.as_dict(),
+            "recall_by_similarity": [
+                {"from": lo, "to": hi, "true": n, "found": k, "recall": round(k / n, 6)}
+                for lo, hi, n, k in self.recall_by_similarity
+            ],
+            "by_threshold": [{"threshold": t, **s.as_dict()} for t, s in self.by_threshold],
+        }
+
+
+def evaluate(
+    truth: dict[PairKey, float | None], reported: dict[PairKey, float | None]
+) -> Evaluation:
+    found = set(reported)
+    result = Evaluation(Scores(len(found), len(found & set(truth)), len(truth)))
+    similarities = [s for s in truth.values() if s is not None]
+    if similarities:
+        low = min(int(min(similarities) * 10) / 10, 0.9)
+        edges = [round(low + 0.1 * i, 1) for i in range(round((1.0 - low) * 10))] + [1.0]
+        for lo, hi in pairwise(edges):
+            band = [
+                p for p, s in truth.items() if s is not None and lo <= s and (s < hi or hi == 1.0)
+            ]
+            if band:
+                result.recall_by_similarity.append(
+                    (lo, hi, len(band), sum(p in found for p in band))
+                )
+    if reported and all(s is not None for s in reported.values()):
+        for threshold in THRESHOLDS:
+            kept = {p for p, s in reported.items() if s is not None and s >= threshold}
+            result.by_threshold.append(
+                (threshold, Scores(len(kept), len(kept & set(truth)), len(truth)))
+            )
+    return result
+
+
+def describe(result: Evaluation) -> str:
+    o = result.overall
+    lines = [
+        f"precision {o.precision:.4f}  recall {o.recall:.4f}  F1 {o.f1:.4f}  "
+        f"({o.right} of {o.reported} reported pairs are true; {o.true} true pairs)"
+    ]
+    if result.recall_by_similarity:
+        lines += ["", "true similarity   true pairs   found   recall"]
+        lines += [
+            f"[{lo:.1f}, {hi:.1f}{']' if hi >= 1.0 else ')'}        {n:>10} {k:>7}   {k / n:.4f}"
+            for lo, hi, n, k in result.recall_by_similarity
+        ]
+    if result.by_threshold:
+        lines += ["", "threshold   reported   precision   recall      F1"]
+        lines += [
+            f"{t:>9.2f} {s.reported:>10} {s.precision:>11.4f} {s.recall:>8.4f} {s.f1:>7.4f}"
+            for t, s in result.by_threshold
+        ]
+    return "\n".join(lines)
+
+
+def plot(result: Evaluation, path: str | Path) -> None:
+    """Precision and recall over thresholds as a PNG (needs the ``plot`` extra: matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise NeardupError("--plot needs matplotlib: pip install 'neardup[plot]'") from None
+    if not result.by_threshold:
+        raise NeardupError("--plot needs a report with a similarity column")
+    thresholds = [t for t, _ in result.by_threshold]
+    figure, axes = plt.subplots(figsize=(6, 4))
+    axes.plot(thresholds, [s.precision for _, s in result.by_threshold], label="precision")
+    axes.plot(thresholds, [s.recall for _, s in result.by_threshold], label="recall")
+    axes.plot(thresholds, [s.f1 for _, s in result.by_threshold], label="F1", linestyle="--")
+    axes.set_xlabel("similarity threshold")
+    axes.set_ylim(0, 1.02)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
