@@ -1,0 +1,228 @@
+"""Measuring quality: LSH tuning, the exact baseline, eval, presets and the corpus generator."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+
+from neardup import api
+from neardup.errors import NeardupError
+from neardup.evaluate import evaluate, pairs_of, read_pairs
+from neardup.exact import exact_pairs
+from neardup.fingerprint import FingerprintParams, fingerprint_batch, jaccard
+from neardup.generate import write_corpus
+from neardup.indexer import index_records
+from neardup.readers import Record
+from neardup.searcher import MatchRules
+from neardup.stores import StoredRecord
+from neardup.tuning import band_choices, candidate_probability, recommend_bands
+from tests.test_cli import assert_user_error, neardup
+
+# --- tuning ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("bands", "rows"), [(16, 8), (32, 4), (1, 128), (128, 1)])
+def test_s_curve_is_the_banding_formula(bands: int, rows: int) -> None:
+    for s in (0.0, 0.3, 0.5, 0.8, 0.95, 1.0):
+        assert candidate_probability(s, bands, rows) == pytest.approx(1 - (1 - s**rows) ** bands)
+
+
+def test_error_masses_match_the_closed_form_for_one_band() -> None:
+    # One band of K rows: P(s) = s^K, so the masses have closed forms.
+    t, k = 0.6, 8
+    one_band = next(c for c in band_choices(t, k) if c.bands == 1)
+    assert one_band.false_positive_mass == pytest.approx(t ** (k + 1) / (k + 1), abs=1e-6)
+    assert one_band.false_negative_mass == pytest.approx(
+        (1 - t) - (1 - t ** (k + 1)) / (k + 1), abs=1e-6
+    )
+
+
+def test_more_bands_trade_false_negatives_for_false_positives() -> None:
+    choices = band_choices(0.8, 128)
+    assert [c.bands for c in choices] == [1, 2, 4, 8, 16, 32, 64, 128]
+    negatives = [c.false_negative_mass for c in choices]
+    positives = [c.false_positive_mass for c in choices]
+    assert negatives == sorted(negatives, reverse=True)
+    assert positives == sorted(positives)
+
+
+def test_recommendations() -> None:
+    assert (recommend_bands(0.8, 128).bands, recommend_bands(0.8, 128).rows) == (16, 8)
+    assert recommend_bands(0.3, 128).bands == 64
+    assert 0.65 < recommend_bands(0.8, 128).midpoint < 0.8
+
+
+def test_tune_cli_json_is_the_formula() -> None:
+    rows = json.loads(neardup("tune", "--threshold", "0.7", "--num-hashes", "64", "--json").stdout)
+    assert [r["bands"] for r in rows] == [1, 2, 4, 8, 16, 32, 64]
+    assert sum(r["recommended"] for r in rows) == 1
+    table = neardup("tune", "--threshold", "0.7", "--num-hashes", "64").stdout
+    assert "<- recommended" in table
+    assert_user_error(neardup("tune", "--threshold", "1.5"), "between 0 and 1")
+
+
+# --- exact baseline -------------------------------------------------------------------------------
+
+
+def _records(texts: dict[str, str], params: FingerprintParams) -> list[StoredRecord]:
+    fps = fingerprint_batch(list(texts.values()), params)
+    return [
+        StoredRecord(i, fp.content, fp.md5, fp.first_word, fp.num_words)
+        for i, fp in zip(texts, fps, strict=True)
+    ]
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.5, 0.8])
+@pytest.mark.parametrize(
+    "params", [FingerprintParams("word", 1, 8, 2), FingerprintParams("char", 3, 8, 2)]
+)
+def test_exact_baseline_equals_brute_force(threshold: float, params: FingerprintParams) -> None:
+    rng = random.Random(5)
+    words = [f"w{i}" for i in range(25)]
+    texts = {f"r{i:03d}": " ".join(rng.choices(words, k=rng.randint(1, 10))) for i in range(150)}
+    texts |= {"copy-a": texts["r000"], "copy-b": texts["r000"]}
+    records = _records(texts, params)
+    fps = fingerprint_batch([r.content for r in records], params)
+    expected = sorted(
+        tuple(sorted((records[i].id, records[j].id)))
+        for i, j in combinations(range(len(records)), 2)
+        if jaccard(fps[i].shingles, fps[j].shingles) >= threshold
+    )
+    found = exact_pairs(records, params, MatchRules(threshold=threshold))
+    assert [(p.left_id, p.right_id) for p in found] == expected
+    assert len(expected) > 3
+    for p in found:
+        a = fps[[r.id for r in records].index(p.left_id)]
+        b = fps[[r.id for r in records].index(p.right_id)]
+        assert p.similarity == pytest.approx(jaccard(a.shingles, b.shingles))
+
+
+def test_exact_report_needs_a_threshold(store) -> None:
+    index_records(store, [Record("1", "one two three"), Record("2", "one two four")])
+    with pytest.raises(NeardupError, match="needs a --threshold"):
+        api.report(store, rules=MatchRules(threshold=None), exact=True)
+    exact = api.report(store, rules=MatchRules(threshold=0.3), exact=True)
+    assert [(p.left_id, p.right_id) for p in exact] == [("1", "2")]
+
+
+# --- eval -----------------------------------------------------------------------------------------
+
+
+def test_eval_counts_precision_recall_and_bands(tmp_path: Path) -> None:
+    truth = tmp_path / "truth.tsv"
+    truth.write_text(
+        "row_a\trow_b\tjaccard_char5\n1\t2\t0.95\n3\t4\t0.85\n5\t6\t0.55\n8\t7\t0.75\n"
+    )
+    report = tmp_path / "report.csv"
+    report.write_text(
+        "left_id,right_id,edit_distance,similarity\n1,2,0,0.9\n4,3,1,0.8\n1,9,2,0.6\n7,8,1,0.7\n"
+    )
+    result = evaluate(read_pairs(truth), read_pairs(report))
+    assert (result.overall.reported, result.overall.right, result.overall.true) == (4, 3, 4)
+    assert result.overall.precision == 0.75 and result.overall.recall == 0.75
+    # No band for [0.6, 0.7): no true pair lies there.
+    assert result.recall_by_similarity == [
+        (0.5, 0.6, 1, 0),
+        (0.7, 0.8, 1, 1),
+        (0.8, 0.9, 1, 1),
+        (0.9, 1.0, 1, 1),
+    ]
+    at_065 = dict(result.by_threshold)[0.65]
+    assert (at_065.reported, at_065.right) == (3, 3)
+    cli = neardup("eval", "--truth", str(truth), "--report", str(report), "--json")
+    data = json.loads(cli.stdout)
+    assert data["precision"] == 0.75 and data["f1"] == 0.75
+    assert data["recall_by_similarity"][0] == {
+        "from": 0.5,
+        "to": 0.6,
+        "true": 1,
+        "found": 0,
+        "recall": 0.0,
+    }
+
+
+def test_eval_rejects_a_file_that_is_not_pairs(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("only\n1\n")
+    assert_user_error(
+        neardup("eval", "--truth", str(bad), "--report", str(bad)), "at least two columns"
+    )
+
+
+def test_eval_against_a_fresh_report_from_a_store(tmp_path: Path, sqlite_url: str) -> None:
+    records = tmp_path / "r.txt"
+    records.write_text(
+        "1 alpha beta gamma delta\n2 alpha beta gamma delta epsilon\n3 other words\n"
+    )
+    truth = tmp_path / "truth.tsv"
+    truth.write_text("a\tb\n2\t1\n")
+    assert neardup("index", str(records), "--store", sqlite_url).returncode == 0
+    data = json.loads(
+        neardup("eval", "--truth", str(truth), "--store", sqlite_url, "--json").stdout
+    )
+    assert (data["precision"], data["recall"]) == (1.0, 1.0)
+
+
+# --- presets and tuned bands ----------------------------------------------------------------------
+
+
+def test_presets_and_flags_that_override_them(tmp_path: Path) -> None:
+    records = tmp_path / "r.txt"
+    records.write_text("1 alpha beta\n")
+    store = f"sqlite:///{tmp_path / 'p.db'}"
+    assert neardup("index", str(records), "--store", store, "--preset", "records").returncode == 0
+    params = json.loads(neardup("stats", "--store", store, "--json").stdout)["parameters"]
+    assert (params["shingle_size"], params["bands"]) == (4, 64)
+    tuned = f"sqlite:///{tmp_path / 't.db'}"
+    assert neardup("index", str(records), "--store", tuned, "--threshold", "0.8").returncode == 0
+    assert (
+        json.loads(neardup("stats", "--store", tuned, "--json").stdout)["parameters"]["bands"] == 16
+    )
+    mixed = f"sqlite:///{tmp_path / 'm.db'}"
+    result = neardup(
+        "index", str(records), "--store", mixed, "--preset", "documents", "--shingle", "word:2"
+    )
+    assert result.returncode == 0
+    params = json.loads(neardup("stats", "--store", mixed, "--json").stdout)["parameters"]
+    assert (params["shingle_kind"], params["shingle_size"], params["bands"]) == ("word", 2, 16)
+
+
+# --- generator ------------------------------------------------------------------------------------
+
+
+def test_generator_is_deterministic_and_its_truth_is_right(tmp_path: Path) -> None:
+    first, truth = tmp_path / "a.tsv", tmp_path / "truth.tsv"
+    documents, pairs = write_corpus(first, truth, 600, seed=3, duplicates=0.4, pool=50)
+    write_corpus(tmp_path / "b.tsv", None, 600, seed=3, duplicates=0.4, pool=50)
+    assert first.read_bytes() == (tmp_path / "b.tsv").read_bytes()
+    rows = list(csv.DictReader(first.open(), delimiter="\t"))
+    assert documents == len(rows) == 600 and pairs > 100
+    text = {r["id"]: r["text"] for r in rows}
+    truth_rows = list(csv.DictReader(truth.open(), delimiter="\t"))
+    assert len(truth_rows) == pairs
+    params = FingerprintParams("char", 5, 8, 1)
+    for row in truth_rows[:200]:
+        a, b = fingerprint_batch([text[row["left_id"]], text[row["right_id"]]], params)
+        assert float(row["jaccard_char5"]) == pytest.approx(
+            jaccard(a.shingles, b.shingles), abs=1e-4
+        )
+    similarities = [float(r["jaccard_char5"]) for r in truth_rows]
+    assert sorted(similarities)[len(similarities) // 2] > 0.8  # copies are near-duplicates
+
+
+def test_documents_preset_finds_the_generated_duplicates(tmp_path: Path, sqlite_url: str) -> None:
+    corpus, truth = tmp_path / "c.tsv", tmp_path / "t.tsv"
+    write_corpus(corpus, truth, 800, seed=2)
+    api.index([corpus], sqlite_url, params={"shingle_kind": "char", "shingle_size": 5, "bands": 16})
+    result = evaluate(
+        read_pairs(truth),
+        pairs_of(api.report(sqlite_url, rules=MatchRules(method="lsh", threshold=0.8))),
+    )
+    assert result.overall.precision == 1.0
+    above = [(n, k) for lo, _, n, k in result.recall_by_similarity if lo >= 0.8]
+    assert sum(k for _, k in above) / sum(n for n, _ in above) >= 0.99
