@@ -32,6 +32,12 @@ lint: $(VENV)/.installed-test
 test: $(VENV)/.installed-test lint
 	$(BIN)/pytest
 
+# The quality table in benchmarks/README.md (needs ../shared/data for the Kijiji ads).
+SHARED ?= ../shared/data
+quality: $(VENV)/.installed-bench
+	cd benchmarks/quality && ../../$(BIN)/python run.py --write \
+		--kijiji $(abspath $(SHARED))/kijiji_rent_rome.tsv $(abspath $(SHARED))/kijiji_pairs_jaccard50.tsv
+
 # Real servers on 127.0.0.1, in the background; the last line printed is the store URL.
 solr:
 	$(PYTHON) servers/launch.py solr

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 import pytest
@@ -25,20 +25,17 @@ import requests
 from servers import launch
 
 
-def _user_info(auth: tuple[str, str] | None) -> str:
-    return f"{quote(auth[0], safe='')}:{quote(auth[1], safe='')}@" if auth else ""
-
-
 @dataclass
-class SolrServer:
-    """A running Solr; hands out URLs of new cores (or collections) and drops them afterwards."""
+class SearchServer:
+    """A running search server: makes URLs of new, empty stores and removes them afterwards."""
 
-    base: str  # http://127.0.0.1:PORT/solr
-    cloud: bool = False
+    base: str  # the server's base URL
     shards: int = 1
     stop: Callable[[], None] = lambda: None
     auth: tuple[str, str] | None = None  # the server requires these credentials
     made: list[str] = field(default_factory=list)
+    scheme: ClassVar[str]
+    path: ClassVar[str]  # between host:port and the store's name
 
     @property
     def host_port(self) -> str:
@@ -47,23 +44,38 @@ class SolrServer:
     def new_store_url(self) -> str:
         name = f"t{uuid.uuid4().hex[:12]}"
         self.made.append(name)
-        query = f"?shards={self.shards}" if self.cloud else ""
+        query = f"?shards={self.shards}" if self.shards > 1 else ""
         user = (
             f"{quote(self.auth[0], safe='')}:{quote(self.auth[1], safe='')}@" if self.auth else ""
         )
-        return f"solr://{user}{self.host_port}/solr/{name}{query}"
+        return f"{self.scheme}://{user}{self.host_port}{self.path}/{name}{query}"
 
     def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         return requests.request(method, f"{self.base}/{path}", auth=self.auth, timeout=60, **kwargs)
 
     def drop_made(self) -> None:
         for name in self.made:
-            if self.cloud:
-                self.request("GET", "admin/collections", params={"action": "DELETE", "name": name})
-            else:
-                params = {"action": "UNLOAD", "core": name, "deleteInstanceDir": "true"}
-                self.request("GET", "admin/cores", params=params)
+            self.drop(name)
         self.made.clear()
+
+    def drop(self, name: str) -> None:
+        raise NotImplementedError
+
+
+@dataclass
+class SolrServer(SearchServer):
+    """Cores on standalone Solr, collections on SolrCloud."""
+
+    cloud: bool = False
+    scheme: ClassVar[str] = "solr"
+    path: ClassVar[str] = "/solr"
+
+    def drop(self, name: str) -> None:
+        if self.cloud:
+            self.request("GET", "admin/collections", params={"action": "DELETE", "name": name})
+        else:
+            params = {"action": "UNLOAD", "core": name, "deleteInstanceDir": "true"}
+            self.request("GET", "admin/cores", params=params)
 
 
 def _unavailable(what: str, reason: str) -> None:
@@ -155,32 +167,14 @@ def solr_cloud_server() -> Iterator[SolrServer]:
 
 
 @dataclass
-class ElasticsearchServer:
-    """A running Elasticsearch; hands out URLs of new indices and deletes them afterwards."""
+class ElasticsearchServer(SearchServer):
+    """Indices on Elasticsearch."""
 
-    base: str  # http://127.0.0.1:PORT
-    shards: int = 1
-    stop: Callable[[], None] = lambda: None
-    auth: tuple[str, str] | None = None  # the server requires these credentials
-    made: list[str] = field(default_factory=list)
+    scheme: ClassVar[str] = "elasticsearch"
+    path: ClassVar[str] = ""
 
-    @property
-    def host_port(self) -> str:
-        return self.base.split("://", 1)[1]
-
-    def new_store_url(self) -> str:
-        name = f"t{uuid.uuid4().hex[:12]}"
-        self.made.append(name)
-        query = f"?shards={self.shards}" if self.shards > 1 else ""
-        return f"elasticsearch://{_user_info(self.auth)}{self.host_port}/{name}{query}"
-
-    def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
-        return requests.request(method, f"{self.base}/{path}", auth=self.auth, timeout=60, **kwargs)
-
-    def drop_made(self) -> None:
-        for name in self.made:
-            self.request("DELETE", name)
-        self.made.clear()
+    def drop(self, name: str) -> None:
+        self.request("DELETE", name)
 
 
 def _elasticsearch_from_docker() -> ElasticsearchServer:

@@ -71,20 +71,26 @@ def test_engine_report_equals_the_embedded_report(
         server.drop_made()
 
 
+def assert_sharded_store_agrees(server, sqlite_url: str, tmp_path: Path) -> str:
+    """A 2-shard store reports what the embedded store reports, and re-indexing adds nothing."""
+    records = corpus(tmp_path / "records.txt")
+    url = server.new_store_url()
+    assert "shards=2" in url
+    expected = report_of(sqlite_url, records, MatchRules())
+    assert report_of(url, records, MatchRules()) == expected
+    api.index([records], url)
+    assert api.stats(url)["documents"] == expected[0]
+    return url
+
+
 def test_solr_cloud_two_shards_equals_the_embedded_report(
     solr_cloud_server, sqlite_url, tmp_path
 ) -> None:
-    records = corpus(tmp_path / "records.txt")
-    url = solr_cloud_server.new_store_url()
-    assert "shards=2" in url
     try:
-        expected = report_of(sqlite_url, records, MatchRules())
-        assert report_of(url, records, MatchRules()) == expected
-        api.index([records], url)  # indexing again changes nothing
-        assert api.stats(url)["documents"] == expected[0]
+        url = assert_sharded_store_agrees(solr_cloud_server, sqlite_url, tmp_path)
         with open_store(url) as store:
-            shards = store._call("GET", "admin/collections", params={"action": "CLUSTERSTATUS"})
-        collection = shards["cluster"]["collections"][url.split("/")[-1].split("?")[0]]
+            status = store._call("GET", "admin/collections", params={"action": "CLUSTERSTATUS"})
+        collection = status["cluster"]["collections"][url.split("/")[-1].split("?")[0]]
         assert len(collection["shards"]) == 2
     finally:
         solr_cloud_server.drop_made()
@@ -93,16 +99,10 @@ def test_solr_cloud_two_shards_equals_the_embedded_report(
 def test_elasticsearch_two_nodes_two_shards_equals_the_embedded_report(
     elasticsearch_cluster_server, sqlite_url, tmp_path
 ) -> None:
-    records = corpus(tmp_path / "records.txt")
-    url = elasticsearch_cluster_server.new_store_url()
-    assert "shards=2" in url
     try:
-        expected = report_of(sqlite_url, records, MatchRules())
-        assert report_of(url, records, MatchRules()) == expected
-        api.index([records], url)  # indexing again changes nothing
-        assert api.stats(url)["documents"] == expected[0]
+        url = assert_sharded_store_agrees(elasticsearch_cluster_server, sqlite_url, tmp_path)
         with open_store(url) as store:
-            nodes = store.es.cat.shards(index=store.index, format="json")
-        assert {shard["node"] for shard in nodes} == {"node-1", "node-2"}
+            shards = store.es.cat.shards(index=store.index, format="json")
+        assert {shard["node"] for shard in shards} == {"node-1", "node-2"}
     finally:
         elasticsearch_cluster_server.drop_made()

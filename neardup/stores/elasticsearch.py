@@ -22,20 +22,15 @@ from elasticsearch import ApiError, Elasticsearch, helpers
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams
 from .base import Candidate, CandidateQuery, Document, Store, StoredRecord, TokenField
-from .schema import elasticsearch_mapping
+from .schema import TOKEN_FIELD_NAMES, elasticsearch_mapping, engine_document
 
-FIELD_NAMES = {
-    TokenField.SHINGLES: "content_ng",
-    TokenField.SIGNATURE: "content_sg",
-    TokenField.BANDS: "content_lsh",
-}
 RECORD_FIELDS = ["id", "content", "md5_hash", "first_word", "num_words"]
 PAGE = 1000
 KEEP_ALIVE = "5m"
 
 
 def _candidate_search(query: CandidateQuery) -> dict[str, Any]:
-    name = FIELD_NAMES[query.field]
+    name = TOKEN_FIELD_NAMES[query.field]
     should = [
         {"constant_score": {"filter": {"term": {name: t}}}} for t in dict.fromkeys(query.tokens)
     ]
@@ -139,18 +134,7 @@ class ElasticsearchStore(Store):
     def upsert(self, documents: Sequence[Document]) -> None:
         latest = {d.id: d for d in documents}
         actions = (
-            {
-                "_index": self.index,
-                "_id": d.id,
-                "_source": {
-                    "id": d.id,
-                    "content": d.fingerprint.content,
-                    "md5_hash": d.fingerprint.md5,
-                    "first_word": d.fingerprint.first_word,
-                    "num_words": d.fingerprint.num_words,
-                    **{name: field.tokens(d.fingerprint) for field, name in FIELD_NAMES.items()},
-                },
-            }
+            {"_index": self.index, "_id": d.id, "_source": engine_document(d)}
             for d in latest.values()
         )
         self._bulk(actions)

@@ -10,9 +10,32 @@ import json
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
+from .base import Document, TokenField
+
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schema"
 SOLR_CONFIGSET = SCHEMA_DIR / "solr" / "conf"
 ELASTICSEARCH_MAPPING = SCHEMA_DIR / "elasticsearch" / "mapping.json"
+
+
+# The field names both engines use (schema/solr/conf/managed-schema.xml, mapping.json).
+TOKEN_FIELD_NAMES = {
+    TokenField.SHINGLES: "content_ng",
+    TokenField.SIGNATURE: "content_sg",
+    TokenField.BANDS: "content_lsh",
+}
+
+
+def engine_document(document: Document) -> dict[str, object]:
+    """A record as a Solr or Elasticsearch document."""
+    fp = document.fingerprint
+    return {
+        "id": document.id,
+        "content": fp.content,
+        "md5_hash": fp.md5,
+        "first_word": fp.first_word,
+        "num_words": fp.num_words,
+        **{name: field.tokens(fp) for field, name in TOKEN_FIELD_NAMES.items()},
+    }
 
 
 def solr_schema() -> tuple[list[dict[str, object]], list[dict[str, object]]]:

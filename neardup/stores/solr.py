@@ -26,15 +26,10 @@ from urllib3.util.retry import Retry
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams
 from .base import Candidate, CandidateQuery, Document, Store, StoredRecord, TokenField
-from .schema import solr_schema
+from .schema import TOKEN_FIELD_NAMES, engine_document, solr_schema
 
 PARAMS_ID = "_neardup_parameters"
 CONFIGSET_NAME = "neardup"
-FIELD_NAMES = {
-    TokenField.SHINGLES: "content_ng",
-    TokenField.SIGNATURE: "content_sg",
-    TokenField.BANDS: "content_lsh",
-}
 RECORDS = "md5_hash:[* TO *]"  # every record, and not the parameters document
 PAGE = 1000
 CONCURRENT_QUERIES = 4
@@ -202,17 +197,7 @@ class SolrStore(Store):
         latest = {d.id: d for d in documents}
         if PARAMS_ID in latest:
             raise NeardupError(f"the id {PARAMS_ID!r} is reserved by the Solr store")
-        docs = [
-            {
-                "id": d.id,
-                "content": d.fingerprint.content,
-                "md5_hash": d.fingerprint.md5,
-                "first_word": d.fingerprint.first_word,
-                "num_words": d.fingerprint.num_words,
-                **{name: field.tokens(d.fingerprint) for field, name in FIELD_NAMES.items()},
-            }
-            for d in latest.values()
-        ]
+        docs = [engine_document(d) for d in latest.values()]
         if docs:
             with self._errors():
                 self.solr.add(docs, commit=False)
@@ -284,7 +269,7 @@ class SolrStore(Store):
     ) -> list[Candidate]:
         if not tokens:
             return []
-        name = FIELD_NAMES[field]
+        name = TOKEN_FIELD_NAMES[field]
         query = " ".join(f"{name}:{_quote(t)}^=1" for t in dict.fromkeys(tokens))
         filters = []
         if first_word is not None:
