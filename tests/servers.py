@@ -115,8 +115,8 @@ def _solr_from_docker() -> SolrServer:
     return SolrServer(f"http://127.0.0.1:{port}/solr", stop=container.stop)
 
 
-# The single test servers require basic auth, so every Solr and Elasticsearch test goes through
-# credentials; the password has characters that must be escaped in a URL.
+# The standalone test Solr requires basic auth, so every Solr test goes through credentials, as
+# does a secured Elasticsearch node; the password has characters that must be escaped in a URL.
 TEST_CREDENTIALS = ("neardup", "s3cret:/@pass")
 
 
@@ -199,19 +199,19 @@ def _consecutive_free_ports(count: int) -> int:
             continue
 
 
-def _start_elasticsearch(nodes: int) -> ElasticsearchServer:
+def _start_elasticsearch(nodes: int, secure: bool = False) -> ElasticsearchServer:
     what = f"a {nodes}-node Elasticsearch cluster" if nodes > 1 else "Elasticsearch"
     if nodes == 1 and os.environ.get("NEARDUP_TEST_ES_URL"):
         return ElasticsearchServer(os.environ["NEARDUP_TEST_ES_URL"].rstrip("/"))
     reasons = []
     if shutil.which("java") and shutil.which("mvn"):
-        credentials = TEST_CREDENTIALS if nodes == 1 else None
+        credentials = TEST_CREDENTIALS if secure else None
         try:
             servers = launch.start_elasticsearch(
                 port=_consecutive_free_ports(nodes),
                 nodes=nodes,
                 heap="512m",
-                work=launch.STATE / f"test-elasticsearch-{nodes}",
+                work=launch.STATE / f"test-elasticsearch-{nodes}{'-secure' if secure else ''}",
                 credentials=credentials,
             )
 
@@ -235,6 +235,16 @@ def _start_elasticsearch(nodes: int) -> ElasticsearchServer:
 @pytest.fixture(scope="session")
 def elasticsearch_server() -> Iterator[ElasticsearchServer]:
     server = _start_elasticsearch(nodes=1)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def elasticsearch_secure_server() -> Iterator[ElasticsearchServer]:
+    """A node with security on and a file-realm user, for the tests of credentials. Only for its
+    module: with security on, this minimal distribution keeps failing to write its built-in roles
+    to the .security index (it lacks the analysis-common module), which loads the node."""
+    server = _start_elasticsearch(nodes=1, secure=True)
     yield server
     server.stop()
 

@@ -59,16 +59,18 @@ def test_a_missing_index_is_a_clear_error_for_readers(elasticsearch_server) -> N
         open_store(url, create=False)
 
 
-def test_basic_auth(elasticsearch_server) -> None:
-    if not elasticsearch_server.auth:
-        pytest.skip("this Elasticsearch does not require credentials")
-    with_user = elasticsearch_server.new_store_url()
+def test_basic_auth(elasticsearch_secure_server) -> None:
+    server = elasticsearch_secure_server
+    with_user = server.new_store_url()
     api.apply_schema(with_user)
     assert api.stats(with_user)["documents"] == 0
-    bare = f"elasticsearch://{elasticsearch_server.host_port}/{with_user.rsplit('/', 1)[1]}"
+    bare = f"elasticsearch://{server.host_port}/{with_user.rsplit('/', 1)[1]}"
     with pytest.raises(NeardupError, match="401"):
         api.stats(bare)
-    elasticsearch_server.drop_made()
+    wrong = with_user.replace("s3cret", "wrong")
+    with pytest.raises(NeardupError, match="401"):
+        api.stats(wrong)
+    server.drop_made()
 
 
 class _RecordingHandler(BaseHTTPRequestHandler):
