@@ -8,11 +8,8 @@ must lie inside one reported cluster, and every pair inside a group of 10 or mor
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 from common import reported_pairs
-from kijiji import load
+from kijiji import load_from_arguments
 
 from neardup.presets import PRESETS
 from neardup.report import Pair, clusters
@@ -23,11 +20,7 @@ def groups(pairs) -> list[list[str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("ads", type=Path)
-    parser.add_argument("pairs", type=Path)
-    args = parser.parse_args()
-    records, truth = load(args.ads, args.pairs)
+    records, truth = load_from_arguments(__doc__.splitlines()[0])
     preset = PRESETS["documents"]
     found, _ = reported_pairs(records, preset.params, preset.rules)
     cluster_of = {member: n for n, group in enumerate(groups(found)) for member in group}

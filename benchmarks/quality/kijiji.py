@@ -53,12 +53,17 @@ SETTINGS: dict[str, tuple[FingerprintParams, MatchRules]] = {
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def load_from_arguments(description: str) -> tuple[list[Record], dict[tuple[str, str], float]]:
+    """The ads and the brute-force pairs named on the command line (ADS.tsv PAIRS.tsv)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("ads", type=Path)
     parser.add_argument("pairs", type=Path)
     args = parser.parse_args()
-    records, truth = load(args.ads, args.pairs)
+    return load(args.ads, args.pairs)
+
+
+def main() -> None:
+    records, truth = load_from_arguments(__doc__.splitlines()[0])
     print(f"{'setting':<40} {'recall@.85':>10} {'prec@.7':>8} {'pairs':>6} {'s':>5}")
     for name, (params, rules) in SETTINGS.items():
         r = evaluate(records, truth, params, rules)
