@@ -108,8 +108,10 @@ def start_solr(
 
     With ``credentials`` (standalone only), every request needs that user and password.
     """
-    name = "solr-cloud" if cloud else "solr"
-    work = work or STATE / name
+    port = port or 8983
+    work = work or STATE / ("solr-cloud" if cloud else "solr")
+    # One pid file per server, so that `stop` finds every one, whoever started it.
+    name = f"solr-cloud-{work.name}" if cloud else f"solr-{port}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     if credentials:
@@ -125,7 +127,7 @@ def start_solr(
         "neardup.SolrLauncher",
         "cloud" if cloud else "standalone",
         str(work),
-        str(nodes if cloud else (port or 8983)),
+        str(nodes if cloud else port),
         str(SOLR_CONFIGSET),
     ]
     expected = nodes if cloud else 1
