@@ -126,9 +126,9 @@ class SQLiteStore(Store):
             self._delete_postings(
                 [v[0] for v in changed.values()], [v[2] for v in changed.values()]
             )
-            next_doc = self._conn.execute("SELECT COALESCE(MAX(doc), 0) + 1 FROM docs").fetchone()[
-                0
-            ]
+            (next_doc,) = self._conn.execute(
+                "SELECT COALESCE(MAX(doc), 0) + 1 FROM docs"
+            ).fetchone()
             keys: list[int] = []
             rows = []
             for record_id, document in latest.items():
@@ -157,13 +157,12 @@ class SQLiteStore(Store):
     def _postings(
         self, docs: Sequence[int], fps: Sequence[Fingerprint]
     ) -> Iterator[tuple[str, list]]:
+        if not docs:
+            return
         for field in TokenField:
-            if not docs:
-                continue
-            tokens = np.concatenate([token_keys(field, fp) for fp in fps])
-            owners = np.repeat(
-                np.asarray(docs, dtype=np.int64), [len(token_keys(field, fp)) for fp in fps]
-            )
+            keys = [token_keys(field, fp) for fp in fps]
+            tokens = np.concatenate(keys)
+            owners = np.repeat(np.asarray(docs, dtype=np.int64), [len(k) for k in keys])
             order = np.argsort(tokens, kind="stable")
             yield f"{field}_postings", np.column_stack([tokens[order], owners[order]]).tolist()
 
