@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .fingerprint import FingerprintParams, shingle_set
+from .fingerprint import FingerprintParams, shingle_sets
 from .report import Pair, ordered_pair
 from .searcher import MatchRules, word_edit_distance
 from .stores import StoredRecord
@@ -33,7 +33,7 @@ def exact_pairs(
     threshold = rules.threshold
     if not threshold:
         raise ValueError("the exact baseline needs a threshold above 0")
-    sets = [shingle_set(r.content, params) for r in records]
+    sets = shingle_sets([r.content for r in records], params)
     frequency = Counter(int(h) for s in sets for h in s)
     rank = {
         h: i for i, (h, _) in enumerate(sorted(frequency.items(), key=lambda kv: (kv[1], kv[0])))

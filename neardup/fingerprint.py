@@ -326,10 +326,14 @@ def fingerprint(text: str, params: FingerprintParams) -> Fingerprint:
     return fingerprint_batch([text], params)[0]
 
 
-def shingle_set(content: str, params: FingerprintParams) -> np.ndarray:
-    """Sorted unique shingle hashes of an already normalised content."""
-    tokens, offsets = _token_hashes([content], params)
-    return np.unique(_shingle_hashes(tokens, offsets, params)[0])
+def shingle_sets(contents: Sequence[str], params: FingerprintParams) -> list[np.ndarray]:
+    """Sorted unique shingle hashes of already normalised contents: what verification needs,
+    without normalising again or computing signatures."""
+    if not contents:
+        return []
+    tokens, offsets = _token_hashes(contents, params)
+    hashes, owner = _shingle_hashes(tokens, offsets, params)
+    return _unique_per_owner(hashes, owner, len(contents))
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:

@@ -3,14 +3,15 @@ verified and ranked by word-level edit distance and shingle-set Jaccard similari
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
 import Levenshtein
+import numpy as np
 
 from .errors import NeardupError, UnknownRecord
-from .fingerprint import Fingerprint, FingerprintParams, fingerprint, fingerprint_batch, jaccard
+from .fingerprint import Fingerprint, FingerprintParams, fingerprint, jaccard, shingle_sets
 from .stores import Candidate, CandidateQuery, Store, StoredRecord, TokenField
 
 Method = Literal["minhash", "shingles", "lsh"]
@@ -123,13 +124,20 @@ class Searcher:
         """:meth:`near_duplicates` for many fingerprints, with batched store round trips."""
         heads = self.distinct_candidates_many(fps)
         records = self.store.get(sorted({c.id for found in heads for c in found}))
+        # A record can be a candidate of several queries: shingle each one once.
+        shingles = dict(
+            zip(
+                records,
+                shingle_sets([r.content for r in records.values()], self.params),
+                strict=True,
+            )
+        )
         results = []
         for fp, found in zip(fps, heads, strict=True):
             present = [c for c in found if c.id in records]
-            others = [records[c.id] for c in present]
             matches = [
                 m
-                for m in self.verify(fp, others, [c.score for c in present])
+                for m in self.verify(fp, [records[c.id] for c in present], present, shingles)
                 if self.rules.accepts(m.edit_distance, m.similarity)
             ]
             results.append(sorted(matches, key=lambda m: (m.edit_distance, -m.similarity, m.id)))
@@ -172,10 +180,14 @@ class Searcher:
         return heads
 
     def verify(
-        self, fp: Fingerprint, others: Sequence[StoredRecord], scores: Sequence[int]
+        self,
+        fp: Fingerprint,
+        others: Sequence[StoredRecord],
+        candidates: Sequence[Candidate],
+        shingles: Mapping[str, np.ndarray],
     ) -> list[Match]:
-        """Measure each candidate against the query: word edit distance and exact Jaccard."""
-        shingles = fingerprint_batch([o.content for o in others], self.params) if others else []
+        """Measure each candidate against the query: word edit distance and exact Jaccard of the
+        shingle sets (``shingles`` holds each candidate's, by id)."""
         return [
             Match(
                 id=other.id,
@@ -183,8 +195,8 @@ class Searcher:
                 md5=other.md5,
                 exact=False,
                 edit_distance=word_edit_distance(fp.content, other.content),
-                similarity=jaccard(fp.shingles, other_fp.shingles),
-                shared_tokens=score,
+                similarity=jaccard(fp.shingles, shingles[other.id]),
+                shared_tokens=candidate.score,
             )
-            for other, other_fp, score in zip(others, shingles, scores, strict=True)
+            for other, candidate in zip(others, candidates, strict=True)
         ]
