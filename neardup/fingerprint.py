@@ -8,7 +8,10 @@ every shingle is hashed once to 64 bits; the high bits choose one of K bins, the
 value, each bin keeps its minimum, and an empty bin borrows the value of the first non-empty bin on
 its own fixed probe sequence. Position ``i`` of two signatures agrees with probability exactly equal
 to the Jaccard similarity of the two shingle sets, as with K independent hash functions, at the cost
-of one hash per shingle instead of K. Everything is vectorised over the whole batch with numpy.
+of one hash per shingle instead of K: shingles + K work per text instead of shingles x K.
+
+The hot loops (separators, shingle hashing, signatures, bands) are compiled with numba and run over
+a whole batch at once; the texts cross into them as one array of code points.
 """
 
 from __future__ import annotations
@@ -18,19 +21,18 @@ import sys
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from functools import cache
-from typing import Literal
+from functools import cache, cached_property
+from itertools import pairwise
+from typing import Literal, TypeVar
 
 import mmh3
 import numpy as np
+from numba import njit
 
 from .errors import InvalidParameter
 
 ShingleKind = Literal["word", "char"]
-
-_U64 = np.uint64
-_MASK32 = _U64(0xFFFFFFFF)
-_MULTIPLIER = _U64(0x9E3779B97F4A7C15)  # odd 64-bit constant for combining token hashes
+_Sliceable = TypeVar("_Sliceable", str, np.ndarray)
 
 
 @dataclass(frozen=True)
@@ -102,9 +104,14 @@ class Fingerprint:
     md5: str
     first_word: str
     num_words: int
-    shingles: np.ndarray  # sorted unique uint64 shingle hashes
+    shingle_hashes: np.ndarray  # uint64, one per shingle position (repeats included)
     signature: np.ndarray  # uint32, one value per hash position
     bands: np.ndarray  # uint64, one hash per band
+
+    @cached_property
+    def shingles(self) -> np.ndarray:
+        """Sorted unique shingle hashes: the shingle set, made only when something needs it."""
+        return np.unique(self.shingle_hashes)
 
     def shingle_tokens(self) -> list[str]:
         return [f"{h:016x}" for h in self.shingles.tolist()]
@@ -120,30 +127,79 @@ class Fingerprint:
 
 
 @cache
-def _is_punctuation() -> np.ndarray:
-    """A lookup table over all code points: True for Unicode punctuation except '-'."""
-    table = np.zeros(sys.maxunicode + 1, dtype=bool)
+def _is_separator() -> np.ndarray:
+    """A lookup table over all code points: True for whitespace and for Unicode punctuation
+    except '-', the characters normalisation turns into word boundaries."""
+    table = np.zeros(sys.maxunicode + 1, dtype=np.bool_)
     for code in range(sys.maxunicode + 1):
-        if unicodedata.category(chr(code))[0] == "P":
-            table[code] = True
+        char = chr(code)
+        table[code] = char.isspace() or unicodedata.category(char)[0] == "P"
     table[ord("-")] = False
     return table
 
 
-def normalize_batch(texts: Sequence[str]) -> list[str]:
-    """NFKC, lowercase, punctuation except '-' to spaces, whitespace runs to one space, trimmed.
+@njit(cache=True)
+def _collapse_separators(
+    codes: np.ndarray, offsets: np.ndarray, is_separator: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each text's runs of separators become one space between words, none at either end.
 
-    Punctuation is replaced in one vectorised pass over the whole batch's code points.
+    Returns the new code points, each text's offsets into them and each text's word count.
     """
-    lowered = [unicodedata.normalize("NFKC", t).lower() for t in texts]
-    codes = np.frombuffer("".join(lowered).encode("utf-32-le"), dtype=np.uint32).copy()
-    codes[_is_punctuation()[codes]] = ord(" ")
-    spaced = codes.tobytes().decode("utf-32-le")
-    contents, position = [], 0
-    for text in lowered:
-        contents.append(" ".join(spaced[position : position + len(text)].split()))
-        position += len(text)
-    return contents
+    out = np.empty(len(codes), dtype=np.uint32)
+    out_offsets = np.zeros(len(offsets), dtype=np.int64)
+    words = np.zeros(len(offsets) - 1, dtype=np.int64)
+    written = 0
+    for text in range(len(offsets) - 1):
+        start, gap = written, False
+        for i in range(offsets[text], offsets[text + 1]):
+            code = codes[i]
+            if is_separator[code]:
+                gap = True
+                continue
+            if gap and written > start:
+                out[written] = 32
+                written += 1
+                words[text] += 1
+            gap = False
+            out[written] = code
+            written += 1
+        out_offsets[text + 1] = written
+        words[text] += written > start
+    return out[:written], out_offsets, words
+
+
+def _code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """All texts' code points in one uint32 array, and each text's offsets into it."""
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
+    return np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32), offsets
+
+
+def _slices(whole: _Sliceable, offsets: np.ndarray) -> list[_Sliceable]:
+    """Cut a batch's joined text or array back into its items."""
+    return [whole[a:b] for a, b in pairwise(offsets.tolist())]
+
+
+def _nfkc(text: str) -> str:
+    # The quick check is much cheaper than normalising, and most texts are already NFKC.
+    return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
+
+
+def _normalized_code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The normalised texts as code points: (code points, offsets, word counts)."""
+    codes, offsets = _code_points([_nfkc(t).lower() for t in texts])
+    return _collapse_separators(codes, offsets, _is_separator())
+
+
+def _strings(codes: np.ndarray, offsets: np.ndarray) -> list[str]:
+    return _slices(codes.tobytes().decode("utf-32-le"), offsets)
+
+
+def normalize_batch(texts: Sequence[str]) -> list[str]:
+    """NFKC, lowercase, punctuation except '-' to spaces, whitespace runs to one space, trimmed."""
+    codes, offsets, _ = _normalized_code_points(texts)
+    return _strings(codes, offsets)
 
 
 def normalize(text: str) -> str:
@@ -152,174 +208,185 @@ def normalize(text: str) -> str:
 
 # --- hashing ------------------------------------------------------------------------------------
 
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constant for combining token hashes
+_ONE = np.uint64(1)
+_MASK32 = np.uint64(0xFFFFFFFF)
+_EMPTY_BIN = np.uint64(1 << 32)  # above every 32-bit value
 
-def _fmix64(h: np.ndarray) -> np.ndarray:
+
+@njit(cache=True, inline="always")
+def _fmix64(h: np.uint64) -> np.uint64:
     """MurmurHash3's 64-bit finaliser: a bijection that spreads every input bit over the output."""
-    h = h ^ (h >> _U64(33))
-    h = h * _U64(0xFF51AFD7ED558CCD)
-    h = h ^ (h >> _U64(33))
-    h = h * _U64(0xC4CEB9FE1A85EC53)
-    return h ^ (h >> _U64(33))
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
+    return h ^ (h >> np.uint64(33))
 
 
-def _token_hashes(
-    contents: Sequence[str], params: FingerprintParams
+@njit(cache=True, inline="always")
+def _bin(h: np.uint64, num_bins: np.uint64) -> np.uint64:
+    """Map the high 32 bits of ``h`` onto [0, num_bins) by multiply-shift."""
+    return ((h >> np.uint64(32)) * num_bins) >> np.uint64(32)
+
+
+@njit(cache=True)
+def _densify(minima: np.ndarray, signature: np.ndarray, seed: np.uint64) -> None:
+    """Optimal densification: an empty bin takes the value of the first non-empty bin on its
+    own fixed probe sequence (the bins are ``minima``; the result goes into ``signature``)."""
+    k = np.uint64(len(minima))
+    for b in range(len(minima)):
+        if minima[b] != _EMPTY_BIN:
+            signature[b] = minima[b]
+            continue
+        attempt = np.uint64(1)
+        while True:
+            key = (np.uint64(b) << np.uint64(32)) ^ attempt ^ (seed << np.uint64(48))
+            probe = _bin(_fmix64(key), k)
+            if minima[probe] != _EMPTY_BIN:
+                signature[b] = minima[probe]
+                break
+            attempt += _ONE
+
+
+@njit(cache=True)
+def _sketch(
+    tokens: np.ndarray,
+    offsets: np.ndarray,
+    size: int,
+    seed: np.uint64,
+    num_hashes: int,
+    bands: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Shingle hashes, signatures and band hashes of every text, in one pass over the tokens.
+
+    A shingle is ``size`` consecutive tokens (all of a shorter, non-empty text), hashed by
+    multiply-add combining and fmix64. Multiply-add combining is a polynomial in the tokens, so
+    each window's value follows from the previous one in two multiplications (a rolling hash)
+    whatever the shingle size. The hash's high 32 bits pick one of ``num_hashes`` bins and its
+    low 32 bits are the value; each bin keeps its minimum. A band hashes its rows' values.
+    Returns (shingle hashes, each text's offsets into them, signatures, band hashes).
+    """
+    texts = len(offsets) - 1
+    counts = np.empty(texts, dtype=np.int64)
+    for t in range(texts):
+        length = offsets[t + 1] - offsets[t]
+        counts[t] = 0 if length == 0 else max(length - size + 1, 1)
+    hash_offsets = np.zeros(texts + 1, dtype=np.int64)
+    hash_offsets[1:] = np.cumsum(counts)
+    hashes = np.empty(hash_offsets[-1], dtype=np.uint64)
+    signatures = np.zeros((texts, num_hashes), dtype=np.uint32)
+    band_hashes = np.empty((texts, bands), dtype=np.uint64)
+    minima = np.empty(num_hashes, dtype=np.uint64)
+    k, rows = np.uint64(num_hashes), num_hashes // bands
+    for t in range(texts):
+        start, width = offsets[t], min(size, offsets[t + 1] - offsets[t])
+        top = _ONE  # M ** width: the weight of the token leaving the window
+        for _ in range(width):
+            top *= _MULTIPLIER
+        # Rolling one token on: h * M - (leaving + 1) * top + (entering + 1) + seed * top * (1 - M)
+        drift = seed * top * (_ONE - _MULTIPLIER)
+        minima[:] = _EMPTY_BIN
+        h = seed
+        for j in range(start, start + width):
+            h = h * _MULTIPLIER + np.uint64(tokens[j]) + _ONE
+        for w in range(counts[t]):
+            if w:
+                leaving, entering = tokens[start + w - 1], tokens[start + w + width - 1]
+                h = h * _MULTIPLIER - (np.uint64(leaving) + _ONE) * top
+                h += np.uint64(entering) + _ONE + drift
+            mixed = _fmix64(h)
+            hashes[hash_offsets[t] + w] = mixed
+            b = _bin(mixed, k)
+            minima[b] = min(minima[b], mixed & _MASK32)
+        if counts[t]:
+            _densify(minima, signatures[t], seed)
+        for band in range(bands):
+            h = np.uint64(band) + (seed << np.uint64(32))
+            for r in range(band * rows, band * rows + rows):
+                h = h * _MULTIPLIER + np.uint64(signatures[t, r]) + _ONE
+            band_hashes[t, band] = _fmix64(h)
+    return hashes, hash_offsets, signatures, band_hashes
+
+
+def _tokens(
+    contents: Sequence[str],
+    params: FingerprintParams,
+    code_points: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Hash every token (word or character) of every content into one flat uint64 array.
+    """Every token of every content in one flat array, and each content's offsets into it.
 
-    Returns the array and the start offset of each content in it (length len(contents) + 1).
-    Words are hashed with MurmurHash3 (mmh3), once per distinct word in the batch; characters are
-    their code points, mixed when the n-gram is finalised.
+    Characters are their code points (``code_points``, when the caller has them already); words
+    are hashed with MurmurHash3 (mmh3), once per distinct word in the batch.
     """
     if params.shingle_kind == "char":
-        lengths = np.fromiter((len(c) for c in contents), dtype=np.int64, count=len(contents))
-        codes = np.frombuffer("".join(contents).encode("utf-32-le"), dtype=np.uint32)
-        tokens = codes.astype(np.uint64)
-    else:
-        words_per_content = [c.split(" ") if c else [] for c in contents]
-        lengths = np.fromiter((len(w) for w in words_per_content), np.int64, len(contents))
-        flat = [w for words in words_per_content for w in words]
-        vocabulary = {w: mmh3.hash64(w, params.seed, signed=False)[0] for w in dict.fromkeys(flat)}
-        tokens = np.fromiter((vocabulary[w] for w in flat), dtype=np.uint64, count=len(flat))
+        return code_points or _code_points(contents)
+    words_per_content = [c.split(" ") if c else [] for c in contents]
     offsets = np.zeros(len(contents) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return tokens, offsets
+    np.cumsum(np.fromiter(map(len, words_per_content), np.int64, len(contents)), out=offsets[1:])
+    flat = [w for words in words_per_content for w in words]
+    vocabulary = {w: mmh3.hash64(w, params.seed, signed=False)[0] for w in dict.fromkeys(flat)}
+    return np.fromiter(map(vocabulary.__getitem__, flat), np.uint64, len(flat)), offsets
 
 
-def _combine(h: np.ndarray, token: np.ndarray) -> np.ndarray:
-    return h * _MULTIPLIER + token + _U64(1)
-
-
-def _shingle_hashes(
-    tokens: np.ndarray, offsets: np.ndarray, params: FingerprintParams
-) -> tuple[np.ndarray, np.ndarray]:
-    """Hash every n-gram of tokens, per content. Returns (hashes, owning content index).
-
-    A content with fewer tokens than the shingle size is one shingle of all its tokens.
-    Shingles are grouped by content, in content order.
-    """
-    n = params.shingle_size
-    starts, lengths = offsets[:-1], np.diff(offsets)
-    seed = _U64(params.seed)
-    # Every window of the flat array, built from contiguous slices; windows that cross a content
-    # boundary are computed too and then left out.
-    windows = max(len(tokens) - n + 1, 0)
-    h = np.full(windows, seed, dtype=np.uint64)
-    for j in range(n):
-        h = _combine(h, tokens[j : j + windows])
-    full_counts = np.maximum(lengths - n + 1, 0)
-    owner = np.repeat(np.arange(len(starts)), full_counts)
-    within = np.arange(len(owner)) - np.repeat(np.cumsum(full_counts) - full_counts, full_counts)
-    hashes, owners = h[starts[owner] + within], owner
-    short = np.nonzero((lengths > 0) & (lengths < n))[0]
-    if len(short):  # rare: a content shorter than one shingle is a shingle of its own
-        short_hashes = np.array(
-            [_short_shingle(tokens[offsets[i] : offsets[i + 1]], seed) for i in short],
-            dtype=np.uint64,
-        )
-        order = np.argsort(np.concatenate([owners, short]), kind="stable")
-        hashes = np.concatenate([hashes, short_hashes])[order]
-        owners = np.concatenate([owners, short])[order]
-    return _fmix64(hashes), owners
-
-
-def _short_shingle(tokens: np.ndarray, seed: np.uint64) -> np.uint64:
-    h = np.array([seed], dtype=np.uint64)
-    for token in tokens:
-        h = _combine(h, token)
-    return h[0]
-
-
-@cache
-def _probe_table(num_hashes: int, seed: int, attempts: int) -> np.ndarray:
-    """Each bin's fixed sequence of bins to borrow from when it is empty (optimal densification)."""
-    bins = np.arange(num_hashes, dtype=np.uint64)[:, None]
-    tries = np.arange(1, attempts + 1, dtype=np.uint64)[None, :]
-    mixed = _fmix64((bins << _U64(32)) ^ tries ^ (_U64(seed) << _U64(48)))
-    return ((mixed >> _U64(32)) * _U64(num_hashes) >> _U64(32)).astype(np.int64)
-
-
-def _densify(signature: np.ndarray, filled: np.ndarray, params: FingerprintParams) -> None:
-    """Fill empty bins in place from the first non-empty bin on each bin's probe sequence."""
-    attempts = 32
-    rows, cols = np.nonzero(~filled & filled.any(axis=1, keepdims=True))
-    while len(rows):
-        probes = _probe_table(params.num_hashes, params.seed, attempts)[cols]
-        hits = filled[rows[:, None], probes]
-        found = hits.any(axis=1)
-        chosen = probes[np.arange(len(rows)), hits.argmax(axis=1)]
-        signature[rows[found], cols[found]] = signature[rows[found], chosen[found]]
-        rows, cols = rows[~found], cols[~found]
-        attempts *= 4
-
-
-def _signatures(
-    hashes: np.ndarray, owner: np.ndarray, count: int, params: FingerprintParams
-) -> np.ndarray:
-    """One-permutation MinHash: high 32 bits pick the bin, low 32 bits are the value."""
-    k = params.num_hashes
-    bins = ((hashes >> _U64(32)) * _U64(k)) >> _U64(32)
-    slot = owner.astype(np.int64) * k + bins.astype(np.int64)
-    empty = _U64(1 << 32)
-    minima = np.full(count * k, empty, dtype=np.uint64)
-    np.minimum.at(minima, slot, hashes & _MASK32)
-    minima = minima.reshape(count, k)
-    filled = minima != empty
-    signature = minima.astype(np.uint32)
-    _densify(signature, filled, params)
-    return signature
-
-
-def _band_hashes(signatures: np.ndarray, params: FingerprintParams) -> np.ndarray:
-    rows = params.rows_per_band
-    grouped = signatures.reshape(len(signatures), params.bands, rows).astype(np.uint64)
-    h = np.broadcast_to(
-        np.arange(params.bands, dtype=np.uint64) + (_U64(params.seed) << _U64(32)),
-        grouped.shape[:2],
+def _sketch_contents(
+    contents: Sequence[str],
+    params: FingerprintParams,
+    code_points: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    tokens, offsets = _tokens(contents, params, code_points)
+    return _sketch(
+        tokens,
+        offsets,
+        params.shingle_size,
+        np.uint64(params.seed),
+        params.num_hashes,
+        params.bands,
     )
-    for r in range(rows):
-        h = _combine(h, grouped[:, :, r])
-    return _fmix64(h)
 
 
-def _unique_per_owner(hashes: np.ndarray, owner: np.ndarray, count: int) -> list[np.ndarray]:
-    """Sorted unique hashes of each content (sorting each segment in place beats a global sort)."""
-    bounds = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum(np.bincount(owner, minlength=count), out=bounds[1:])
-    hashes = hashes.copy()
-    for i in range(count):
-        hashes[bounds[i] : bounds[i + 1]].sort()
-    keep = np.ones(len(hashes), dtype=bool)
-    keep[1:] = (hashes[1:] != hashes[:-1]) | (owner[1:] != owner[:-1])
-    kept_bounds = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum(np.bincount(owner[keep], minlength=count), out=kept_bounds[1:])
-    unique = hashes[keep]
-    return [unique[kept_bounds[i] : kept_bounds[i + 1]] for i in range(count)]
+@njit(cache=True)
+def _sorted_unique_segments(
+    hashes: np.ndarray, offsets: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sort each segment of ``hashes`` and drop repeats; returns the values and new offsets."""
+    out = np.empty(len(hashes), dtype=np.uint64)
+    out_offsets = np.zeros(len(offsets), dtype=np.int64)
+    written = 0
+    for s in range(len(offsets) - 1):
+        segment = np.sort(hashes[offsets[s] : offsets[s + 1]])
+        for i in range(len(segment)):
+            if i == 0 or segment[i] != segment[i - 1]:
+                out[written] = segment[i]
+                written += 1
+        out_offsets[s + 1] = written
+    return out[:written], out_offsets
 
 
 def fingerprint_batch(texts: Sequence[str], params: FingerprintParams) -> list[Fingerprint]:
-    """Fingerprint many texts at once (vectorised across the whole batch)."""
-    contents = normalize_batch(texts)
-    tokens, offsets = _token_hashes(contents, params)
-    hashes, owner = _shingle_hashes(tokens, offsets, params)
-    signatures = _signatures(hashes, owner, len(contents), params)
-    bands = _band_hashes(signatures, params)
-    shingles = _unique_per_owner(hashes, owner, len(contents))
-    results = []
-    for i, content in enumerate(contents):
-        words = content.split(" ") if content else []
-        results.append(
-            Fingerprint(
-                content=content,
-                md5=hashlib.md5(content.encode("utf-8")).hexdigest(),
-                first_word=words[0] if words else "",
-                num_words=len(words),
-                shingles=shingles[i],
-                signature=signatures[i],
-                bands=bands[i],
-            )
+    """Fingerprint many texts at once: one compiled pass over the whole batch."""
+    codes, offsets, word_counts = _normalized_code_points(texts)
+    contents = _strings(codes, offsets)
+    hashes, hash_offsets, signatures, bands = _sketch_contents(contents, params, (codes, offsets))
+    return [
+        Fingerprint(
+            content=content,
+            md5=hashlib.md5(content.encode("utf-8")).hexdigest(),
+            first_word=content.partition(" ")[0],
+            num_words=num_words,
+            shingle_hashes=shingle_hashes,
+            signature=signature,
+            bands=band_hashes,
         )
-    return results
+        for content, num_words, shingle_hashes, signature, band_hashes in zip(
+            contents,
+            word_counts.tolist(),
+            _slices(hashes, hash_offsets),
+            signatures,
+            bands,
+            strict=True,
+        )
+    ]
 
 
 def fingerprint(text: str, params: FingerprintParams) -> Fingerprint:
@@ -328,19 +395,34 @@ def fingerprint(text: str, params: FingerprintParams) -> Fingerprint:
 
 def shingle_sets(contents: Sequence[str], params: FingerprintParams) -> list[np.ndarray]:
     """Sorted unique shingle hashes of already normalised contents: what verification needs,
-    without normalising again or computing signatures."""
+    without normalising again."""
     if not contents:
         return []
-    tokens, offsets = _token_hashes(contents, params)
-    hashes, owner = _shingle_hashes(tokens, offsets, params)
-    return _unique_per_owner(hashes, owner, len(contents))
+    hashes, offsets, _, _ = _sketch_contents(contents, params)
+    return _slices(*_sorted_unique_segments(hashes, offsets))
+
+
+@njit(cache=True)
+def _shared_count(a: np.ndarray, b: np.ndarray) -> int:
+    """How many values two sorted unique arrays share (a merge, no allocation)."""
+    i = j = shared = 0
+    while i < len(a) and j < len(b):
+        if a[i] < b[j]:
+            i += 1
+        elif a[i] > b[j]:
+            j += 1
+        else:
+            shared += 1
+            i += 1
+            j += 1
+    return shared
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:
     """Exact Jaccard similarity of two sorted unique hash arrays."""
     if not len(a) and not len(b):
         return 1.0
-    shared = len(np.intersect1d(a, b, assume_unique=True))
+    shared = _shared_count(a, b)
     return shared / (len(a) + len(b) - shared)
 
 
