@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from functools import cache, cached_property
 from itertools import pairwise
@@ -35,17 +35,36 @@ ShingleKind = Literal["word", "char"]
 _Sliceable = TypeVar("_Sliceable", str, np.ndarray)
 
 
+# The token fields a store can index, each answering one lookup method (see neardup.searcher).
+TOKEN_FIELDS = ("shingles", "signature", "bands")
+
+
 @dataclass(frozen=True)
 class FingerprintParams:
-    """Everything that decides a record's tokens; a store keeps these and refuses others."""
+    """Everything that decides a record's tokens; a store keeps these and refuses others.
+
+    ``fields`` are the token fields the store indexes. Each costs index space and time (per
+    record: one token per distinct shingle, K signature tokens, B band tokens), so a store built
+    for one lookup method can index that method's field alone.
+    """
 
     shingle_kind: ShingleKind = "char"
     shingle_size: int = 4
     num_hashes: int = 128
     bands: int = 32
     seed: int = 1
+    fields: tuple[str, ...] = TOKEN_FIELDS
 
     def __post_init__(self) -> None:
+        given = (self.fields,) if isinstance(self.fields, str) else tuple(self.fields)
+        unknown = sorted(set(given) - set(TOKEN_FIELDS))
+        if unknown or not given:
+            raise InvalidParameter(
+                f"indexed fields must be some of {', '.join(TOKEN_FIELDS)}, "
+                f"not {', '.join(unknown) or repr(self.fields)}"
+            )
+        # Stored as JSON lists and given in any order: one canonical tuple compares equal.
+        object.__setattr__(self, "fields", tuple(f for f in TOKEN_FIELDS if f in given))
         if self.shingle_kind not in ("word", "char"):
             raise InvalidParameter(
                 f"shingle kind must be 'word' or 'char', not {self.shingle_kind!r}"
@@ -75,16 +94,19 @@ class FingerprintParams:
         return f"{self.shingle_kind}:{self.shingle_size}"
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        return asdict(self) | {"fields": list(self.fields)}
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> FingerprintParams:
-        return cls(**{key: data[key] for key in cls.__dataclass_fields__})  # type: ignore[arg-type]
+        # A key missing from older stores takes its default (stores made before ``fields``
+        # existed index all three).
+        known = {key: data[key] for key in cls.__dataclass_fields__ if key in data}
+        return cls(**known)  # type: ignore[arg-type]
 
     def describe(self) -> str:
         return (
             f"shingle {self.shingle}, {self.num_hashes} hashes, {self.bands} bands, "
-            f"seed {self.seed}"
+            f"seed {self.seed}, indexed fields {'+'.join(self.fields)}"
         )
 
 
@@ -126,15 +148,36 @@ class Fingerprint:
 # --- normalisation ------------------------------------------------------------------------------
 
 
-@cache
-def _is_separator() -> np.ndarray:
-    """A lookup table over all code points: True for whitespace and for Unicode punctuation
-    except '-', the characters normalisation turns into word boundaries."""
-    table = np.zeros(sys.maxunicode + 1, dtype=np.bool_)
-    for code in range(sys.maxunicode + 1):
+_PLANE = 0x10000  # code points past the Basic Multilingual Plane are classified when first seen
+_classified_beyond_plane: set[int] = set()
+
+
+def _classify(table: np.ndarray, codes: Iterable[int]) -> None:
+    for code in codes:
         char = chr(code)
-        table[code] = char.isspace() or unicodedata.category(char)[0] == "P"
-    table[ord("-")] = False
+        table[code] = char != "-" and (char.isspace() or unicodedata.category(char)[0] == "P")
+
+
+@cache
+def _separator_table() -> np.ndarray:
+    """A lookup table over all code points: True for whitespace and for Unicode punctuation
+    except '-', the characters normalisation turns into word boundaries.
+
+    Classifying all 1.1M code points takes about half a second, too long for every process
+    start; the first plane takes a few milliseconds, and the rest is filled in on demand."""
+    table = np.zeros(sys.maxunicode + 1, dtype=np.bool_)
+    _classify(table, range(_PLANE))
+    return table
+
+
+def _separators_for(codes: np.ndarray) -> np.ndarray:
+    """The separator table, with every code point of ``codes`` classified."""
+    table = _separator_table()
+    beyond = codes[codes >= _PLANE]
+    if len(beyond):
+        fresh = set(np.unique(beyond).tolist()) - _classified_beyond_plane
+        _classify(table, fresh)
+        _classified_beyond_plane.update(fresh)
     return table
 
 
@@ -186,10 +229,12 @@ def _nfkc(text: str) -> str:
     return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
 
 
-def _normalized_code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _normalized_code_points(
+    texts: Sequence[str], normalized: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The normalised texts as code points: (code points, offsets, word counts)."""
-    codes, offsets = _code_points([_nfkc(t).lower() for t in texts])
-    return _collapse_separators(codes, offsets, _is_separator())
+    codes, offsets = _code_points(texts if normalized else [_nfkc(t).lower() for t in texts])
+    return _collapse_separators(codes, offsets, _separators_for(codes))
 
 
 def _strings(codes: np.ndarray, offsets: np.ndarray) -> list[str]:
@@ -363,9 +408,15 @@ def _sorted_unique_segments(
     return out[:written], out_offsets
 
 
-def fingerprint_batch(texts: Sequence[str], params: FingerprintParams) -> list[Fingerprint]:
-    """Fingerprint many texts at once: one compiled pass over the whole batch."""
-    codes, offsets, word_counts = _normalized_code_points(texts)
+def fingerprint_batch(
+    texts: Sequence[str], params: FingerprintParams, *, normalized: bool = False
+) -> list[Fingerprint]:
+    """Fingerprint many texts at once: one compiled pass over the whole batch.
+
+    ``normalized``: the texts are stored contents, normalised already. Normalisation is
+    idempotent, so the Unicode steps (NFKC, lowercasing), the costly ones, are skipped.
+    """
+    codes, offsets, word_counts = _normalized_code_points(texts, normalized)
     contents = _strings(codes, offsets)
     hashes, hash_offsets, signatures, bands = _sketch_contents(contents, params, (codes, offsets))
     return [
@@ -389,8 +440,8 @@ def fingerprint_batch(texts: Sequence[str], params: FingerprintParams) -> list[F
     ]
 
 
-def fingerprint(text: str, params: FingerprintParams) -> Fingerprint:
-    return fingerprint_batch([text], params)[0]
+def fingerprint(text: str, params: FingerprintParams, *, normalized: bool = False) -> Fingerprint:
+    return fingerprint_batch([text], params, normalized=normalized)[0]
 
 
 def shingle_sets(contents: Sequence[str], params: FingerprintParams) -> list[np.ndarray]:

@@ -219,3 +219,43 @@ def test_parse_shingle() -> None:
 def test_params_round_trip() -> None:
     params = FingerprintParams("word", 3, 20, 5, seed=9)
     assert FingerprintParams.from_dict(params.to_dict()) == params
+
+
+def test_indexed_fields_are_validated_and_canonical() -> None:
+    assert FingerprintParams().fields == ("shingles", "signature", "bands")
+    assert FingerprintParams(fields=["bands", "shingles"]).fields == ("shingles", "bands")
+    assert FingerprintParams(fields="bands").fields == ("bands",)
+    for wrong in [(), ("bands", "words")]:
+        with pytest.raises(InvalidParameter, match="indexed fields must be some of"):
+            FingerprintParams(fields=wrong)
+    params = FingerprintParams("word", 3, 20, 5, fields=("signature",))
+    assert FingerprintParams.from_dict(params.to_dict()) == params
+    # Stores written before the setting existed index every field.
+    older = {k: v for k, v in params.to_dict().items() if k != "fields"}
+    assert FingerprintParams.from_dict(older).fields == FingerprintParams().fields
+    assert "indexed fields signature" in params.describe()
+
+
+@pytest.mark.parametrize("params", [FingerprintParams(), WORD3], ids=["char", "word"])
+def test_fingerprinting_a_stored_content_skips_nothing_that_matters(
+    params: FingerprintParams,
+) -> None:
+    texts = [
+        "Art's Deli, 12224 Ventura Blvd.",
+        "ﬁne Ｆｕｌｌ width ÉCOLE Straße ΟΔΟΣ",
+        "İstanbul \u2028 «quoted» — dash… ¨ ²",
+        "a\U0001e95eb \U0001f600 x\U00010100y",
+        "",
+        "!!! ...",
+    ]
+    raw = fingerprint_batch(texts, params)
+    stored = fingerprint_batch([fp.content for fp in raw], params, normalized=True)
+    for a, b in zip(raw, stored, strict=True):
+        assert (a.content, a.md5, a.first_word, a.num_words) == (
+            b.content,
+            b.md5,
+            b.first_word,
+            b.num_words,
+        )
+        assert np.array_equal(a.shingles, b.shingles)
+        assert np.array_equal(a.signature, b.signature) and np.array_equal(a.bands, b.bands)
