@@ -16,7 +16,7 @@ from .errors import NeardupError
 from .exact import exact_pairs
 from .indexer import DEFAULT_BATCH_SIZE, IndexSummary, index_records
 from .readers import Format, RecordReader
-from .report import Pair, find_pairs
+from .report import Pair, Strategy, find_pairs
 from .searcher import Match, MatchRules, Searcher
 from .stores import Store, open_store
 from .stores.base import ParamsRequest
@@ -100,12 +100,18 @@ def lookup(
 
 
 def report(
-    store: StoreRef = None, *, rules: MatchRules | None = None, exact: bool = False
+    store: StoreRef = None,
+    *,
+    rules: MatchRules | None = None,
+    exact: bool = False,
+    strategy: Strategy = "auto",
 ) -> list[Pair]:
     """Every near-duplicate pair in the store, once each, sorted by ids.
 
     With ``exact``, pairs come from exact Jaccard similarity over all pairs (see
     :mod:`neardup.exact`) instead of the sketches: slower, for measuring what they miss.
+    ``strategy`` chooses how candidates are found (see :func:`neardup.report.find_pairs`); the
+    pairs are the same either way.
     """
     rules = rules or MatchRules()
     with opened(store) as source:
@@ -116,7 +122,7 @@ def report(
             ids = list(source.iter_ids())
             records = source.get(ids)
             return exact_pairs([records[i] for i in ids], searcher.params, rules)
-        return find_pairs(searcher)
+        return find_pairs(searcher, strategy)
 
 
 def apply_schema(store: StoreRef = None) -> str:

@@ -119,6 +119,12 @@ def _parser() -> argparse.ArgumentParser:
     index.add_argument("--bands", type=int, help="LSH bands B, dividing K (new store default: 32)")
     index.add_argument("--seed", type=int, help="hash seed (new store default: 1)")
     index.add_argument(
+        "--fields",
+        help="token fields to index, comma-separated: shingles (for --method shingles), "
+        "signature (minhash), bands (lsh); fewer fields, smaller and faster stores "
+        "(new store default: all three; the presets: bands)",
+    )
+    index.add_argument(
         "--threshold", type=float, help="pick the bands for this Jaccard threshold (see tune)"
     )
     _preset_option(index)
@@ -204,6 +210,8 @@ def _param_overrides(args: argparse.Namespace) -> dict[str, object]:
     for name in ("num_hashes", "bands", "seed"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
+    if args.fields:
+        overrides["fields"] = tuple(f.strip() for f in args.fields.split(","))
     if args.threshold is not None and args.bands is None:
         num_hashes = int(overrides.get("num_hashes", FingerprintParams().num_hashes))  # type: ignore[call-overload]
         overrides["num_hashes"] = num_hashes

@@ -56,7 +56,7 @@ def index_records(
         documents = []
         for record, fp in zip(batch, fingerprints, strict=True):
             if fp.num_words:
-                documents.append(Document(record.id, fp))
+                documents.append(Document(record.id, fp, summary.params.fields))
             else:
                 summary.skipped.add(record.line, "no words after normalisation")
         store.upsert(documents)

@@ -21,6 +21,8 @@ class Preset:
 PRESETS = {
     preset.name: preset
     for preset in [
+        # Both presets look up by LSH bands, so they index the band tokens alone: 16 or 64
+        # rows per record instead of ~550, which makes indexing several times faster.
         # Person, address and product records: character 4-grams survive typos; a low Jaccard
         # threshold suits short texts, where one typo changes a large share of the shingles;
         # 64 bands of 2 rows catch pairs down to that threshold. Febrl 1 and 3: F1 1.000 and
@@ -28,7 +30,7 @@ PRESETS = {
         Preset(
             "records",
             "short name, address or product records",
-            FingerprintParams("char", 4, 128, 64),
+            FingerprintParams("char", 4, 128, 64, fields=("bands",)),
             MatchRules(method="lsh", threshold=0.3),
         ),
         # Articles, ads, tickets: character 5-grams, Jaccard >= 0.8, bands tuned for 0.8
@@ -36,7 +38,7 @@ PRESETS = {
         Preset(
             "documents",
             "long texts: articles, ads, tickets",
-            FingerprintParams("char", 5, 128, 16),
+            FingerprintParams("char", 5, 128, 16, fields=("bands",)),
             MatchRules(method="lsh", threshold=0.8),
         ),
     ]

@@ -1,9 +1,13 @@
 """Every near-duplicate pair in a store, exactly once, and the groups they form.
 
 Records with the same MD5 are one exact-duplicate group. The report visits each group once (through
-its first id), emits every pair inside it, asks the searcher for the group's near-duplicates, and
-emits every pair across the two groups. So 40 identical records give all 780 pairs, and their
-near-duplicates are not crowded out of the candidate rows by their own copies.
+its first id), emits every pair inside it, finds the group's near-duplicates, and emits every pair
+across the two groups. So 40 identical records give all 780 pairs, and their near-duplicates are
+not crowded out of the candidate rows by their own copies.
+
+A group's near-duplicates are its top ``rows`` candidates, verified. They come from a self-join of
+all token buckets at once (:mod:`neardup.selfjoin`) when that fits its pair budget, else from one
+lookup per group; both give the same pairs.
 """
 
 from __future__ import annotations
@@ -15,9 +19,14 @@ from dataclasses import asdict, dataclass
 from itertools import combinations, islice
 from typing import IO, Literal
 
-from .fingerprint import fingerprint_batch
-from .searcher import Searcher
+import numpy as np
 
+from .errors import NeardupError
+from .fingerprint import fingerprint_batch, jaccard, shingle_sets
+from .searcher import Searcher, word_edit_distance
+from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs, top_pairs
+
+Strategy = Literal["auto", "join", "lookups"]
 ReportFormat = Literal["tsv", "csv", "jsonl"]
 REPORT_FORMATS: tuple[ReportFormat, ...] = ("tsv", "csv", "jsonl")
 
@@ -37,8 +46,66 @@ def ordered_pair(a: str, b: str) -> tuple[str, str]:
     return (a, b) if a < b else (b, a)
 
 
-def find_pairs(searcher: Searcher, batch_size: int = 256) -> list[Pair]:
-    """All accepted pairs, sorted by (left id, right id)."""
+def find_pairs(
+    searcher: Searcher, strategy: Strategy = "auto", pair_budget: int = PAIR_BUDGET
+) -> list[Pair]:
+    """All accepted pairs, sorted by (left id, right id).
+
+    ``strategy``: "join" computes every group's candidates at once, "lookups" queries the store
+    per group, "auto" joins when the join counts at most ``pair_budget`` bucket pairs.
+    """
+    if strategy != "lookups":
+        contents = read_contents(searcher)
+        scored = scored_pairs(contents, searcher.rules.first_word, pair_budget)
+        if scored is not None:
+            return _joined_pairs(searcher, contents, *top_pairs(*scored, searcher.rules.rows))
+        if strategy == "join":
+            raise NeardupError(
+                f"the {searcher.field} tokens are too common for a self-join "
+                "(a bucket shared by many records): report by lookups"
+            )
+    return _pairs_by_lookups(searcher)
+
+
+def _joined_pairs(
+    searcher: Searcher,
+    contents: Contents,
+    low: np.ndarray,
+    high: np.ndarray,
+    shared: np.ndarray,
+    chunk: int = 10_000,
+) -> list[Pair]:
+    """Verify the chosen group pairs a chunk at a time and expand them into record pairs."""
+    pairs = [
+        Pair(*ordered_pair(a, b), 0, 1.0, int(contents.sizes[group]), "exact")
+        for group, members in contents.members.items()
+        for a, b in combinations(members, 2)
+    ]
+    for start in range(0, len(low), chunk):
+        part = (low[start : start + chunk], high[start : start + chunk])
+        needed = np.unique(np.concatenate(part)).tolist()
+        heads = [contents.heads[g] for g in needed]
+        records = searcher.store.get(heads)
+        texts = {g: records[head].content for g, head in zip(needed, heads, strict=True)}
+        sets = dict(zip(needed, shingle_sets(list(texts.values()), searcher.params), strict=True))
+        for a, b, count in zip(
+            *(p.tolist() for p in part), shared[start : start + chunk].tolist(), strict=True
+        ):
+            similarity = jaccard(sets[a], sets[b])
+            if not searcher.rules.accepts(0, similarity):
+                continue  # cheap test first: the edit distance only for likely pairs
+            distance = word_edit_distance(texts[a], texts[b])
+            if searcher.rules.accepts(distance, similarity):
+                pairs.extend(
+                    Pair(*ordered_pair(x, y), distance, similarity, count, "near")
+                    for x in contents.ids(a)
+                    for y in contents.ids(b)
+                )
+    pairs.sort()
+    return pairs
+
+
+def _pairs_by_lookups(searcher: Searcher, batch_size: int = 256) -> list[Pair]:
     store = searcher.store
     visited_md5: set[bytes] = set()
     emitted_groups: set[tuple[str, str]] = set()
@@ -52,7 +119,9 @@ def find_pairs(searcher: Searcher, batch_size: int = 256) -> list[Pair]:
             if digest not in visited_md5:
                 visited_md5.add(digest)
                 leaders.append(records[record_id])
-        fingerprints = fingerprint_batch([r.content for r in leaders], searcher.params)
+        fingerprints = fingerprint_batch(
+            [r.content for r in leaders], searcher.params, normalized=True
+        )
         near = searcher.near_duplicates_many(fingerprints)
         for leader, fp, matches in zip(leaders, fingerprints, near, strict=True):
             group = store.ids_with_md5(leader.md5)

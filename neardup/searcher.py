@@ -62,18 +62,9 @@ class Match:
     shared_tokens: int
 
 
-def _code_point(n: int) -> str:
-    return chr(n if n < 0xD800 else n + 0x800)  # skip the surrogate range
-
-
 def word_edit_distance(a: str, b: str) -> int:
-    """Levenshtein distance counted in words: each distinct word becomes one code point."""
-    codes: dict[str, str] = {}
-    encoded = [
-        "".join(codes.setdefault(w, _code_point(len(codes))) for w in text.split(" ") if w)
-        for text in (a, b)
-    ]
-    return Levenshtein.distance(encoded[0], encoded[1])
+    """Levenshtein distance counted in words (Levenshtein compares any sequences of hashables)."""
+    return Levenshtein.distance(a.split(), b.split())
 
 
 class Searcher:
@@ -84,12 +75,18 @@ class Searcher:
         self.params = params
         self.rules = rules
         self.field = METHOD_FIELDS[rules.method]
+        if self.field.value not in params.fields:
+            raise NeardupError(
+                f"--method {rules.method} needs {self.field} tokens, and {store.url} indexes "
+                f"only {', '.join(params.fields)}: use the method of those, or index into a new "
+                f"store with --fields {self.field}"
+            )
 
     def fingerprint_record(self, record_id: str) -> tuple[StoredRecord, Fingerprint]:
         record = self.store.get([record_id]).get(record_id)
         if record is None:
             raise UnknownRecord(f"no record with id {record_id!r} in {self.store.url}")
-        return record, fingerprint(record.content, self.params)
+        return record, fingerprint(record.content, self.params, normalized=True)
 
     def lookup_id(self, record_id: str) -> list[Match]:
         record, fp = self.fingerprint_record(record_id)

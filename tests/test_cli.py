@@ -191,6 +191,7 @@ def test_demo_prints_groups_and_pairs() -> None:
         (["report", "--store", "sqlite:///nothing-here.db"], "no store at"),
         (["index", "records.txt", "--store", "sqlite:///no/such/dir/x.db"], "cannot open"),
         (["index", "records.txt", "--store", "sqlite:///records.txt"], "cannot open"),
+        (["index", "records.txt", "--fields", "bands,words"], "not words"),
     ],
 )
 def test_user_errors_are_one_line(
@@ -237,3 +238,16 @@ def test_hostile_ids_and_text(tmp_path: Path, store_url: str) -> None:
     result = neardup("lookup", "--store", store_url, "--id", 'a:b (c) "d"', "--json")
     assert result.returncode == 0, result.stderr
     assert [m["id"] for m in json.loads(result.stdout)] == ["*"]
+
+
+def test_a_bands_only_store_names_the_fix_for_other_methods(records: Path, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'bands.db'}"
+    assert neardup("index", str(records), "--store", url, "--fields", "bands").returncode == 0
+    assert json.loads(neardup("stats", "--store", url, "--json").stdout)["parameters"][
+        "fields"
+    ] == ["bands"]
+    found = neardup("lookup", "--store", url, "--id", "1", "--method", "lsh", "--json")
+    assert [m["id"] for m in json.loads(found.stdout)] == ["6", "2"]
+    assert_user_error(
+        neardup("lookup", "--store", url, "--id", "1"), "index into a new store with --fields"
+    )

@@ -1,52 +1,28 @@
 """Every store gives the same report, figure for figure, on the same records and settings,
-including a 2-shard SolrCloud collection and a 2-shard index on a 2-node Elasticsearch cluster."""
+including a 2-shard SolrCloud collection and a 2-shard index on a 2-node Elasticsearch cluster.
+
+The engines report by lookups (their own candidate queries), the embedded store by the
+self-join: so these tests also hold the two strategies to the same answer."""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
 
 from neardup import api
+from neardup.report import Strategy
 from neardup.searcher import MatchRules
 from neardup.stores import open_store
-
-SAMPLE = Path(__file__).resolve().parents[1] / "neardup" / "data" / "sample.txt"
-
-
-def corpus(path: Path, size: int = 400, seed: int = 11) -> Path:
-    """Records with planted near-duplicates: word drops, swaps, typos, and exact copies."""
-    rng = random.Random(seed)
-    words = [
-        f"{rng.choice('bcdfghklmnprst')}{rng.choice('aeiou')}{rng.choice('nrst')}"
-        for _ in range(300)
-    ]
-    lines = SAMPLE.read_text().splitlines()
-    texts: list[str] = []
-    for _ in range(size):
-        if texts and rng.random() < 0.4:
-            base = rng.choice(texts).split()
-            edit = rng.random()
-            if edit < 0.3 and len(base) > 3:
-                base.pop(rng.randrange(len(base)))
-            elif edit < 0.6 and len(base) > 3:
-                i = rng.randrange(len(base) - 1)
-                base[i], base[i + 1] = base[i + 1], base[i]
-            elif edit < 0.9:
-                i = rng.randrange(len(base))
-                base[i] = base[i][:-1] + rng.choice("xyz")
-            texts.append(" ".join(base))
-        else:
-            texts.append(" ".join(rng.choices(words, k=rng.randint(4, 14))))
-    path.write_text("\n".join(lines + [f"g{n:04d} {t}" for n, t in enumerate(texts)]) + "\n")
-    return path
+from tests.corpora import corpus
 
 
-def report_of(url: str, records: Path, rules: MatchRules) -> tuple[int, list]:
+def report_of(
+    url: str, records: Path, rules: MatchRules, strategy: Strategy = "lookups"
+) -> tuple[int, list]:
     api.index([records], url)
     with open_store(url, create=False) as store:
-        return store.count(), api.report(store, rules=rules)
+        return store.count(), api.report(store, rules=rules, strategy=strategy)
 
 
 RULES = [
@@ -63,7 +39,7 @@ def test_engine_report_equals_the_embedded_report(
 ) -> None:
     server = request.getfixturevalue(f"{kind}_server")
     records = corpus(tmp_path / "records.txt")
-    expected = report_of(sqlite_url, records, rules)
+    expected = report_of(sqlite_url, records, rules, "join")
     assert len(expected[1]) > 50
     try:
         assert report_of(server.new_store_url(), records, rules) == expected
@@ -76,7 +52,7 @@ def assert_sharded_store_agrees(server, sqlite_url: str, tmp_path: Path) -> str:
     records = corpus(tmp_path / "records.txt")
     url = server.new_store_url()
     assert "shards=2" in url
-    expected = report_of(sqlite_url, records, MatchRules())
+    expected = report_of(sqlite_url, records, MatchRules(), "join")
     assert report_of(url, records, MatchRules()) == expected
     api.index([records], url)
     assert api.stats(url)["documents"] == expected[0]

@@ -10,9 +10,10 @@ from neardup.errors import NeardupError, ParameterMismatch, UnknownRecord
 from neardup.fingerprint import FingerprintParams
 from neardup.indexer import index_records
 from neardup.readers import Record
-from neardup.report import Pair, clusters
+from neardup.report import Pair, clusters, find_pairs
 from neardup.searcher import MatchRules
 from neardup.stores import TokenField
+from tests.corpora import corpus
 
 RECORDS = {
     "1": "Bella Napoli Trattoria 418 Harbor Street Portland ME 04101",
@@ -161,3 +162,47 @@ def test_index_several_files_without_ids_keeps_every_record(
     assert summary.documents == 4
     pairs = [(p.left_id, p.right_id, p.kind) for p in api.report(sqlite_url)]
     assert pairs == [("a.csv:1", "b.csv:1", "exact"), ("a.csv:2", "b.csv:2", "exact")]
+
+
+STRATEGY_RULES = [
+    MatchRules(),
+    MatchRules(method="lsh", rows=2),
+    MatchRules(method="shingles", rows=1, threshold=0.2),
+    MatchRules(first_word=True, rows=3, threshold=0.3),
+    MatchRules(threshold=None, max_edit_distance=3, rows=2),
+]
+
+
+@pytest.mark.parametrize(
+    "rules", STRATEGY_RULES, ids=["minhash", "lsh", "shingles", "first-word", "edit-only"]
+)
+def test_the_self_join_reports_exactly_what_lookups_report(
+    sqlite_url: str, tmp_path: Path, rules: MatchRules
+) -> None:
+    # Few rows and many exact copies: the top-rows cut and its id tie-break decide pairs here.
+    api.index([corpus(tmp_path / "records.txt")], sqlite_url)
+    joined = api.report(sqlite_url, rules=rules, strategy="join")
+    assert len(joined) > 50
+    assert joined == api.report(sqlite_url, rules=rules, strategy="lookups")
+
+
+def test_a_join_over_its_pair_budget_falls_back_to_lookups(sqlite_url: str, tmp_path: Path) -> None:
+    api.index([corpus(tmp_path / "records.txt")], sqlite_url)
+    rules = MatchRules()
+    with api.opened(sqlite_url) as store:
+        searcher = api.searcher_for(store, rules)
+        expected = find_pairs(searcher, "lookups")
+        assert find_pairs(searcher, "auto", pair_budget=10) == expected
+        with pytest.raises(NeardupError, match="too common for a self-join"):
+            find_pairs(searcher, "join", pair_budget=10)
+
+
+def test_a_store_answers_only_the_methods_of_its_indexed_fields(store) -> None:
+    fill(store, RECORDS, FingerprintParams(fields=("bands",)))
+    assert [m.id for m in api.lookup(store, id="1", rules=MatchRules(method="lsh"))] == ["6", "2"]
+    for method in ("minhash", "shingles"):
+        with pytest.raises(NeardupError, match=f"--method {method} needs .* indexes only bands"):
+            api.lookup(store, id="1", rules=MatchRules(method=method))
+    fp = api.searcher_for(store, MatchRules(method="lsh")).fingerprint_record("1")[1]
+    assert store.candidates(TokenField.SIGNATURE, TokenField.SIGNATURE.tokens(fp), rows=5) == []
+    assert store.candidates(TokenField.SHINGLES, TokenField.SHINGLES.tokens(fp), rows=5) == []

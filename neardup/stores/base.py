@@ -12,8 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+import numpy as np
+
 from ..errors import ParameterMismatch
-from ..fingerprint import Fingerprint, FingerprintParams
+from ..fingerprint import TOKEN_FIELDS, Fingerprint, FingerprintParams
 
 ParamsRequest = FingerprintParams | Mapping[str, object] | None
 
@@ -32,6 +34,16 @@ class TokenField(StrEnum):
             return fp.signature_tokens()
         return fp.band_tokens()
 
+    def keys(self, fp: Fingerprint) -> np.ndarray:
+        """The tokens as 64-bit integers (int64, as SQLite stores them), one per token string:
+        a signature token is its position and value, a band or shingle token its hash."""
+        if self is TokenField.SIGNATURE:
+            positions = np.arange(len(fp.signature), dtype=np.uint64) << np.uint64(32)
+            keys = positions | fp.signature.astype(np.uint64)
+        else:
+            keys = fp.shingles if self is TokenField.SHINGLES else fp.bands
+        return keys.view(np.int64)
+
     def size(self, fp: Fingerprint) -> int:
         """How many tokens ``fp`` has in this field: the score of an exact duplicate."""
         if self is TokenField.SHINGLES:
@@ -41,10 +53,15 @@ class TokenField(StrEnum):
 
 @dataclass(frozen=True)
 class Document:
-    """One record ready to store: its id and its fingerprint."""
+    """One record ready to store: its id, its fingerprint and the token fields to index
+    (the store's ``FingerprintParams.fields``)."""
 
     id: str
     fingerprint: Fingerprint
+    fields: tuple[str, ...] = TOKEN_FIELDS
+
+    def indexed(self, field: TokenField) -> bool:
+        return field.value in self.fields
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,11 @@ def engine_document(document: Document) -> dict[str, object]:
         "md5_hash": fp.md5,
         "first_word": fp.first_word,
         "num_words": fp.num_words,
-        **{name: field.tokens(fp) for field, name in TOKEN_FIELD_NAMES.items()},
+        **{
+            name: field.tokens(fp)
+            for field, name in TOKEN_FIELD_NAMES.items()
+            if document.indexed(field)
+        },
     }
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StoreUnavailable
-from ..fingerprint import Fingerprint, FingerprintParams, fingerprint_batch
+from ..fingerprint import FingerprintParams, fingerprint_batch
 from .base import Candidate, Document, Store, StoredRecord, TokenField
 
 SCHEMA_VERSION = "1"
@@ -38,18 +38,6 @@ CREATE INDEX IF NOT EXISTS docs_md5 ON docs (md5, id);
     "PRIMARY KEY (token, doc)) WITHOUT ROWID;\n"
     for field in TokenField
 )
-
-
-def _signed(values: np.ndarray) -> np.ndarray:
-    return values.astype(np.uint64).view(np.int64)
-
-
-def token_keys(field: TokenField, fp: Fingerprint) -> np.ndarray:
-    """The integer form of a fingerprint's tokens in one field (int64, as SQLite stores them)."""
-    if field is TokenField.SIGNATURE:
-        positions = np.arange(len(fp.signature), dtype=np.uint64) << np.uint64(32)
-        return _signed(positions | fp.signature.astype(np.uint64))
-    return _signed(fp.shingles if field is TokenField.SHINGLES else fp.bands)
 
 
 def parse_token(field: TokenField, token: str) -> int | None:
@@ -140,8 +128,7 @@ class SQLiteStore(Store):
                 rows.append((doc, record_id, fp.content, fp.md5, fp.first_word, fp.num_words))
                 keys.append(doc)
             self._conn.executemany("INSERT OR REPLACE INTO docs VALUES (?, ?, ?, ?, ?, ?)", rows)
-            fresh = [latest[row[1]].fingerprint for row in rows]
-            self._insert_postings(keys, fresh)
+            self._insert_postings(keys, [latest[row[1]] for row in rows])
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -155,25 +142,34 @@ class SQLiteStore(Store):
         self._conn.execute("COMMIT")
 
     def _postings(
-        self, docs: Sequence[int], fps: Sequence[Fingerprint]
-    ) -> Iterator[tuple[str, list]]:
-        if not docs:
-            return
+        self, docs: Sequence[int], documents: Sequence[Document]
+    ) -> Iterator[tuple[str, Iterator[tuple[int, int]]]]:
+        """Each indexed field's (token, doc) rows for these documents, sorted by token so that
+        the B-tree takes them in order."""
         for field in TokenField:
-            keys = [token_keys(field, fp) for fp in fps]
+            chosen = [
+                (doc, d.fingerprint)
+                for doc, d in zip(docs, documents, strict=True)
+                if d.indexed(field)
+            ]
+            if not chosen:
+                continue
+            keys = [field.keys(fp) for _, fp in chosen]
             tokens = np.concatenate(keys)
-            owners = np.repeat(np.asarray(docs, dtype=np.int64), [len(k) for k in keys])
+            owners = np.repeat(np.array([doc for doc, _ in chosen]), [len(k) for k in keys])
             order = np.argsort(tokens, kind="stable")
-            yield f"{field}_postings", np.column_stack([tokens[order], owners[order]]).tolist()
+            rows = zip(tokens[order].tolist(), owners[order].tolist(), strict=True)
+            yield f"{field}_postings", rows
 
-    def _insert_postings(self, docs: Sequence[int], fps: Sequence[Fingerprint]) -> None:
-        for table, pairs in self._postings(docs, fps):
+    def _insert_postings(self, docs: Sequence[int], documents: Sequence[Document]) -> None:
+        for table, pairs in self._postings(docs, documents):
             self._conn.executemany(f"INSERT OR IGNORE INTO {table} VALUES (?, ?)", pairs)
 
     def _delete_postings(self, docs: Sequence[int], contents: Sequence[str]) -> None:
         assert self._params is not None, "parameters are read before any write"
-        old = fingerprint_batch(contents, self._params) if contents else []
-        for table, pairs in self._postings(docs, old):
+        old = fingerprint_batch(contents, self._params, normalized=True) if contents else []
+        stored = [Document("", fp, self._params.fields) for fp in old]
+        for table, pairs in self._postings(docs, stored):
             self._conn.executemany(f"DELETE FROM {table} WHERE token = ? AND doc = ?", pairs)
 
     def delete(self, ids: Sequence[str]) -> int:

@@ -1,0 +1,151 @@
+"""Every record's candidates at once: a self-join of the token buckets, in memory.
+
+The report asks, for each distinct content, for its top ``rows`` candidates: the other contents
+that share the most tokens with it (ties: the lower first id). Asking the store once per content
+costs a round trip and a query each. When the tokens are selective, as LSH band tokens are, it is
+much cheaper to compute the same answer for every content at once: read every record once, sort
+all (token, content) keys, count for each pair of contents the tokens they share (one count per
+bucket they both fall in), and rank each content's pairs. This is the banding technique of
+*Mining of Massive Datasets* (ch. 3) run over the whole store.
+
+The answer is exactly the lookups' answer (the tests compare them), as long as it fits the pair
+budget: a bucket of m contents makes m(m-1)/2 pairs, which a common token (a signature position,
+a frequent shingle) makes quadratic. Past the budget the caller goes back to lookups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import islice
+
+import numpy as np
+from numba import njit
+
+from .fingerprint import fingerprint_batch
+from .searcher import Searcher
+
+# Most pairs the join may count (8 bytes each while sorting); past it, lookups are cheaper.
+PAIR_BUDGET = 40_000_000
+
+
+@dataclass
+class Contents:
+    """The store's distinct contents (exact-duplicate groups), numbered in order of first id.
+
+    Compact, as it holds the whole store: ids, and every group's token keys in one array.
+    """
+
+    heads: list[str]  # each group's first id
+    members: dict[int, list[str]]  # groups of 2 or more: all their ids
+    first_words: list[str]  # each group's first word, when the rules filter by it
+    keys: np.ndarray  # every group's token keys, group after group
+    sizes: np.ndarray  # how many keys each group has
+
+    def ids(self, group: int) -> list[str]:
+        return self.members.get(group, [self.heads[group]])
+
+
+def read_contents(searcher: Searcher, batch_size: int = 1000) -> Contents:
+    """Walk the store once in id order; fingerprint each distinct content once."""
+    store, token_field = searcher.store, searcher.field
+    heads: list[str] = []
+    members: dict[int, list[str]] = {}
+    first_words: list[str] = []
+    key_batches: list[np.ndarray] = []
+    sizes: list[int] = []
+    group_of: dict[str, int] = {}
+    ids = store.iter_ids()
+    while batch := list(islice(ids, batch_size)):
+        records = store.get(batch)
+        fresh = []
+        for record_id in batch:
+            record = records[record_id]
+            group = group_of.setdefault(record.md5, len(group_of))
+            if group == len(heads):
+                heads.append(record_id)
+                fresh.append(record.content)
+                if searcher.rules.first_word:
+                    first_words.append(record.first_word)
+            else:
+                members.setdefault(group, [heads[group]]).append(record_id)
+        fps = fingerprint_batch(fresh, searcher.params, normalized=True)
+        keys = [token_field.keys(fp) for fp in fps]
+        if keys:  # one array per batch, not per group: a few bytes of overhead per record
+            key_batches.append(np.concatenate(keys))
+        sizes.extend(map(len, keys))
+    return Contents(
+        heads,
+        members,
+        first_words,
+        np.concatenate(key_batches) if key_batches else np.empty(0, np.int64),
+        np.array(sizes, dtype=np.int64),
+    )
+
+
+@njit(cache=True)
+def _bucket_pairs(keys: np.ndarray, groups: np.ndarray, budget: int) -> np.ndarray:
+    """Given (key, group) sorted by key then group, every pair of groups in each bucket, once per
+    bucket, coded as low * 2**32 + high. Empty (-1 in slot 0) when the pairs exceed the budget."""
+    total, start = 0, 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[start]:
+            m = i - start
+            total += m * (m - 1) // 2
+            start = i
+    if total > budget:
+        return np.full(1, -1, dtype=np.int64)
+    pairs = np.empty(total, dtype=np.int64)
+    written, start = 0, 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[start]:
+            for a in range(start, i):
+                for b in range(a + 1, i):
+                    pairs[written] = (groups[a] << 32) | groups[b]
+                    written += 1
+            start = i
+    return pairs
+
+
+def _distinct_keys(contents: Contents) -> tuple[np.ndarray, np.ndarray]:
+    """All (key, group) pairs sorted by key then group, each once (a store counts a record's
+    token once however often its fingerprint lists it)."""
+    groups = np.repeat(np.arange(len(contents.sizes), dtype=np.int64), contents.sizes)
+    keys = contents.keys
+    order = np.lexsort((groups, keys))
+    keys, groups = keys[order], groups[order]
+    keep = np.ones(len(keys), dtype=bool)
+    keep[1:] = (keys[1:] != keys[:-1]) | (groups[1:] != groups[:-1])
+    return keys[keep], groups[keep]
+
+
+def scored_pairs(
+    contents: Contents, first_word: bool, budget: int = PAIR_BUDGET
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(low group, high group, shared tokens) of every pair sharing a token; None over budget."""
+    keys, groups = _distinct_keys(contents)
+    codes = _bucket_pairs(keys, groups, budget)
+    if len(codes) and codes[0] < 0:
+        return None
+    codes, shared = np.unique(codes, return_counts=True)
+    low, high = codes >> 32, codes & 0xFFFFFFFF
+    if first_word:
+        words = np.unique(np.array(contents.first_words, dtype=object), return_inverse=True)[1]
+        same = words[low] == words[high]
+        low, high, shared = low[same], high[same], shared[same]
+    return low, high, shared
+
+
+def top_pairs(
+    low: np.ndarray, high: np.ndarray, shared: np.ndarray, rows: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pairs in which one side is among the other's top ``rows`` candidates: most shared
+    tokens first, then the lower group (groups are numbered in order of their first id)."""
+    me = np.concatenate([low, high])
+    other = np.concatenate([high, low])
+    score = np.concatenate([shared, shared])
+    order = np.lexsort((other, -score, me))
+    me = me[order]
+    first = np.searchsorted(me, me, side="left")
+    chosen = order[np.arange(len(order)) - first < rows] % max(len(low), 1)
+    chosen = np.unique(chosen)
+    return low[chosen], high[chosen], shared[chosen]
