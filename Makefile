@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint install bench quality clean solr solr-cloud elasticsearch elasticsearch-cluster stop-servers
+.PHONY: demo test lint install bench bench-speed bench-scale bench-engines quality clean solr solr-cloud elasticsearch elasticsearch-cluster stop-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,24 @@ quality: $(VENV)/.installed-bench
 	cd benchmarks/quality && ../../$(BIN)/python run.py --write \
 		--kijiji $(abspath $(SHARED))/kijiji_rent_rome.tsv $(abspath $(SHARED))/kijiji_pairs_jaccard50.tsv
 
+# Speed and scale (benchmarks/README.md has the results). bench-engines needs `make solr` and
+# `make elasticsearch` running; ENGINE_RECORDS generated records are indexed into each.
+ENGINE_RECORDS ?= 100000
+bench: bench-speed bench-scale bench-engines
+
+bench-speed: $(VENV)/.installed-bench
+	$(BIN)/python benchmarks/speed.py $(abspath $(SHARED))/kijiji_rent_rome.tsv
+
+bench-scale: $(VENV)/.installed-bench
+	$(BIN)/python benchmarks/scale.py --records 1000000
+
+bench-engines: $(VENV)/.installed-bench
+	mkdir -p .bench && test -f .bench/generated-$(ENGINE_RECORDS).tsv || \
+		$(BIN)/neardup generate $(ENGINE_RECORDS) -o .bench/generated-$(ENGINE_RECORDS).tsv
+	$(BIN)/python benchmarks/engines.py .bench/generated-$(ENGINE_RECORDS).tsv --preset documents \
+		--runs 1 --lookups 1000 sqlite:///$(abspath .bench)/engines.db \
+		solr://127.0.0.1:8983/solr/bench elasticsearch://127.0.0.1:9200/bench
+
 # Real servers on 127.0.0.1, in the background; the last line printed is the store URL.
 solr:
 	$(PYTHON) servers/launch.py solr
@@ -55,4 +73,4 @@ stop-servers:
 	$(PYTHON) servers/launch.py stop
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info .bench

@@ -1,66 +1,124 @@
-"""Indexing rate, lookup latency and report time of each store, on the same records, in one run.
+"""Indexing rate, lookup latency and report time of each store, on the same records, in one run;
+and, for Solr and Elasticsearch, the engine's own bulk rate for the very same documents.
 
-    python benchmarks/engines.py ADS.tsv sqlite:///bench.db solr://127.0.0.1:8983/solr/bench \\
-        elasticsearch://127.0.0.1:9200/bench [--lookups 300] [--runs 3]
+    python benchmarks/engines.py RECORDS STORE_URL... [--limit N] [--preset documents]
+        [--method minhash|lsh|shingles] [--lookups 300] [--runs 3] [--strategy auto|lookups]
+        [--text-field NAME ...]
 
-ADS.tsv is the Kijiji file (../shared/data/kijiji_rent_rome.tsv); its Title and Short Description
-are the text. Each store is emptied first. Lookups are by id, for ids spread over the store,
-after one warm-up pass; latencies are per lookup, including fingerprinting and verification.
-Start the servers with `make solr` and `make elasticsearch`.
+RECORDS is a record file, e.g. from `neardup generate 100000` (id, text), or the Kijiji ads with
+`--text-field Title --text-field "Short Description"`. Each store is emptied first. Lookups are by
+id, for ids spread over the store, after 20 warm-up lookups; a lookup's latency includes
+fingerprinting, the candidate query, fetching and verifying the candidates. The raw bulk rate
+sends the documents neardup would send (built and serialised before the clock starts) straight to
+the engine's bulk endpoint, one request per 1,000 documents, then commits: the most any client
+can get from that engine on this machine, one connection. Start servers with `make solr` and
+`make elasticsearch`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
+from timing import lookup_latencies_ms
 
 from neardup import api
-from neardup.fingerprint import FingerprintParams
+from neardup.fingerprint import FingerprintParams, fingerprint_batch
 from neardup.indexer import index_records
-from neardup.readers import RecordReader
+from neardup.presets import PRESETS
+from neardup.readers import Record, RecordReader
 from neardup.searcher import MatchRules
-from neardup.stores import open_store
+from neardup.stores import Document, Store, open_store
+from neardup.stores.elasticsearch import ElasticsearchStore
+from neardup.stores.schema import engine_document
+from neardup.stores.solr import SolrStore
 
 PARAMS = FingerprintParams("char", 5, 128, 32)
+BATCH = 1000
 
 
-def fresh_store(url: str):
+def fresh_store(url: str) -> Store:
+    """The store at ``url``, emptied: the SQLite file removed, an engine's records deleted."""
     if url.startswith("sqlite:///"):
-        Path(url[len("sqlite:///") :]).unlink(missing_ok=True)
+        for leftover in Path(url[len("sqlite:///") :]).parent.glob(Path(url).name + "*"):
+            leftover.unlink()
     store = open_store(url)
     ids = list(store.iter_ids()) if store.read_params() else []
-    if ids:
-        store.delete(ids)
-        store.flush()
+    for start in range(0, len(ids), 10_000):
+        store.delete(ids[start : start + 10_000])
+    store.flush()
     return store
 
 
-def measure(url: str, records: list, lookups: int, rules: MatchRules) -> dict[str, float]:
+def raw_bulk_rate(url: str, records: list[Record], params: FingerprintParams) -> float | None:
+    """Records/s of the engine's own bulk endpoint for neardup's documents; None for SQLite."""
+    store = fresh_store(url.replace("/bench", "/bench_raw") if "/bench" in url else url + "_raw")
+    if not isinstance(store, SolrStore | ElasticsearchStore):
+        store.close()
+        return None
+    chosen = store.ensure_params(params)
+    bodies = []
+    for start in range(0, len(records), BATCH):
+        batch = records[start : start + BATCH]
+        fps = fingerprint_batch([r.text for r in batch], chosen)
+        docs = [
+            engine_document(Document(r.id, fp, chosen.fields))
+            for r, fp in zip(batch, fps, strict=True)
+        ]
+        if isinstance(store, SolrStore):
+            bodies.append(json.dumps(docs).encode())
+        else:
+            lines = []
+            for doc in docs:
+                lines.append(json.dumps({"index": {"_index": store.index, "_id": doc["id"]}}))
+                lines.append(json.dumps(doc))
+            bodies.append(("\n".join(lines) + "\n").encode())
+    started = time.perf_counter()
+    for body in bodies:
+        if isinstance(store, SolrStore):
+            store.session.post(
+                f"{store.base}/{store.name}/update",
+                data=body,
+                headers={"Content-Type": "application/json"},
+                timeout=120,
+            ).raise_for_status()
+        else:
+            answer = store.es.bulk(operations=body)
+            assert not answer["errors"], "the raw bulk load was refused"
+    store.flush()
+    seconds = time.perf_counter() - started
+    store.close()
+    return len(records) / seconds
+
+
+def measure(
+    url: str,
+    records: list[Record],
+    params: FingerprintParams,
+    rules: MatchRules,
+    lookups: int,
+    strategy: str,
+) -> dict[str, float]:
     store = fresh_store(url)
     started = time.perf_counter()
-    index_records(store, records, PARAMS if store.read_params() is None else None)
+    index_records(store, records, params, batch_size=BATCH)
     index_seconds = time.perf_counter() - started
-    searcher = api.searcher_for(store, rules)
-    ids = [r.id for r in records][:: max(1, len(records) // lookups)][:lookups]
-    for record_id in ids[:20]:
-        searcher.lookup_id(record_id)
-    latencies = []
-    for record_id in ids:
-        started = time.perf_counter()
-        searcher.lookup_id(record_id)
-        latencies.append(time.perf_counter() - started)
+    latencies = lookup_latencies_ms(
+        api.searcher_for(store, rules), [r.id for r in records], lookups
+    )
     started = time.perf_counter()
-    pairs = api.report(store, rules=rules)
+    pairs = api.report(store, rules=rules, strategy=strategy)  # type: ignore[arg-type]
     report_seconds = time.perf_counter() - started
     store.close()
     return {
         "records/s": len(records) / index_seconds,
-        "p50 ms": float(np.percentile(latencies, 50)) * 1000,
-        "p99 ms": float(np.percentile(latencies, 99)) * 1000,
+        "p50 ms": float(np.percentile(latencies, 50)),
+        "p99 ms": float(np.percentile(latencies, 99)),
         "report s": report_seconds,
         "pairs": len(pairs),
     }
@@ -68,22 +126,36 @@ def measure(url: str, records: list, lookups: int, rules: MatchRules) -> dict[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("ads", type=Path)
+    parser.add_argument("records", type=Path)
     parser.add_argument("stores", nargs="+")
+    parser.add_argument("--limit", type=int, help="the first N records only")
+    parser.add_argument("--text-field", action="append", default=[], dest="text_fields")
+    parser.add_argument("--preset", choices=sorted(PRESETS))
+    parser.add_argument("--method", default="minhash", choices=["minhash", "lsh", "shingles"])
     parser.add_argument("--lookups", type=int, default=300)
     parser.add_argument("--runs", type=int, default=3, help="medians over this many runs")
-    parser.add_argument("--method", default="minhash", choices=["minhash", "lsh", "shingles"])
+    parser.add_argument("--strategy", default="auto", choices=["auto", "join", "lookups"])
     args = parser.parse_args()
-    records = list(RecordReader(args.ads, "tsv", text_fields=["Title", "Short Description"]))
-    rules = MatchRules(method=args.method, threshold=0.8)
-    columns = ["records/s", "p50 ms", "p99 ms", "report s", "pairs"]
+    reader = RecordReader(args.records, text_fields=args.text_fields)
+    records = list(islice(reader, args.limit))
+    if args.preset:
+        params, rules = PRESETS[args.preset].params, PRESETS[args.preset].rules
+        setting = f"--preset {args.preset}"
+    else:
+        params, rules = PARAMS, MatchRules(method=args.method, threshold=0.8)
+        setting = f"{PARAMS.describe()}, --method {args.method}, threshold 0.8"
+    columns = ["records/s", "raw bulk/s", "p50 ms", "p99 ms", "report s", "pairs"]
     print(
-        f"{len(records)} records, {PARAMS.describe()}, --method {args.method}, "
-        f"threshold 0.8; medians of {args.runs} runs"
+        f"{len(records):,} records, {setting}, report strategy {args.strategy}; "
+        f"medians of {args.runs} runs"
     )
     print(f"{'store':<48}" + "".join(f"{c:>12}" for c in columns))
     for url in args.stores:
-        runs = [measure(url, records, args.lookups, rules) for _ in range(args.runs)]
+        runs = []
+        for _ in range(args.runs):
+            result = measure(url, records, params, rules, args.lookups, args.strategy)
+            result["raw bulk/s"] = raw_bulk_rate(url, records, params) or float("nan")
+            runs.append(result)
         medians = {c: statistics.median(r[c] for r in runs) for c in columns}
         print(f"{url:<48}" + "".join(f"{medians[c]:>12,.1f}" for c in columns))
 

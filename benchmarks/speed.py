@@ -1,17 +1,20 @@
-"""neardup against datasketch, side by side in one run, on documents grown from the Kijiji ads.
+"""neardup against datasketch and rensa, side by side in one run, on documents grown from the
+Kijiji ads.
 
     python benchmarks/speed.py ../shared/data/kijiji_rent_rome.tsv [--documents 20000] [--runs 3]
 
 The corpus: each document splices the words of two random ads (about 77 words); about 30% are
 perturbed copies of an earlier document (words dropped, two swapped, an agency footer appended).
-Both sides use character 5-shingles of the normalised text and 128 hashes.
+Every side uses character 5-shingles of the normalised text and 128 hashes, on one core.
 
-- fingerprinting: neardup's fingerprint_batch (normalise, shingle, hash, sign) against
-  datasketch's MinHash.update_batch on the same shingles (given already made), single core;
-- whole process: `neardup index` + `neardup report` on the embedded store, threshold 0.8, against
-  datasketch MinHash + MinHashLSH(threshold 0.8): insert every document, then query every one.
+- fingerprinting: neardup's fingerprint_batch (normalise, shingle, hash, sign: everything from
+  the raw text) against the peers' MinHash on the shingles, given already made: datasketch's
+  MinHash.update_batch (bytes), rensa's RMinHash.update (str; rensa is MinHash in Rust);
+- whole process: `neardup index` + `neardup report` (--preset documents) on the embedded store
+  against each peer's MinHash + its LSH index at threshold 0.8 (rensa: 16 bands, as neardup),
+  shingling included: insert every document, then query every one, in memory.
 
-Medians over --runs; the ratio is datasketch's time over neardup's.
+Medians over --runs; x is the peer's time over neardup's.
 """
 
 from __future__ import annotations
@@ -22,21 +25,21 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from datasketch import MinHash, MinHashLSH
+from rensa import RMinHash, RMinHashLSH
+from timing import median_seconds
 
 from neardup import api
-from neardup.fingerprint import FingerprintParams, fingerprint_batch, normalize_batch
-from neardup.indexer import index_records
+from neardup.fingerprint import fingerprint_batch, normalize_batch
+from neardup.indexer import DEFAULT_BATCH_SIZE, index_records
 from neardup.presets import PRESETS
 from neardup.readers import Record
-from neardup.searcher import MatchRules
 from neardup.stores import open_store
 
 FOOTER = "Per informazioni e visite contattare la nostra agenzia immobiliare senza impegno"
-PARAMS = FingerprintParams("char", 5, 128, 32)
+PRESET = PRESETS["documents"]  # char:5, 128 hashes, 16 bands of 8, lsh, Jaccard >= 0.8
 
 
 def corpus(ads: Path, count: int, seed: int = 1) -> list[str]:
@@ -64,8 +67,11 @@ def corpus(ads: Path, count: int, seed: int = 1) -> list[str]:
     return documents
 
 
-def shingles(contents: list[str]) -> list[list[bytes]]:
-    return [[c[i : i + 5].encode() for i in range(max(1, len(c) - 4))] for c in contents]
+def shingles(contents: list[str]) -> list[list[str]]:
+    return [[c[i : i + 5] for i in range(max(1, len(c) - 4))] for c in contents]
+
+
+# --- the peers: datasketch (pure Python + numpy) and rensa (Rust) -------------------------------
 
 
 def datasketch_fingerprints(shingled: list[list[bytes]]) -> None:
@@ -78,35 +84,48 @@ def datasketch_whole(contents: list[str]) -> int:
     sketches = []
     for n, s in enumerate(shingles(contents)):
         m = MinHash(num_perm=128)
-        m.update_batch(s)
+        m.update_batch([x.encode() for x in s])
         lsh.insert(str(n), m)
         sketches.append(m)
     return sum(len(lsh.query(m)) - 1 for m in sketches) // 2
 
 
-def neardup_whole(texts: list[str], preset: str | None) -> int:
+def rensa_fingerprints(shingled: list[list[str]]) -> None:
+    for s in shingled:
+        RMinHash(num_perm=128, seed=1).update(s)
+
+
+def rensa_whole(contents: list[str]) -> int:
+    lsh = RMinHashLSH(threshold=0.8, num_perm=128, num_bands=16)
+    sketches = []
+    for n, s in enumerate(shingles(contents)):
+        m = RMinHash(num_perm=128, seed=1)
+        m.update(s)
+        lsh.insert(n, m)
+        sketches.append(m)
+    return sum(len(lsh.query(m)) - 1 for m in sketches) // 2
+
+
+# --- neardup ------------------------------------------------------------------------------------
+
+
+def neardup_fingerprints(texts: list[str]) -> None:
+    for start in range(0, len(texts), DEFAULT_BATCH_SIZE):
+        fingerprint_batch(texts[start : start + DEFAULT_BATCH_SIZE], PRESET.params)
+
+
+def neardup_whole(texts: list[str], timings: dict[str, list[float]]) -> int:
+    """`neardup index` + `neardup report` on a new embedded store, as the API runs them."""
     with tempfile.TemporaryDirectory() as folder:
-        url = f"sqlite:///{Path(folder) / 'speed.db'}"
-        store = open_store(url)
-        chosen = PRESETS[preset] if preset else None
-        index_records(
-            store,
-            [Record(str(n), t) for n, t in enumerate(texts)],
-            chosen.params if chosen else PARAMS,
-        )
-        rules = chosen.rules if chosen else MatchRules(threshold=0.8)
-        pairs = api.report(store, rules=rules)
+        store = open_store(f"sqlite:///{Path(folder) / 'speed.db'}")
+        started = time.perf_counter()
+        index_records(store, [Record(str(n), t) for n, t in enumerate(texts)], PRESET.params)
+        indexed = time.perf_counter()
+        pairs = api.report(store, rules=PRESET.rules)
+        timings["index"].append(indexed - started)
+        timings["report"].append(time.perf_counter() - indexed)
         store.close()
     return len(pairs)
-
-
-def median_seconds(work: Callable[[], object], runs: int) -> tuple[float, object]:
-    times, result = [], None
-    for _ in range(runs):
-        started = time.perf_counter()
-        result = work()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times), result
 
 
 def main() -> None:
@@ -114,30 +133,39 @@ def main() -> None:
     parser.add_argument("ads", type=Path)
     parser.add_argument("--documents", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--with-minhash", action="store_true", help="also the default method")
     args = parser.parse_args()
     texts = corpus(args.ads, args.documents)
-    shingled = shingles(normalize_batch(texts))
-    rows = []
-    ours, _ = median_seconds(lambda: fingerprint_batch(texts, PARAMS), args.runs)
-    theirs, _ = median_seconds(lambda: datasketch_fingerprints(shingled), args.runs)
-    rows.append(("fingerprinting", ours, theirs, "", ""))
-    theirs, their_pairs = median_seconds(
-        lambda: datasketch_whole(normalize_batch(texts)), args.runs
+    contents = normalize_batch(texts)
+    shingled = shingles(contents)
+    as_bytes = [[x.encode() for x in s] for s in shingled]
+    neardup_fingerprints(texts[:10])  # load the compiled kernels before the clock starts
+    timings: dict[str, list[float]] = {"index": [], "report": []}
+    rows = [
+        (
+            "fingerprinting",
+            median_seconds(lambda: neardup_fingerprints(texts), args.runs),
+            median_seconds(lambda: datasketch_fingerprints(as_bytes), args.runs),
+            median_seconds(lambda: rensa_fingerprints(shingled), args.runs),
+        ),
+        (
+            "index + report",
+            median_seconds(lambda: neardup_whole(texts, timings), args.runs),
+            median_seconds(lambda: datasketch_whole(normalize_batch(texts)), args.runs),
+            median_seconds(lambda: rensa_whole(normalize_batch(texts)), args.runs),
+        ),
+    ]
+    print(
+        f"{args.documents:,} documents, char 5-shingles, 128 hashes, threshold 0.8; "
+        f"medians of {args.runs} runs; x = the peer's time / neardup's"
     )
-    whole = [("index + report, --preset documents", "documents")]
-    if args.with_minhash:  # slow: tens of minutes at 20,000 documents
-        whole.append(("index + report, minhash", None))
-    for label, preset in whole:
-        ours, our_pairs = median_seconds(
-            lambda preset=preset: neardup_whole(texts, preset), args.runs
-        )
-        rows.append((label, ours, theirs, our_pairs, their_pairs))
-    print(f"{args.documents:,} documents, char 5-shingles, 128 hashes; medians of {args.runs} runs")
-    print(f"{'':<38}{'neardup s':>10}{'datasketch s':>14}{'ratio':>8}{'pairs':>9}{'ds pairs':>10}")
-    for label, ours, theirs, pairs, their_pairs in rows:
-        ratio = f"{theirs / ours:>7.1f}x"
-        print(f"{label:<38}{ours:>10.2f}{theirs:>14.2f}{ratio}{pairs!s:>9}{their_pairs!s:>10}")
+    header = ["neardup s", "datasketch s", "x", "rensa s", "x", "pairs", "ds pairs", "rensa pairs"]
+    print(f"{'':<16}" + "".join(f"{h:>13}" for h in header))
+    for label, (ours, our_pairs), (ds, ds_pairs), (rs, rs_pairs) in rows:
+        cells = [f"{ours:.2f}", f"{ds:.2f}", f"{ds / ours:.1f}", f"{rs:.2f}", f"{rs / ours:.1f}"]
+        cells += [str(p or "") for p in (our_pairs, ds_pairs, rs_pairs)]
+        print(f"{label:<16}" + "".join(f"{c:>13}" for c in cells))
+    index_s, report_s = (statistics.median(timings[k]) for k in ("index", "report"))
+    print(f"neardup index {index_s:.2f} s + report {report_s:.2f} s (medians)")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from .errors import NeardupError
 from .evaluate import describe, evaluate, pairs_of, plot, read_pairs
 from .fingerprint import FingerprintParams, parse_shingle
 from .generate import write_corpus
+from .indexer import DEFAULT_BATCH_SIZE
 from .presets import PRESETS, preset
 from .readers import FORMATS
 from .report import REPORT_FORMATS, clusters, write_clusters, write_pairs
@@ -128,7 +129,9 @@ def _parser() -> argparse.ArgumentParser:
         "--threshold", type=float, help="pick the bands for this Jaccard threshold (see tune)"
     )
     _preset_option(index)
-    index.add_argument("--batch-size", type=int, default=1000, help="records per transaction")
+    index.add_argument(
+        "--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="records per transaction"
+    )
 
     lookup = commands.add_parser("lookup", help="find the stored duplicates of a record or a text")
     _store_option(lookup)

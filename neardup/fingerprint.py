@@ -408,6 +408,10 @@ def _sorted_unique_segments(
     return out[:written], out_offsets
 
 
+# Texts per compiled pass: a larger pass's arrays fall out of the CPU caches and run slower.
+_PASS_SIZE = 1000
+
+
 def fingerprint_batch(
     texts: Sequence[str], params: FingerprintParams, *, normalized: bool = False
 ) -> list[Fingerprint]:
@@ -416,6 +420,14 @@ def fingerprint_batch(
     ``normalized``: the texts are stored contents, normalised already. Normalisation is
     idempotent, so the Unicode steps (NFKC, lowercasing), the costly ones, are skipped.
     """
+    if len(texts) > _PASS_SIZE:
+        return [
+            fp
+            for start in range(0, len(texts), _PASS_SIZE)
+            for fp in fingerprint_batch(
+                texts[start : start + _PASS_SIZE], params, normalized=normalized
+            )
+        ]
     codes, offsets, word_counts = _normalized_code_points(texts, normalized)
     contents = _strings(codes, offsets)
     hashes, hash_offsets, signatures, bands = _sketch_contents(contents, params, (codes, offsets))

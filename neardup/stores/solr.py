@@ -30,6 +30,8 @@ from .schema import TOKEN_FIELD_NAMES, engine_document, solr_schema
 
 PARAMS_ID = "_neardup_parameters"
 CONFIGSET_NAME = "neardup"
+# Documents per update request: keeps a request a few MB even with every token field.
+REQUEST_DOCUMENTS = 1000
 RECORDS = "md5_hash:[* TO *]"  # every record, and not the parameters document
 PAGE = 1000
 CONCURRENT_QUERIES = 4
@@ -198,9 +200,9 @@ class SolrStore(Store):
         if PARAMS_ID in latest:
             raise NeardupError(f"the id {PARAMS_ID!r} is reserved by the Solr store")
         docs = [engine_document(d) for d in latest.values()]
-        if docs:
-            with self._errors():
-                self.solr.add(docs, commit=False)
+        with self._errors():
+            for start in range(0, len(docs), REQUEST_DOCUMENTS):
+                self.solr.add(docs[start : start + REQUEST_DOCUMENTS], commit=False)
 
     def delete(self, ids: Sequence[str]) -> int:
         existing = [i for i in self.get(ids) if i != PARAMS_ID]
