@@ -123,8 +123,12 @@ def _pairs_by_lookups(searcher: Searcher, batch_size: int = 256) -> list[Pair]:
             [r.content for r in leaders], searcher.params, normalized=True
         )
         near = searcher.near_duplicates_many(fingerprints)
+        # Every group this batch touches, in one round trip.
+        groups = store.ids_by_md5(
+            [leader.md5 for leader in leaders] + [m.md5 for found in near for m in found]
+        )
         for leader, fp, matches in zip(leaders, fingerprints, near, strict=True):
-            group = store.ids_with_md5(leader.md5)
+            group = groups[leader.md5]
             score = searcher.field.size(fp)
             pairs.extend(
                 Pair(*ordered_pair(a, b), 0, 1.0, score, "exact") for a, b in combinations(group, 2)
@@ -143,7 +147,7 @@ def _pairs_by_lookups(searcher: Searcher, batch_size: int = 256) -> list[Pair]:
                         "near",
                     )
                     for a in group
-                    for b in store.ids_with_md5(match.md5)
+                    for b in groups[match.md5]
                 )
     pairs.sort()
     return pairs

@@ -101,17 +101,14 @@ class Searcher:
     def lookup(self, fp: Fingerprint, exclude_id: str | None = None) -> list[Match]:
         """Exact duplicates first, then the accepted near-duplicates, ranked; every member of
         each exact-duplicate group is listed, however large the group."""
+        near = self.near_duplicates(fp)
+        groups = self.store.ids_by_md5([fp.md5, *(match.md5 for match in near)])
         exact = [
             Match(i, fp.content, fp.md5, True, 0, 1.0, self.field.size(fp))
-            for i in self.store.ids_with_md5(fp.md5)
+            for i in groups[fp.md5]
             if i != exclude_id
         ]
-        near = [
-            replace(match, id=member)
-            for match in self.near_duplicates(fp)
-            for member in self.store.ids_with_md5(match.md5)
-        ]
-        return exact + near
+        return exact + [replace(match, id=member) for match in near for member in groups[match.md5]]
 
     def near_duplicates(self, fp: Fingerprint) -> list[Match]:
         """Accepted candidates whose content differs from ``fp``'s, one per content, best first."""

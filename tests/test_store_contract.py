@@ -129,14 +129,34 @@ def test_last_of_duplicate_ids_in_a_batch_wins(store: Store) -> None:
     assert store.get(["x"])["x"].content == "second"
 
 
-def test_ids_with_md5_is_the_complete_group_in_id_order(store: Store) -> None:
+def test_ids_by_md5_is_the_complete_group_in_id_order(store: Store) -> None:
     store.ensure_params(PARAMS)
     texts = {f"copy{i:02d}": "The same text!" for i in range(40)} | {"other": "another text"}
     docs = documents(texts)
     store.upsert(docs)
     store.flush()
-    assert store.ids_with_md5(docs[0].fingerprint.md5) == sorted(f"copy{i:02d}" for i in range(40))
-    assert store.ids_with_md5("0" * 32) == []
+    md5 = docs[0].fingerprint.md5
+    assert store.ids_by_md5([md5]) == {md5: sorted(f"copy{i:02d}" for i in range(40))}
+    assert store.ids_by_md5(["0" * 32]) == {"0" * 32: []}
+
+
+def test_ids_by_md5_gives_several_complete_groups_at_once(store: Store) -> None:
+    # 1,100 copies: more than one page of an engine's walk.
+    copies = {f"c{i:04d}": "One text, many copies" for i in range(1100)}
+    pair = {"p1": "a pair of texts", "p2": "A pair of texts!"}
+    store.ensure_params(PARAMS)
+    docs = documents(copies | pair | {"alone": "nothing like it"})
+    store.upsert(docs)
+    store.flush()
+    md5 = {d.id: d.fingerprint.md5 for d in docs}
+    absent = "f" * 32
+    assert store.ids_by_md5([md5["p1"], absent, md5["c0000"], md5["alone"]]) == {
+        md5["p1"]: ["p1", "p2"],
+        absent: [],
+        md5["c0000"]: sorted(copies),
+        md5["alone"]: ["alone"],
+    }
+    assert store.ids_by_md5([]) == {}
 
 
 @pytest.mark.parametrize("field", list(TokenField))
@@ -186,7 +206,7 @@ def test_hostile_text_is_data(store: Store) -> None:
     store.flush()
     for d in docs:
         fp = d.fingerprint
-        assert d.id in store.ids_with_md5(fp.md5)
+        assert d.id in store.ids_by_md5([fp.md5])[fp.md5]
         for field in TokenField:
             tokens = field.tokens(fp)
             got = store.candidates(field, tokens, rows=5, first_word=fp.first_word)

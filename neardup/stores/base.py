@@ -143,8 +143,9 @@ class Store(ABC):
         """The stored records among ``ids``; missing ids are absent from the result."""
 
     @abstractmethod
-    def ids_with_md5(self, md5: str) -> list[str]:
-        """Every id whose content has this MD5, in id order: the complete exact-duplicate group."""
+    def ids_by_md5(self, md5s: Sequence[str]) -> dict[str, list[str]]:
+        """For each MD5, every id whose content has it, in id order: the complete
+        exact-duplicate groups, in one round trip ([] for an MD5 no record has)."""
 
     @abstractmethod
     def candidates(

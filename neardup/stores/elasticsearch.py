@@ -180,8 +180,11 @@ class ElasticsearchStore(Store):
                     found[doc["_id"]] = StoredRecord(*(source[f] for f in RECORD_FIELDS))
         return found
 
-    def _walk(self, query: dict[str, Any], point_in_time: bool) -> Iterator[str]:
-        """Ids in id order with search_after; over a point in time for a whole-index walk."""
+    def _walk(
+        self, query: dict[str, Any], point_in_time: bool, source: bool | list[str] = False
+    ) -> Iterator[dict[str, Any]]:
+        """Hits in id order with search_after; over a point in time for a whole-index walk.
+        A hit's id is its ``sort`` value."""
         pit = None
         if point_in_time:
             with self._errors():
@@ -198,13 +201,12 @@ class ElasticsearchStore(Store):
                         query=query,
                         sort=[{"id": "asc"}],
                         size=PAGE,
-                        source=False,
+                        source=source,
                         search_after=after,
                         track_total_hits=False,
                     )
                 hits = response["hits"]["hits"]
-                for hit in hits:
-                    yield hit["sort"][0]
+                yield from hits
                 if len(hits) < PAGE:
                     return
                 after = hits[-1]["sort"]
@@ -214,11 +216,16 @@ class ElasticsearchStore(Store):
                 with self._errors():
                     self.es.close_point_in_time(id=pit)
 
-    def ids_with_md5(self, md5: str) -> list[str]:
-        return list(self._walk({"term": {"md5_hash": md5}}, point_in_time=False))
+    def ids_by_md5(self, md5s: Sequence[str]) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {md5: [] for md5 in md5s}
+        if found:
+            query = {"terms": {"md5_hash": list(found)}}
+            for hit in self._walk(query, point_in_time=False, source=["md5_hash"]):
+                found[hit["_source"]["md5_hash"]].append(hit["sort"][0])
+        return found
 
     def iter_ids(self) -> Iterator[str]:
-        return self._walk({"match_all": {}}, point_in_time=True)
+        return (hit["sort"][0] for hit in self._walk({"match_all": {}}, point_in_time=True))
 
     def count(self) -> int:
         with self._errors():

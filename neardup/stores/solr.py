@@ -238,23 +238,29 @@ class SolrStore(Store):
             if "md5_hash" in doc
         }
 
-    def _walk(self, query: str) -> Iterator[str]:
-        """Every matching id in id order, by cursorMark (no deep paging)."""
+    def _walk(self, query: str, fields: str = "id") -> Iterator[dict[str, Any]]:
+        """Every matching document in id order, by cursorMark (no deep paging)."""
         cursor = "*"
         while True:
             with self._errors():
-                page = self.solr.search(query, fl="id", sort="id asc", rows=PAGE, cursorMark=cursor)
-            for doc in page.docs:
-                yield doc["id"]
-            if page.nextCursorMark == cursor or not page.docs:
+                page = self.solr.search(
+                    query, fl=fields, sort="id asc", rows=PAGE, cursorMark=cursor
+                )
+            yield from page.docs
+            # A short page is the last: no request just to learn that the cursor stopped.
+            if len(page.docs) < PAGE or page.nextCursorMark == cursor:
                 return
             cursor = page.nextCursorMark
 
-    def ids_with_md5(self, md5: str) -> list[str]:
-        return list(self._walk(f"{{!term f=md5_hash}}{md5}"))
+    def ids_by_md5(self, md5s: Sequence[str]) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {md5: [] for md5 in md5s}
+        if found:  # MD5s are hex: no commas to escape in the terms list
+            for doc in self._walk("{!terms f=md5_hash}" + ",".join(found), "id,md5_hash"):
+                found[doc["md5_hash"]].append(doc["id"])
+        return found
 
     def iter_ids(self) -> Iterator[str]:
-        return self._walk(RECORDS)
+        return (doc["id"] for doc in self._walk(RECORDS))
 
     def count(self) -> int:
         with self._errors():
@@ -297,6 +303,8 @@ class SolrStore(Store):
                 q.field, q.tokens, rows=q.rows, first_word=q.first_word, exclude_md5=q.exclude_md5
             )
 
+        if len(queries) == 1:  # a lookup's query: a thread pool would only add latency
+            return [answer(queries[0])]
         with ThreadPoolExecutor(max_workers=CONCURRENT_QUERIES) as pool:
             return list(pool.map(answer, queries))
 

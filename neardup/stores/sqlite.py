@@ -194,9 +194,15 @@ class SQLiteStore(Store):
         )
         return {row[0]: StoredRecord(*row) for row in rows}
 
-    def ids_with_md5(self, md5: str) -> list[str]:
-        rows = self._conn.execute("SELECT id FROM docs WHERE md5 = ? ORDER BY id", (md5,))
-        return [row[0] for row in rows]
+    def ids_by_md5(self, md5s: Sequence[str]) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {md5: [] for md5 in md5s}
+        rows = self._conn.execute(
+            "SELECT md5, id FROM docs WHERE md5 IN (SELECT value FROM json_each(?)) ORDER BY id",
+            (json.dumps(list(found)),),
+        )
+        for md5, record_id in rows:
+            found[md5].append(record_id)
+        return found
 
     def candidates(
         self,
