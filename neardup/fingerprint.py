@@ -20,8 +20,8 @@ import hashlib
 import sys
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
-from functools import cache, cached_property
+from dataclasses import asdict, dataclass, field
+from functools import cache
 from itertools import pairwise
 from typing import Literal, TypeVar
 
@@ -118,9 +118,12 @@ def parse_shingle(spec: str) -> tuple[ShingleKind, int]:
     return kind, int(size)  # type: ignore[return-value]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, eq=False)
 class Fingerprint:
-    """The indexed fields of one text. Token arrays are numpy; string forms are derived."""
+    """The indexed fields of one text. Token arrays are numpy; string forms are derived.
+
+    Treat it as read-only. (It is not a frozen dataclass because a batch makes one per record,
+    and a frozen one takes several times longer to construct.)"""
 
     content: str
     md5: str
@@ -129,11 +132,14 @@ class Fingerprint:
     shingle_hashes: np.ndarray  # uint64, one per shingle position (repeats included)
     signature: np.ndarray  # uint32, one value per hash position
     bands: np.ndarray  # uint64, one hash per band
+    _shingles: np.ndarray | None = field(default=None, repr=False)
 
-    @cached_property
+    @property
     def shingles(self) -> np.ndarray:
         """Sorted unique shingle hashes: the shingle set, made only when something needs it."""
-        return np.unique(self.shingle_hashes)
+        if self._shingles is None:
+            self._shingles = np.unique(self.shingle_hashes)
+        return self._shingles
 
     def shingle_tokens(self) -> list[str]:
         return [f"{h:016x}" for h in self.shingles.tolist()]
