@@ -22,7 +22,7 @@ from typing import IO, Literal
 import numpy as np
 
 from .errors import NeardupError
-from .fingerprint import fingerprint_batch, jaccard, shingle_sets
+from .fingerprint import fingerprint_batch, jaccard_pairs
 from .searcher import Searcher, word_edit_distance
 from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs, top_pairs
 
@@ -83,18 +83,23 @@ def _joined_pairs(
     ]
     for start in range(0, len(low), chunk):
         part = (low[start : start + chunk], high[start : start + chunk])
-        needed = np.unique(np.concatenate(part)).tolist()
-        heads = [contents.heads[g] for g in needed]
+        needed, where = np.unique(np.concatenate(part), return_inverse=True)
+        heads = [contents.heads[g] for g in needed.tolist()]
         records = searcher.store.get(heads)
-        texts = {g: records[head].content for g, head in zip(needed, heads, strict=True)}
-        sets = dict(zip(needed, shingle_sets(list(texts.values()), searcher.params), strict=True))
-        for a, b, count in zip(
-            *(p.tolist() for p in part), shared[start : start + chunk].tolist(), strict=True
+        texts = [records[head].content for head in heads]
+        size = len(part[0])
+        similarities = jaccard_pairs(texts, where[:size], where[size:], searcher.params)
+        for a, b, text_a, text_b, count, similarity in zip(
+            *(p.tolist() for p in part),
+            where[:size].tolist(),
+            where[size:].tolist(),
+            shared[start : start + chunk].tolist(),
+            similarities.tolist(),
+            strict=True,
         ):
-            similarity = jaccard(sets[a], sets[b])
             if not searcher.rules.accepts(0, similarity):
                 continue  # cheap test first: the edit distance only for likely pairs
-            distance = word_edit_distance(texts[a], texts[b])
+            distance = word_edit_distance(texts[text_a], texts[text_b])
             if searcher.rules.accepts(distance, similarity):
                 pairs.extend(
                     Pair(*ordered_pair(x, y), distance, similarity, count, "near")

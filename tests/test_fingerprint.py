@@ -12,9 +12,11 @@ from neardup.fingerprint import (
     fingerprint,
     fingerprint_batch,
     jaccard,
+    jaccard_pairs,
     normalize,
     normalize_batch,
     parse_shingle,
+    shingle_sets,
 )
 from neardup.searcher import word_edit_distance
 
@@ -259,3 +261,18 @@ def test_fingerprinting_a_stored_content_skips_nothing_that_matters(
         )
         assert np.array_equal(a.shingles, b.shingles)
         assert np.array_equal(a.signature, b.signature) and np.array_equal(a.bands, b.bands)
+
+
+@pytest.mark.parametrize("params", [FingerprintParams(), WORD3], ids=["char", "word"])
+def test_jaccard_of_many_pairs_equals_jaccard_of_sorted_sets(params: FingerprintParams) -> None:
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(20)]
+    texts = [" ".join(rng.choices(words, k=rng.randint(0, 30))) for _ in range(200)]
+    contents = normalize_batch([*texts, "", "a", "aaaa aaaa aaaa"])
+    sets = shingle_sets(contents, params)
+    left = np.array([rng.randrange(len(contents)) for _ in range(2000)] + [200, 200, 201])
+    right = np.array([rng.randrange(len(contents)) for _ in range(2000)] + [200, 201, 202])
+    expected = [jaccard(sets[a], sets[b]) for a, b in zip(left, right, strict=True)]
+    assert jaccard_pairs(contents, left, right, params).tolist() == expected
+    # The pairs cover disjoint, identical (and both empty) and partly shared sets.
+    assert {0.0, 1.0} < set(expected) and len(set(expected)) > 20
