@@ -43,16 +43,22 @@ BATCH = 1000
 
 
 def fresh_store(url: str) -> Store:
-    """The store at ``url``, emptied: the SQLite file removed, an engine's records deleted."""
+    """A new, empty store at ``url``: the SQLite file, Solr core or Elasticsearch index is
+    dropped first, whatever parameters it had."""
     if url.startswith("sqlite:///"):
         for leftover in Path(url[len("sqlite:///") :]).parent.glob(Path(url).name + "*"):
             leftover.unlink()
     store = open_store(url)
-    ids = list(store.iter_ids()) if store.read_params() else []
-    for start in range(0, len(ids), 10_000):
-        store.delete(ids[start : start + 10_000])
-    store.flush()
-    return store
+    if isinstance(store, SolrStore) and store.read_params() is not None:
+        store._call(
+            "GET",
+            "admin/cores",
+            params={"action": "UNLOAD", "core": store.name, "deleteInstanceDir": "true"},
+        )
+    elif isinstance(store, ElasticsearchStore):
+        store.es.indices.delete(index=store.index, ignore_unavailable=True)
+    store.close()
+    return open_store(url)
 
 
 def raw_bulk_rate(url: str, records: list[Record], params: FingerprintParams) -> float | None:
