@@ -46,8 +46,9 @@ bench: bench-speed bench-scale bench-engines
 bench-speed: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/speed.py $(abspath $(SHARED))/kijiji_rent_rome.tsv
 
+SCALE_RECORDS ?= 1000000
 bench-scale: $(VENV)/.installed-bench
-	$(BIN)/python benchmarks/scale.py --records 1000000
+	$(BIN)/python benchmarks/scale.py --records $(SCALE_RECORDS)
 
 bench-engines: $(VENV)/.installed-bench
 	mkdir -p .bench && test -f .bench/generated-$(ENGINE_RECORDS).tsv || \

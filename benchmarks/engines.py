@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import time
 from itertools import islice
@@ -163,7 +164,8 @@ def main() -> None:
             result["raw bulk/s"] = raw_bulk_rate(url, records, params) or float("nan")
             runs.append(result)
         medians = {c: statistics.median(r[c] for r in runs) for c in columns}
-        print(f"{url:<48}" + "".join(f"{medians[c]:>12,.1f}" for c in columns))
+        cells = ("-" if math.isnan(medians[c]) else f"{medians[c]:,.1f}" for c in columns)
+        print(f"{url:<48}" + "".join(f"{cell:>12}" for cell in cells))
 
 
 if __name__ == "__main__":
