@@ -76,10 +76,12 @@ class Searcher:
         self.rules = rules
         self.field = METHOD_FIELDS[rules.method]
         if self.field.value not in params.fields:
+            usable = [m for m, f in METHOD_FIELDS.items() if f.value in params.fields]
             raise NeardupError(
                 f"--method {rules.method} needs {self.field} tokens, and {store.url} indexes "
-                f"only {', '.join(params.fields)}: use the method of those, or index into a new "
-                f"store with --fields {self.field}"
+                f"only {', '.join(params.fields)}: look up with --method {' or '.join(usable)} "
+                f"(or the --preset it was indexed with), or index into a new store with "
+                f"--fields {self.field}"
             )
 
     def fingerprint_record(self, record_id: str) -> tuple[StoredRecord, Fingerprint]:

@@ -249,5 +249,5 @@ def test_a_bands_only_store_names_the_fix_for_other_methods(records: Path, tmp_p
     found = neardup("lookup", "--store", url, "--id", "1", "--method", "lsh", "--json")
     assert [m["id"] for m in json.loads(found.stdout)] == ["6", "2"]
     assert_user_error(
-        neardup("lookup", "--store", url, "--id", "1"), "index into a new store with --fields"
+        neardup("lookup", "--store", url, "--id", "1"), "look up with --method lsh (or the --preset"
     )
