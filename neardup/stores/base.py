@@ -148,6 +148,14 @@ class Store(ABC):
         exact-duplicate groups, in one round trip ([] for an MD5 no record has)."""
 
     @abstractmethod
+    def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
+        """The answer to each candidate query, together (engines batch them): the top
+        ``rows`` records sharing at least one of its tokens, by :func:`sort_candidates` order.
+
+        Only records whose first word is the query's ``first_word`` (when given) and whose MD5
+        is not in its ``exclude_md5`` count.
+        """
+
     def candidates(
         self,
         field: TokenField,
@@ -157,20 +165,9 @@ class Store(ABC):
         first_word: str | None = None,
         exclude_md5: Sequence[str] = (),
     ) -> list[Candidate]:
-        """The top ``rows`` records sharing at least one token, by :func:`sort_candidates` order.
-
-        Only records whose first word is ``first_word`` (when given) and whose MD5 is not in
-        ``exclude_md5`` count.
-        """
-
-    def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
-        """The answers to several candidate queries; engines send them in one round trip."""
-        return [
-            self.candidates(
-                q.field, q.tokens, rows=q.rows, first_word=q.first_word, exclude_md5=q.exclude_md5
-            )
-            for q in queries
-        ]
+        """One candidate query (see :meth:`candidates_many`)."""
+        query = CandidateQuery(field, tokens, rows, first_word, exclude_md5)
+        return self.candidates_many([query])[0]
 
     @abstractmethod
     def iter_ids(self) -> Iterator[str]:

@@ -21,7 +21,7 @@ from elasticsearch import ApiError, Elasticsearch, helpers
 
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams
-from .base import Candidate, CandidateQuery, Document, Store, StoredRecord, TokenField
+from .base import Candidate, CandidateQuery, Document, Store, StoredRecord
 from .schema import TOKEN_FIELD_NAMES, elasticsearch_mapping, engine_document
 
 RECORD_FIELDS = ["id", "content", "md5_hash", "first_word", "num_words"]
@@ -230,19 +230,6 @@ class ElasticsearchStore(Store):
     def count(self) -> int:
         with self._errors():
             return int(self.es.count(index=self.index)["count"])
-
-    def candidates(
-        self,
-        field: TokenField,
-        tokens: Sequence[str],
-        *,
-        rows: int,
-        first_word: str | None = None,
-        exclude_md5: Sequence[str] = (),
-    ) -> list[Candidate]:
-        return self.candidates_many([CandidateQuery(field, tokens, rows, first_word, exclude_md5)])[
-            0
-        ]
 
     def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
         """All queries in one _msearch round trip."""

@@ -25,7 +25,7 @@ from urllib3.util.retry import Retry
 
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams
-from .base import Candidate, CandidateQuery, Document, Store, StoredRecord, TokenField
+from .base import Candidate, CandidateQuery, Document, Store, StoredRecord
 from .schema import TOKEN_FIELD_NAMES, engine_document, solr_schema
 
 PARAMS_ID = "_neardup_parameters"
@@ -266,24 +266,16 @@ class SolrStore(Store):
         with self._errors():
             return self.solr.search(RECORDS, rows=0).hits
 
-    def candidates(
-        self,
-        field: TokenField,
-        tokens: Sequence[str],
-        *,
-        rows: int,
-        first_word: str | None = None,
-        exclude_md5: Sequence[str] = (),
-    ) -> list[Candidate]:
-        if not tokens:
+    def _candidates(self, q: CandidateQuery) -> list[Candidate]:
+        if not q.tokens:
             return []
-        name = TOKEN_FIELD_NAMES[field]
-        query = " ".join(f"{name}:{_quote(t)}^=1" for t in dict.fromkeys(tokens))
+        name = TOKEN_FIELD_NAMES[q.field]
+        query = " ".join(f"{name}:{_quote(t)}^=1" for t in dict.fromkeys(q.tokens))
         filters = []
-        if first_word is not None:
-            filters.append(f"{{!term f=first_word}}{first_word}")
-        if exclude_md5:
-            filters.append("-md5_hash:(" + " ".join(_quote(m) for m in exclude_md5) + ")")
+        if q.first_word is not None:
+            filters.append(f"{{!term f=first_word}}{q.first_word}")
+        if q.exclude_md5:
+            filters.append("-md5_hash:(" + " ".join(_quote(m) for m in q.exclude_md5) + ")")
         with self._errors():
             results = self.solr.search(
                 query,
@@ -291,22 +283,16 @@ class SolrStore(Store):
                 fq=filters,
                 fl="id,md5_hash,score",
                 sort="score desc,id asc",
-                rows=rows,
+                rows=q.rows,
             )
         return [Candidate(d["id"], round(d["score"]), d["md5_hash"]) for d in results.docs]
 
     def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
         """Several queries at once, over a few connections (Solr answers them in parallel)."""
-
-        def answer(q: CandidateQuery) -> list[Candidate]:
-            return self.candidates(
-                q.field, q.tokens, rows=q.rows, first_word=q.first_word, exclude_md5=q.exclude_md5
-            )
-
         if len(queries) == 1:  # a lookup's query: a thread pool would only add latency
-            return [answer(queries[0])]
+            return [self._candidates(queries[0])]
         with ThreadPoolExecutor(max_workers=CONCURRENT_QUERIES) as pool:
-            return list(pool.map(answer, queries))
+            return list(pool.map(self._candidates, queries))
 
     def close(self) -> None:
         self.session.close()

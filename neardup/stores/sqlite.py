@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import StoreUnavailable
 from ..fingerprint import FingerprintParams, fingerprint_batch
-from .base import Candidate, Document, Store, StoredRecord, TokenField
+from .base import Candidate, CandidateQuery, Document, Store, StoredRecord, TokenField
 
 SCHEMA_VERSION = "1"
 
@@ -204,31 +204,26 @@ class SQLiteStore(Store):
             found[md5].append(record_id)
         return found
 
-    def candidates(
-        self,
-        field: TokenField,
-        tokens: Sequence[str],
-        *,
-        rows: int,
-        first_word: str | None = None,
-        exclude_md5: Sequence[str] = (),
-    ) -> list[Candidate]:
-        keys = [k for k in (parse_token(field, t) for t in tokens) if k is not None]
+    def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
+        return [self._candidates(q) for q in queries]
+
+    def _candidates(self, q: CandidateQuery) -> list[Candidate]:
+        keys = [k for k in (parse_token(q.field, t) for t in q.tokens) if k is not None]
         filters, args = [], [json.dumps(keys)]
-        if first_word is not None:
+        if q.first_word is not None:
             filters.append("d.first_word = ?")
-            args.append(first_word)
-        if exclude_md5:
+            args.append(q.first_word)
+        if q.exclude_md5:
             filters.append("d.md5 NOT IN (SELECT value FROM json_each(?))")
-            args.append(json.dumps(list(exclude_md5)))
+            args.append(json.dumps(list(q.exclude_md5)))
         where = f"WHERE {' AND '.join(filters)}" if filters else ""
         query = (
             "SELECT d.id, p.score, d.md5 FROM (SELECT doc, COUNT(*) AS score "
-            f"FROM {field}_postings WHERE token IN (SELECT value FROM json_each(?)) "
+            f"FROM {q.field}_postings WHERE token IN (SELECT value FROM json_each(?)) "
             "GROUP BY doc) p "
             f"JOIN docs d ON d.doc = p.doc {where} ORDER BY p.score DESC, d.id LIMIT ?"
         )
-        return [Candidate(*row) for row in self._conn.execute(query, (*args, rows))]
+        return [Candidate(*row) for row in self._conn.execute(query, (*args, q.rows))]
 
     def iter_ids(self) -> Iterator[str]:
         for (record_id,) in self._conn.execute("SELECT id FROM docs ORDER BY id"):
