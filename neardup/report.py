@@ -46,6 +46,21 @@ def ordered_pair(a: str, b: str) -> tuple[str, str]:
     return (a, b) if a < b else (b, a)
 
 
+def _exact_pairs(group: list[str], shared_tokens: int) -> Iterator[Pair]:
+    """Every pair inside one exact-duplicate group."""
+    for a, b in combinations(group, 2):
+        yield Pair(*ordered_pair(a, b), 0, 1.0, shared_tokens, "exact")
+
+
+def _near_pairs(
+    group: list[str], other: list[str], distance: int, similarity: float, shared_tokens: int
+) -> Iterator[Pair]:
+    """Every pair across two groups whose contents are near-duplicates."""
+    for a in group:
+        for b in other:
+            yield Pair(*ordered_pair(a, b), distance, similarity, shared_tokens, "near")
+
+
 def find_pairs(
     searcher: Searcher, strategy: Strategy = "auto", pair_budget: int = PAIR_BUDGET
 ) -> list[Pair]:
@@ -77,9 +92,9 @@ def _joined_pairs(
 ) -> list[Pair]:
     """Verify the chosen group pairs a chunk at a time and expand them into record pairs."""
     pairs = [
-        Pair(*ordered_pair(a, b), 0, 1.0, int(contents.sizes[group]), "exact")
+        pair
         for group, members in contents.members.items()
-        for a, b in combinations(members, 2)
+        for pair in _exact_pairs(members, int(contents.sizes[group]))
     ]
     for start in range(0, len(low), chunk):
         part = (low[start : start + chunk], high[start : start + chunk])
@@ -102,9 +117,7 @@ def _joined_pairs(
             distance = word_edit_distance(texts[text_a], texts[text_b])
             if searcher.rules.accepts(distance, similarity):
                 pairs.extend(
-                    Pair(*ordered_pair(x, y), distance, similarity, count, "near")
-                    for x in contents.ids(a)
-                    for y in contents.ids(b)
+                    _near_pairs(contents.ids(a), contents.ids(b), distance, similarity, count)
                 )
     pairs.sort()
     return pairs
@@ -134,25 +147,20 @@ def _pairs_by_lookups(searcher: Searcher, batch_size: int = 256) -> list[Pair]:
         )
         for leader, fp, matches in zip(leaders, fingerprints, near, strict=True):
             group = groups[leader.md5]
-            score = searcher.field.size(fp)
-            pairs.extend(
-                Pair(*ordered_pair(a, b), 0, 1.0, score, "exact") for a, b in combinations(group, 2)
-            )
+            pairs.extend(_exact_pairs(group, searcher.field.size(fp)))
             for match in matches:
                 key = ordered_pair(leader.md5, match.md5)
                 if key in emitted_groups:
                     continue
                 emitted_groups.add(key)
                 pairs.extend(
-                    Pair(
-                        *ordered_pair(a, b),
+                    _near_pairs(
+                        group,
+                        groups[match.md5],
                         match.edit_distance,
                         match.similarity,
                         match.shared_tokens,
-                        "near",
                     )
-                    for a in group
-                    for b in groups[match.md5]
                 )
     pairs.sort()
     return pairs
