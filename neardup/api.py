@@ -119,9 +119,8 @@ def report(
         if exact:
             if not rules.threshold:
                 raise NeardupError("the exact report needs a --threshold above 0")
-            ids = list(source.iter_ids())
-            records = source.get(ids)
-            return exact_pairs([records[i] for i in ids], searcher.params, rules)
+            records = [r for batch in source.iter_records() for r in batch]
+            return exact_pairs(records, searcher.params, rules)
         return find_pairs(searcher, strategy)
 
 

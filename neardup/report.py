@@ -16,7 +16,7 @@ import csv
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
-from itertools import combinations, islice
+from itertools import combinations
 from typing import IO, Literal
 
 import numpy as np
@@ -128,15 +128,13 @@ def _pairs_by_lookups(searcher: Searcher, batch_size: int = 256) -> list[Pair]:
     visited_md5: set[bytes] = set()
     emitted_groups: set[tuple[str, str]] = set()
     pairs: list[Pair] = []
-    ids = store.iter_ids()
-    while batch := list(islice(ids, batch_size)):
-        records = store.get(batch)
+    for batch in store.iter_records(batch_size):
         leaders = []
-        for record_id in batch:
-            digest = bytes.fromhex(records[record_id].md5)
+        for record in batch:
+            digest = bytes.fromhex(record.md5)
             if digest not in visited_md5:
                 visited_md5.add(digest)
-                leaders.append(records[record_id])
+                leaders.append(record)
         fingerprints = fingerprint_batch(
             [r.content for r in leaders], searcher.params, normalized=True
         )

@@ -16,7 +16,6 @@ a frequent shingle) makes quadratic. Past the budget the caller goes back to loo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import islice
 
 import numpy as np
 from numba import njit
@@ -54,20 +53,17 @@ def read_contents(searcher: Searcher, batch_size: int = 1000) -> Contents:
     key_batches: list[np.ndarray] = []
     sizes: list[int] = []
     group_of: dict[str, int] = {}
-    ids = store.iter_ids()
-    while batch := list(islice(ids, batch_size)):
-        records = store.get(batch)
+    for batch in store.iter_records(batch_size):
         fresh = []
-        for record_id in batch:
-            record = records[record_id]
+        for record in batch:
             group = group_of.setdefault(record.md5, len(group_of))
             if group == len(heads):
-                heads.append(record_id)
+                heads.append(record.id)
                 fresh.append(record.content)
                 if searcher.rules.first_word:
                     first_words.append(record.first_word)
             else:
-                members.setdefault(group, [heads[group]]).append(record_id)
+                members.setdefault(group, [heads[group]]).append(record.id)
         fps = fingerprint_batch(fresh, searcher.params, normalized=True)
         keys = [token_field.keys(fp) for fp in fps]
         if keys:  # one array per batch, not per group: a few bytes of overhead per record

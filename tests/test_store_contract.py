@@ -222,6 +222,10 @@ def test_iter_ids_in_byte_order(store: Store) -> None:
     store.upsert(documents(dict.fromkeys(ids, "text")))
     store.flush()
     assert list(store.iter_ids()) == sorted(ids, key=lambda i: i.encode("utf-8"))
+    batches = list(store.iter_records(batch_size=500))
+    assert [len(b) for b in batches] == [500, 500, len(ids) - 1000]
+    assert [r.id for b in batches for r in b] == list(store.iter_ids())
+    assert {r.content for b in batches for r in b} == {"text"}
 
 
 def test_delete(store: Store) -> None:

@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from itertools import islice
 
 import numpy as np
 
@@ -172,6 +173,13 @@ class Store(ABC):
     @abstractmethod
     def iter_ids(self) -> Iterator[str]:
         """Every id, in id order (UTF-8 byte order)."""
+
+    def iter_records(self, batch_size: int = 1000) -> Iterator[list[StoredRecord]]:
+        """Every record, in id order, ``batch_size`` at a time (one fetch per batch)."""
+        ids = self.iter_ids()
+        while batch := list(islice(ids, batch_size)):
+            records = self.get(batch)
+            yield [records[i] for i in batch if i in records]
 
     @abstractmethod
     def count(self) -> int: ...
