@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from neardup.errors import NeardupError
+from neardup.stores import open_store
+
 RECORDS = """\
 1 Bella Napoli Trattoria 418 Harbor Street Portland ME 04101
 2 Bella Napoli Trattoria 418 Harbor St. Portland, ME 04101
@@ -251,3 +254,21 @@ def test_a_bands_only_store_names_the_fix_for_other_methods(records: Path, tmp_p
     assert_user_error(
         neardup("lookup", "--store", url, "--id", "1"), "look up with --method lsh (or the --preset"
     )
+
+
+@pytest.mark.parametrize(
+    ("url", "client", "extra"),
+    [
+        ("solr://127.0.0.1:1/solr/x", "pysolr", "solr"),
+        ("elasticsearch://127.0.0.1:1/x", "elastic_transport", "elasticsearch"),
+    ],
+)
+def test_an_engine_without_its_client_is_a_one_line_error(
+    monkeypatch: pytest.MonkeyPatch, url: str, client: str, extra: str
+) -> None:
+    # As after `pip install neardup` without the extra: the client cannot be imported.
+    monkeypatch.delitem(sys.modules, f"neardup.stores.{extra}", raising=False)
+    monkeypatch.setitem(sys.modules, client, None)
+    message = rf"need {client}, which is not installed: pip install 'neardup\[{extra}\]'"
+    with pytest.raises(NeardupError, match=message):
+        open_store(url)

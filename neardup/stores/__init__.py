@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+from types import ModuleType
 from urllib.parse import urlsplit
 
 from ..errors import NeardupError
@@ -36,6 +38,16 @@ def default_store_url() -> str:
     return os.environ.get("NEARDUP_STORE") or DEFAULT_STORE_URL
 
 
+def _engine(name: str) -> ModuleType:
+    """The store module of one engine; its client library is an optional extra of the same name."""
+    try:
+        return importlib.import_module(f".{name}", __package__)
+    except ImportError as exc:
+        raise NeardupError(
+            f"{name} stores need {exc.name}, which is not installed: pip install 'neardup[{name}]'"
+        ) from None
+
+
 def open_store(url: str | None = None, *, create: bool = True) -> Store:
     """Open the store a URL names.
 
@@ -55,13 +67,9 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
             )
         return SQLiteStore(path[1:], create=create)
     if scheme in ("solr", "solr+https"):
-        from .solr import SolrStore
-
-        return SolrStore(url, create=create)
+        return _engine("solr").SolrStore(url, create=create)
     if scheme in ("elasticsearch", "elasticsearch+https"):
-        from .elasticsearch import ElasticsearchStore
-
-        return ElasticsearchStore(url, create=create)
+        return _engine("elasticsearch").ElasticsearchStore(url, create=create)
     raise NeardupError(
         f"unknown store URL {url!r}: use sqlite:///FILE.db, solr://HOST:PORT/solr/NAME "
         "or elasticsearch://HOST:PORT/INDEX"
