@@ -2,7 +2,7 @@
 and, for Solr and Elasticsearch, the engine's own bulk rate for the very same documents.
 
     python benchmarks/engines.py RECORDS STORE_URL... [--limit N] [--preset documents]
-        [--method minhash|lsh|shingles] [--lookups 300] [--runs 3] [--strategy auto|lookups]
+        [--method signature|bands|shingles] [--lookups 300] [--runs 3] [--strategy auto|lookups]
         [--text-field NAME ...]
 
 RECORDS is a record file, e.g. from `neardup generate 100000` (id, text), or the Kijiji ads with
@@ -29,14 +29,14 @@ import numpy as np
 from timing import lookup_latencies_ms
 
 from neardup import api
-from neardup.fingerprint import FingerprintParams, fingerprint_batch
+from neardup.fingerprint import TOKEN_FIELDS, FingerprintParams, fingerprint_batch
 from neardup.indexer import index_records
-from neardup.presets import PRESETS
 from neardup.readers import Record, RecordReader
-from neardup.searcher import MatchRules
+from neardup.searcher import MatchRules, Searcher
+from neardup.settings import PRESETS
 from neardup.stores import Document, Store, open_store
 from neardup.stores.elasticsearch import ElasticsearchStore
-from neardup.stores.schema import engine_document
+from neardup.stores.schema import engine_document, field_names
 from neardup.stores.solr import SolrStore
 
 PARAMS = FingerprintParams("char", 5, 128, 32)
@@ -46,19 +46,7 @@ BATCH = 1000
 def fresh_store(url: str) -> Store:
     """A new, empty store at ``url``: the SQLite file, Solr core or Elasticsearch index is
     dropped first, whatever parameters it had."""
-    if url.startswith("sqlite:///"):
-        for leftover in Path(url[len("sqlite:///") :]).parent.glob(Path(url).name + "*"):
-            leftover.unlink()
-    store = open_store(url)
-    if isinstance(store, SolrStore) and store.read_params() is not None:
-        store._call(
-            "GET",
-            "admin/cores",
-            params={"action": "UNLOAD", "core": store.name, "deleteInstanceDir": "true"},
-        )
-    elif isinstance(store, ElasticsearchStore):
-        store.es.indices.delete(index=store.index, ignore_unavailable=True)
-    store.close()
+    open_store(url).drop()
     return open_store(url)
 
 
@@ -69,12 +57,13 @@ def raw_bulk_rate(url: str, records: list[Record], params: FingerprintParams) ->
         store.close()
         return None
     chosen = store.ensure_params(params)
+    names = field_names(store.settings)
     bodies = []
     for start in range(0, len(records), BATCH):
         batch = records[start : start + BATCH]
         fps = fingerprint_batch([r.text for r in batch], chosen)
         docs = [
-            engine_document(Document(r.id, fp, chosen.fields))
+            engine_document(Document(r.id, fp, chosen.fields), names)
             for r, fp in zip(batch, fps, strict=True)
         ]
         if isinstance(store, SolrStore):
@@ -116,7 +105,7 @@ def measure(
     index_records(store, records, params, batch_size=BATCH)
     index_seconds = time.perf_counter() - started
     latencies = lookup_latencies_ms(
-        api.searcher_for(store, rules), [r.id for r in records], lookups
+        Searcher(store, store.params, rules), [r.id for r in records], lookups
     )
     started = time.perf_counter()
     pairs = api.report(store, rules=rules, strategy=strategy)  # type: ignore[arg-type]
@@ -138,7 +127,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="the first N records only")
     parser.add_argument("--text-field", action="append", default=[], dest="text_fields")
     parser.add_argument("--preset", choices=sorted(PRESETS))
-    parser.add_argument("--method", default="minhash", choices=["minhash", "lsh", "shingles"])
+    parser.add_argument("--method", default="signature", choices=list(TOKEN_FIELDS))
     parser.add_argument("--lookups", type=int, default=300)
     parser.add_argument("--runs", type=int, default=3, help="medians over this many runs")
     parser.add_argument("--strategy", default="auto", choices=["auto", "join", "lookups"])

@@ -22,7 +22,8 @@ import numpy as np
 from timing import lookup_latencies_ms
 
 from neardup import api
-from neardup.presets import PRESETS
+from neardup.searcher import Searcher
+from neardup.settings import PRESETS
 
 NEARDUP = [sys.executable, "-m", "neardup.cli"]
 
@@ -56,7 +57,7 @@ def run_sampled(args: list[str]) -> tuple[float, float, list[float]]:
 
 def lookup_latencies(url: str, count: int) -> np.ndarray:
     with api.opened(url) as store:
-        searcher = api.searcher_for(store, PRESETS["documents"].rules)
+        searcher = Searcher(store, store.params, PRESETS["documents"].rules)
         return lookup_latencies_ms(searcher, list(store.iter_ids()), count)
 
 

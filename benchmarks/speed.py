@@ -34,8 +34,8 @@ from timing import median_seconds
 from neardup import api
 from neardup.fingerprint import fingerprint_batch, normalize_batch
 from neardup.indexer import DEFAULT_BATCH_SIZE, index_records
-from neardup.presets import PRESETS
 from neardup.readers import Record
+from neardup.settings import PRESETS
 from neardup.stores import open_store
 
 FOOTER = "Per informazioni e visite contattare la nostra agenzia immobiliare senza impegno"

@@ -1,11 +1,23 @@
 """neardup: find near-duplicate records and documents with MinHash signatures in a store."""
 
-from .api import apply_schema, index, lookup, opened, report, stats
+from .api import (
+    apply_schema,
+    delete,
+    demo,
+    evaluate,
+    generate,
+    index,
+    lookup,
+    opened,
+    report,
+    stats,
+    tune,
+)
 from .errors import NeardupError
 from .fingerprint import Fingerprint, FingerprintParams, fingerprint, fingerprint_batch, normalize
 from .indexer import IndexSummary, index_records
 from .readers import Record, RecordReader
-from .report import Pair, clusters, write_clusters, write_pairs
+from .report import Pair, clusters
 from .searcher import Match, MatchRules, Searcher
 from .stores import Store, open_store
 
@@ -23,8 +35,12 @@ __all__ = [
     "Store",
     "apply_schema",
     "clusters",
+    "delete",
+    "demo",
+    "evaluate",
     "fingerprint",
     "fingerprint_batch",
+    "generate",
     "index",
     "index_records",
     "lookup",
@@ -33,6 +49,5 @@ __all__ = [
     "opened",
     "report",
     "stats",
-    "write_clusters",
-    "write_pairs",
+    "tune",
 ]

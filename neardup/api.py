@@ -1,27 +1,63 @@
-"""The Python API: everything the CLI does, as functions.
+"""The Python API: everything neardup does, one function per CLI command.
 
-Each function takes a store URL (or an open :class:`~neardup.stores.Store`); with a URL it opens
-the store and closes it afterwards.
+Each function takes a store URL (or an open :class:`~neardup.stores.Store`; None is
+``$NEARDUP_STORE``, else ``sqlite:///neardup.db``); with a URL it opens the store and closes it
+afterwards. Settings are keyword arguments: ``preset`` names a preset, ``params`` holds the
+fingerprint settings and ``rules`` the match rules, each either complete
+(:class:`FingerprintParams`, :class:`MatchRules`) or a mapping of just the settings given, applied
+over the store's own. A store remembers the preset and threshold it was indexed with, and later
+lookups and reports use them when they are not given again.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 from tqdm import tqdm
 
 from .errors import NeardupError
+from .evaluate import Evaluation, pairs_of, plot, read_pairs
+from .evaluate import evaluate as score
 from .exact import exact_pairs
+from .fingerprint import TOKEN_FIELDS, FingerprintParams
+from .generate import write_corpus
 from .indexer import DEFAULT_BATCH_SIZE, IndexSummary, index_records
-from .readers import Format, RecordReader
-from .report import Pair, Strategy, find_pairs
+from .readers import FORMATS, Format, RecordReader
+from .report import Pair, Strategy, clusters, find_pairs
 from .searcher import Match, MatchRules, Searcher
-from .stores import Store, open_store
+from .settings import (
+    PRESETS,
+    RulesRequest,
+    check_threshold,
+    match_rules,
+    params_request,
+    remembered_rules,
+)
+from .stores import DEFAULT_STORE_URL, Store, StoredRecord, open_store
 from .stores.base import ParamsRequest
+from .tuning import Tuning
+from .tuning import tune as tune_bands
+
+__version__ = version("neardup")
+__all__ = [  # what the CLI and the service use besides the functions
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_STORE_URL",
+    "FORMATS",
+    "PRESETS",
+    "SAMPLE",
+    "TOKEN_FIELDS",
+    "FingerprintParams",
+    "MatchRules",
+    "clusters",
+]
 
 StoreRef = Store | str | None
+SAMPLE = Path(__file__).parent / "data" / "sample.txt"
 
 
 @contextmanager
@@ -41,11 +77,19 @@ def index(
     format: Format | None = None,
     id_field: str | None = None,
     text_fields: Sequence[str] = (),
+    preset: str | None = None,
     params: ParamsRequest = None,
+    threshold: float | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: bool = False,
 ) -> IndexSummary:
-    """Index record files. Every file is opened and checked before anything is written."""
+    """Index record files. Every file is opened and checked before anything is written.
+
+    ``threshold`` is the least similarity the store is for: the LSH bands are tuned for it
+    (unless ``params`` gives them), and later lookups and reports use it, as they use the
+    ``preset``'s rules.
+    """
+    asked = params_request(params, preset_name=preset, threshold=threshold)
     readers = [
         RecordReader(
             path,
@@ -58,6 +102,11 @@ def index(
     ]
     summary = IndexSummary()
     with opened(store, create=True) as target:
+        chosen = target.ensure_params(asked)
+        if preset or threshold is not None:
+            rules = {"threshold": threshold} if threshold is not None else None
+            remembered = match_rules(chosen, None, rules, preset_name=preset)
+            target.update_settings({"rules": remembered_rules(remembered)})
         total = sum(r.size for r in readers)
         with tqdm(total=total, unit="B", unit_scale=True, disable=not progress, leave=False) as bar:
             for reader in readers:
@@ -67,20 +116,15 @@ def index(
                     bar.update(done + reader.bytes_read - bar.n)
 
                 index_records(
-                    target,
-                    reader,
-                    params,
-                    batch_size=batch_size,
-                    summary=summary,
-                    on_batch=advance,
+                    target, reader, chosen, batch_size=batch_size, summary=summary, on_batch=advance
                 )
                 summary.skipped.merge(reader.skipped, str(reader.path))
-                params = summary.params
     return summary
 
 
-def searcher_for(store: Store, rules: MatchRules, params: ParamsRequest = None) -> Searcher:
-    return Searcher(store, store.ensure_params(params), rules)
+def rules_for(store: Store, rules: RulesRequest = None, preset: str | None = None) -> MatchRules:
+    """The rules a lookup or report on ``store`` uses (see :func:`neardup.settings.match_rules`)."""
+    return match_rules(store.params, (store.settings or {}).get("rules"), rules, preset_name=preset)
 
 
 def lookup(
@@ -88,40 +132,103 @@ def lookup(
     *,
     id: str | None = None,
     text: str | None = None,
-    rules: MatchRules | None = None,
-    params: ParamsRequest = None,
+    preset: str | None = None,
+    rules: RulesRequest = None,
 ) -> list[Match]:
     """The stored duplicates of one record (by id) or of a new text: exact ones first."""
     if (id is None) == (text is None):
-        raise ValueError("give exactly one of id and text")
+        raise NeardupError("give exactly one of id and text")
     with opened(store) as source:
-        searcher = searcher_for(source, rules or MatchRules(), params)
+        searcher = Searcher(source, source.params, rules_for(source, rules, preset))
         return searcher.lookup_id(id) if id is not None else searcher.lookup_text(text or "")
 
 
 def report(
     store: StoreRef = None,
     *,
-    rules: MatchRules | None = None,
+    preset: str | None = None,
+    rules: RulesRequest = None,
     exact: bool = False,
     strategy: Strategy = "auto",
 ) -> list[Pair]:
     """Every near-duplicate pair in the store, once each, sorted by ids.
 
     With ``exact``, pairs come from exact Jaccard similarity over all pairs (see
-    :mod:`neardup.exact`) instead of the sketches: slower, for measuring what they miss.
-    ``strategy`` chooses how candidates are found (see :func:`neardup.report.find_pairs`); the
-    pairs are the same either way.
+    :mod:`neardup.exact`) instead of the sketches: slower, for measuring what they miss; it
+    needs no token field. ``strategy`` chooses how candidates are found (see
+    :func:`neardup.report.find_pairs`); the pairs are the same either way.
     """
-    rules = rules or MatchRules()
     with opened(store) as source:
-        searcher = searcher_for(source, rules)
+        chosen = rules_for(source, rules, preset)
         if exact:
-            if not rules.threshold:
+            if not chosen.threshold:
                 raise NeardupError("the exact report needs a --threshold above 0")
             records = [r for batch in source.iter_records() for r in batch]
-            return exact_pairs(records, searcher.params, rules)
-        return find_pairs(searcher, strategy)
+            return exact_pairs(records, source.params, chosen)
+        return find_pairs(source, source.params, chosen, strategy)
+
+
+def delete(ids: Sequence[str], store: StoreRef = None) -> int:
+    """Remove records by id; later lookups and reports no longer see them. Returns how many of
+    the ids the store held."""
+    with opened(store) as target:
+        removed = target.delete(list(dict.fromkeys(ids)))
+        target.flush()
+        return removed
+
+
+def evaluate(
+    truth: str | Path,
+    *,
+    report_file: str | Path | None = None,
+    store: StoreRef = None,
+    preset: str | None = None,
+    rules: RulesRequest = None,
+    plot_file: str | Path | None = None,
+) -> Evaluation:
+    """Precision and recall of a report against a file of true pairs. The report is
+    ``report_file``, else a fresh report of ``store``; ``plot_file`` draws them over thresholds."""
+    true_pairs = read_pairs(truth)
+    if report_file is not None:
+        reported = read_pairs(report_file)
+    else:
+        reported = pairs_of(report(store, preset=preset, rules=rules))
+    result = score(true_pairs, reported)
+    if plot_file is not None:
+        plot(result, plot_file)
+    return result
+
+
+def tune(threshold: float, num_hashes: int = FingerprintParams().num_hashes) -> Tuning:
+    """Every bands x rows split of ``num_hashes`` with its S-curve around ``threshold``, and the
+    recommended one (what ``index --threshold`` chooses)."""
+    return tune_bands(check_threshold(threshold), num_hashes)
+
+
+def generate(
+    count: int,
+    output: str | Path,
+    truth: str | Path | None = None,
+    *,
+    seed: int = 1,
+    words: int = 80,
+    duplicates: float = 0.3,
+) -> tuple[int, int]:
+    """Write a synthetic corpus with known near-duplicates (and its true pairs); returns
+    (documents, true pairs)."""
+    return write_corpus(output, truth, count, seed=seed, words=words, duplicates=duplicates)
+
+
+def stats(store: StoreRef = None) -> dict[str, object]:
+    """What the store holds, and the settings it was indexed with."""
+    with opened(store) as source:
+        params = source.read_params()
+        return {
+            "store": source.url,
+            "documents": source.count(),
+            "parameters": params.to_dict() if params else None,
+            "rules": (source.settings or {}).get("rules"),
+        }
 
 
 def apply_schema(store: StoreRef = None) -> str:
@@ -131,11 +238,21 @@ def apply_schema(store: StoreRef = None) -> str:
         return target.url
 
 
-def stats(store: StoreRef = None) -> dict[str, object]:
-    with opened(store) as source:
-        params = source.read_params()
-        return {
-            "store": source.url,
-            "documents": source.count(),
-            "parameters": params.to_dict() if params else None,
-        }
+@dataclass
+class Demo:
+    summary: IndexSummary
+    pairs: list[Pair]
+    groups: list[list[str]]
+    records: dict[str, StoredRecord]
+
+
+def demo(store: StoreRef = None) -> Demo:
+    """Index the bundled sample into ``store`` (default: a temporary file) and report it."""
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        opened(store or f"sqlite:///{Path(folder) / 'demo.db'}", create=True) as target,
+    ):
+        summary = index([SAMPLE], target)
+        pairs = report(target)
+        members = sorted({p.left_id for p in pairs} | {p.right_id for p in pairs})
+        return Demo(summary, pairs, clusters(pairs), target.get(members))

@@ -1,4 +1,5 @@
-"""The ``neardup`` command: a thin layer over :mod:`neardup.api`."""
+"""The ``neardup`` command: each command parses its flags, makes one :mod:`neardup.api` call and
+prints the result (:mod:`neardup.output`). Nothing else happens here."""
 
 from __future__ import annotations
 
@@ -8,52 +9,53 @@ import logging
 import os
 import sqlite3
 import sys
-import tempfile
-from collections.abc import Sequence
-from dataclasses import asdict, replace
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-from . import api
+from . import api, output
 from .errors import NeardupError
-from .evaluate import describe, evaluate, pairs_of, plot, read_pairs
-from .fingerprint import FingerprintParams, parse_shingle
-from .generate import write_corpus
-from .indexer import DEFAULT_BATCH_SIZE
-from .presets import PRESETS, preset
-from .readers import FORMATS
-from .report import REPORT_FORMATS, clusters, write_clusters, write_pairs
-from .searcher import METHOD_FIELDS, Match, MatchRules
-from .stores import default_store_url
-from .tuning import band_choices, candidate_probability, recommend_bands
+
+Command = Callable[[argparse.Namespace], int]
+_COMMANDS: dict[str, Command] = {}
+RULE_FLAGS = ("method", "rows", "first_word", "threshold", "max_edit_distance")
+PARAM_FLAGS = ("shingle", "num_hashes", "bands", "seed", "fields")
+
+
+def _given(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
+    """The flags among ``names`` that the user gave (argparse leaves the others None)."""
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+# --- options shared by several commands -----------------------------------------------------------
 
 
 def _store_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--store",
-        default=None,
-        help=f"store URL (default: $NEARDUP_STORE, else {default_store_url()})",
+        "--store", help=f"store URL (default: $NEARDUP_STORE, else {api.DEFAULT_STORE_URL})"
     )
 
 
 def _preset_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--preset",
-        choices=list(PRESETS),
+        choices=list(api.PRESETS),
         help="settings for a kind of data: "
-        + "; ".join(f"{p.name}: {p.purpose}" for p in PRESETS.values())
+        + "; ".join(f"{p.name}: {p.purpose}" for p in api.PRESETS.values())
         + " (flags given as well win)",
     )
 
 
 def _rule_options(parser: argparse.ArgumentParser) -> None:
-    defaults = MatchRules()
+    defaults = api.MatchRules()
     _preset_option(parser)
     parser.add_argument(
         "--method",
-        choices=list(METHOD_FIELDS),
-        help="candidate query: signature tokens, shingles or LSH bands "
-        f"(default: {defaults.method})",
+        choices=list(api.TOKEN_FIELDS),
+        help="the token field the candidate query ORs over: the MinHash signature, LSH bands "
+        "or the shingles (default: what the store was indexed for, else the first of these "
+        "it indexes)",
     )
     parser.add_argument(
         "--rows",
@@ -69,41 +71,188 @@ def _rule_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threshold",
         type=float,
-        help="minimum Jaccard similarity of the shingle sets "
-        f"(default: {defaults.threshold}; 0 turns it off)",
+        help="least Jaccard similarity of the shingle sets (default: what the store was indexed "
+        f"for, else {defaults.threshold}; 0 turns it off)",
     )
     parser.add_argument(
-        "--max-edit-distance",
-        type=int,
-        help="maximum word-level edit distance (default: no limit)",
+        "--max-edit-distance", type=int, help="most word-level edit distance (default: no limit)"
     )
 
 
-def _rules(args: argparse.Namespace) -> MatchRules:
-    """The preset's rules (or the defaults), with every flag the user gave applied over them."""
-    base = preset(args.preset).rules if args.preset else MatchRules()
-    given = {
-        name: getattr(args, name)
-        for name in ("method", "rows", "first_word", "threshold", "max_edit_distance")
-        if getattr(args, name) is not None
-    }
-    if given.get("threshold") == 0:
-        given["threshold"] = None
-    return replace(base, **given)
+def _rules(args: argparse.Namespace) -> dict[str, Any]:
+    return {"preset": args.preset, "rules": _given(args, RULE_FLAGS)}
+
+
+def command(name: str) -> Callable[[Command], Command]:
+    """Register a command; its docstring is its help."""
+
+    def register(run: Command) -> Command:
+        _COMMANDS[name] = run
+        return run
+
+    return register
+
+
+# --- commands -------------------------------------------------------------------------------------
+
+
+@command("index")
+def _index(args: argparse.Namespace) -> int:
+    """Index record files into a store."""
+    summary = api.index(
+        args.files,
+        args.store,
+        format=args.format,
+        id_field=args.id_field,
+        text_fields=args.text_fields,
+        preset=args.preset,
+        params=_given(args, PARAM_FLAGS),
+        threshold=args.threshold,
+        batch_size=args.batch_size,
+        progress=sys.stderr.isatty(),
+    )
+    print(summary.describe(), file=sys.stderr)
+    return 0
+
+
+@command("lookup")
+def _lookup(args: argparse.Namespace) -> int:
+    """Find the stored duplicates of a record or of a new text."""
+    matches = api.lookup(args.store, id=args.id, text=args.text, **_rules(args))
+    print(output.matches_json(matches) if args.json else output.match_table(matches))
+    return 0
+
+
+@command("report")
+def _report(args: argparse.Namespace) -> int:
+    """Write every near-duplicate pair (or group) in a store."""
+    pairs = api.report(args.store, exact=args.exact, **_rules(args))
+    with _output_file(args.output) as out:
+        if args.clusters:
+            groups = api.clusters(pairs)
+            output.write_clusters(groups, out, args.format)
+            written = f"{len(groups)} groups from {len(pairs)} pairs"
+        else:
+            written = f"{output.write_pairs(pairs, out, args.format)} pairs"
+    print(f"{written}{f' written to {args.output}' if args.output else ''}", file=sys.stderr)
+    return 0
+
+
+@command("delete")
+def _delete(args: argparse.Namespace) -> int:
+    """Remove records by id from a store."""
+    ids = list(args.ids)
+    if args.file:
+        ids += Path(args.file).read_text(encoding="utf-8").split()
+    if not ids:
+        raise NeardupError("give the ids to delete, or --file with one id per line")
+    removed = api.delete(ids, args.store)
+    print(f"deleted {removed} of {len(set(ids))} ids", file=sys.stderr)
+    return 0
+
+
+@command("stats")
+def _stats(args: argparse.Namespace) -> int:
+    """Show what a store holds and the settings it was indexed with."""
+    info = api.stats(args.store)
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        for key, value in info.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+@command("eval")
+def _eval(args: argparse.Namespace) -> int:
+    """Measure precision and recall of a report against true pairs."""
+    result = api.evaluate(
+        args.truth, report_file=args.report, store=args.store, plot_file=args.plot, **_rules(args)
+    )
+    print(json.dumps(result.as_dict(), indent=2) if args.json else output.evaluation_table(result))
+    return 0
+
+
+@command("tune")
+def _tune(args: argparse.Namespace) -> int:
+    """Choose LSH bands for a similarity threshold."""
+    tuning = api.tune(args.threshold, args.num_hashes)
+    print(output.tuning_json(tuning) if args.json else output.tuning_table(tuning))
+    return 0
+
+
+@command("generate")
+def _generate(args: argparse.Namespace) -> int:
+    """Write a synthetic corpus with known near-duplicates."""
+    documents, pairs = api.generate(
+        args.count,
+        args.output,
+        args.truth,
+        seed=args.seed,
+        words=args.words,
+        duplicates=args.duplicates,
+    )
+    truth = f" and {pairs} true pairs to {args.truth}" if args.truth else ""
+    print(f"wrote {documents} documents to {args.output}{truth}", file=sys.stderr)
+    return 0
+
+
+@command("schema")
+def _schema(args: argparse.Namespace) -> int:
+    """Create a store's core, collection, index or tables, or add the fields it lacks."""
+    print(f"schema applied to {api.apply_schema(args.store)}", file=sys.stderr)
+    return 0
+
+
+@command("demo")
+def _demo(args: argparse.Namespace) -> int:
+    """Index the bundled sample and print its duplicates."""
+    result = api.demo(args.store)
+    print(f"Indexed {api.SAMPLE.name}: {result.summary.describe()}\n")
+    print(f"{len(result.pairs)} near-duplicate pairs in {len(result.groups)} groups:\n")
+    for number, group in enumerate(result.groups, start=1):
+        print(f"group {number} ({len(group)} records)")
+        for member in group:
+            print(f"  {member:>4}  {result.records[member].content}")
+    print("\nPairs (neardup report):")
+    output.write_pairs(result.pairs, sys.stdout)
+    return 0
+
+
+@contextmanager
+def _output_file(path: str | None) -> Iterator[IO[str]]:
+    """A report's destination: stdout, or a file that is replaced whole or not at all (it is
+    written beside its name and renamed when complete)."""
+    if path is None:
+        yield sys.stdout
+        return
+    partial = Path(f"{path}.partial")
+    try:
+        with partial.open("w", encoding="utf-8", newline="") as out:
+            yield out
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+# --- the parser -----------------------------------------------------------------------------------
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="neardup", description="Find near-duplicate records and documents with MinHash."
     )
+    parser.add_argument("--version", action="version", version=f"neardup {api.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    index = commands.add_parser("index", help="index record files into a store")
+    def add(name: str) -> argparse.ArgumentParser:
+        doc = (_COMMANDS[name].__doc__ or "").strip()
+        return commands.add_parser(name, help=doc[0].lower() + doc[1:].rstrip("."))
+
+    index = add("index")
     index.add_argument("files", nargs="+", metavar="FILE")
     _store_option(index)
-    index.add_argument(
-        "--format", choices=FORMATS, help="file format (default: from the extension)"
-    )
+    index.add_argument("--format", choices=api.FORMATS, help="file format (default: from the name)")
     index.add_argument(
         "--id-field",
         help="column or key holding the id (default: 'id' if present, else the record number)",
@@ -115,25 +264,40 @@ def _parser() -> argparse.ArgumentParser:
         dest="text_fields",
         help="column or key holding text; repeat to join several (default: all but the id)",
     )
-    index.add_argument("--shingle", help="word:N or char:N (new store default: char:4)")
-    index.add_argument("--num-hashes", type=int, help="signature length K (new store default: 128)")
-    index.add_argument("--bands", type=int, help="LSH bands B, dividing K (new store default: 32)")
-    index.add_argument("--seed", type=int, help="hash seed (new store default: 1)")
+    defaults = api.FingerprintParams()
     index.add_argument(
-        "--fields",
-        help="token fields to index, comma-separated: shingles (for --method shingles), "
-        "signature (minhash), bands (lsh); fewer fields, smaller and faster stores "
-        "(new store default: all three; the presets: bands)",
+        "--shingle", help=f"word:N or char:N (new store default: {defaults.shingle})"
     )
     index.add_argument(
-        "--threshold", type=float, help="pick the bands for this Jaccard threshold (see tune)"
+        "--num-hashes",
+        type=int,
+        help=f"signature length K (new store default: {defaults.num_hashes})",
+    )
+    index.add_argument(
+        "--bands",
+        type=int,
+        help="LSH bands B, dividing K (new store default: tuned for --threshold, else K/4: "
+        f"{defaults.bands})",
+    )
+    index.add_argument("--seed", type=int, help=f"hash seed (new store default: {defaults.seed})")
+    index.add_argument(
+        "--fields",
+        help="token fields to index, comma-separated, each the --method that queries it: "
+        f"{', '.join(api.TOKEN_FIELDS)}; fewer fields, smaller and faster stores "
+        "(new store default: all; the presets: bands)",
+    )
+    index.add_argument(
+        "--threshold",
+        type=float,
+        help="least Jaccard similarity the store is for: tunes the bands, and later lookups "
+        "and reports use it",
     )
     _preset_option(index)
     index.add_argument(
-        "--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="records per transaction"
+        "--batch-size", type=int, default=api.DEFAULT_BATCH_SIZE, help="records per transaction"
     )
 
-    lookup = commands.add_parser("lookup", help="find the stored duplicates of a record or a text")
+    lookup = add("lookup")
     _store_option(lookup)
     target = lookup.add_mutually_exclusive_group(required=True)
     target.add_argument("--id", help="id of a stored record")
@@ -141,39 +305,43 @@ def _parser() -> argparse.ArgumentParser:
     _rule_options(lookup)
     lookup.add_argument("--json", action="store_true", help="print JSON")
 
-    report = commands.add_parser("report", help="write every near-duplicate pair (or group)")
+    report = add("report")
     _store_option(report)
     report.add_argument("-o", "--output", help="file to write (default: stdout)")
-    report.add_argument("--format", choices=REPORT_FORMATS, default="tsv")
+    report.add_argument("--format", choices=output.REPORT_FORMATS, default="tsv")
     report.add_argument(
         "--exact",
         action="store_true",
         help="exact Jaccard over all pairs instead of sketches (corpora up to tens of thousands)",
     )
     report.add_argument(
-        "--clusters",
-        action="store_true",
-        help="write groups (connected components) instead of pairs",
+        "--clusters", action="store_true", help="write groups (connected components) instead"
     )
     _rule_options(report)
 
-    evaluation = commands.add_parser("eval", help="precision and recall of a report")
+    delete = add("delete")
+    delete.add_argument("ids", nargs="*", metavar="ID")
+    delete.add_argument("--file", help="a file of ids to delete, one per line")
+    _store_option(delete)
+
+    stats = add("stats")
+    _store_option(stats)
+    stats.add_argument("--json", action="store_true", help="print JSON")
+
+    evaluation = add("eval")
     evaluation.add_argument("--truth", required=True, help="file of true pairs")
-    source = evaluation.add_mutually_exclusive_group()
-    source.add_argument("--report", help="file of reported pairs (default: a fresh report)")
+    evaluation.add_argument("--report", help="file of reported pairs (default: a fresh report)")
     _store_option(evaluation)
     _rule_options(evaluation)
     evaluation.add_argument("--json", action="store_true", help="print JSON")
     evaluation.add_argument("--plot", help="write precision and recall over thresholds to a PNG")
 
-    tune = commands.add_parser("tune", help="choose LSH bands for a similarity threshold")
+    tune = add("tune")
     tune.add_argument("--threshold", type=float, required=True)
-    tune.add_argument("--num-hashes", type=int, default=FingerprintParams().num_hashes)
+    tune.add_argument("--num-hashes", type=int, default=defaults.num_hashes)
     tune.add_argument("--json", action="store_true", help="print JSON")
 
-    generate = commands.add_parser(
-        "generate", help="write a synthetic corpus with known near-duplicates"
-    )
+    generate = add("generate")
     generate.add_argument("count", type=int, help="how many documents")
     generate.add_argument("-o", "--output", required=True, help="documents (TSV: id, text)")
     generate.add_argument("--truth", help="also write the true pairs (TSV)")
@@ -183,216 +351,18 @@ def _parser() -> argparse.ArgumentParser:
         "--duplicates", type=float, default=0.3, help="share of documents that are edited copies"
     )
 
-    stats = commands.add_parser("stats", help="what the store holds")
-    _store_option(stats)
-    stats.add_argument("--json", action="store_true", help="print JSON")
+    schema = add("schema")
+    actions = schema.add_subparsers(dest="schema_command", required=True, metavar="ACTION")
+    _store_option(actions.add_parser("apply", help=_schema.__doc__))
 
-    schema = commands.add_parser("schema", help="manage a store's schema")
-    schema_commands = schema.add_subparsers(dest="schema_command", required=True, metavar="ACTION")
-    apply = schema_commands.add_parser(
-        "apply", help="create the core, collection, index or tables, or add missing fields"
-    )
-    _store_option(apply)
-
-    demo = commands.add_parser("demo", help="index the bundled sample and print its duplicates")
-    demo.add_argument("--store", default=None, help="store URL (default: a temporary SQLite file)")
+    demo = add("demo")
+    demo.add_argument("--store", help="store URL (default: a temporary SQLite file)")
     return parser
-
-
-def _param_overrides(args: argparse.Namespace) -> dict[str, object]:
-    """The fingerprint settings a user asked for: the preset's, then the flags given.
-
-    With --threshold and no --bands, the bands are the tuned choice for that threshold.
-    """
-    overrides: dict[str, object] = preset(args.preset).params.to_dict() if args.preset else {}
-    if args.shingle:
-        try:
-            overrides["shingle_kind"], overrides["shingle_size"] = parse_shingle(args.shingle)
-        except ValueError as exc:
-            raise NeardupError(str(exc)) from None
-    for name in ("num_hashes", "bands", "seed"):
-        if getattr(args, name) is not None:
-            overrides[name] = getattr(args, name)
-    if args.fields:
-        overrides["fields"] = tuple(f.strip() for f in args.fields.split(","))
-    if args.threshold is not None and args.bands is None:
-        num_hashes = int(overrides.get("num_hashes", FingerprintParams().num_hashes))  # type: ignore[call-overload]
-        overrides["num_hashes"] = num_hashes
-        overrides["bands"] = recommend_bands(args.threshold, num_hashes).bands
-    elif args.num_hashes is not None and args.bands is None:
-        overrides["bands"] = _bands_for(args.num_hashes)
-    return overrides
-
-
-def _bands_for(num_hashes: int) -> int:
-    """Default bands for K hashes: 4 rows per band when K allows it, else one row each."""
-    return num_hashes // 4 if num_hashes % 4 == 0 else num_hashes
-
-
-def _run_index(args: argparse.Namespace) -> int:
-    summary = api.index(
-        args.files,
-        args.store,
-        format=args.format,
-        id_field=args.id_field,
-        text_fields=args.text_fields,
-        params=_param_overrides(args),
-        batch_size=args.batch_size,
-        progress=sys.stderr.isatty(),
-    )
-    print(summary.describe(), file=sys.stderr)
-    return 0
-
-
-def _match_table(matches: Sequence[Match]) -> str:
-    if not matches:
-        return "no duplicates found"
-    header = f"{'id':<16} {'match':<6} {'edit':>4} {'similarity':>10} {'shared':>6}  content"
-    lines = [header]
-    for m in matches:
-        content = m.content if len(m.content) <= 60 else m.content[:57] + "..."
-        lines.append(
-            f"{m.id:<16} {'exact' if m.exact else 'near':<6} {m.edit_distance:>4} "
-            f"{m.similarity:>10.3f} {m.shared_tokens:>6}  {content}"
-        )
-    return "\n".join(lines)
-
-
-def _run_lookup(args: argparse.Namespace) -> int:
-    matches = api.lookup(args.store, id=args.id, text=args.text, rules=_rules(args))
-    if args.json:
-        print(json.dumps([asdict(m) for m in matches], ensure_ascii=False, indent=2))
-    else:
-        print(_match_table(matches))
-    return 0
-
-
-def _write_report(pairs: list, args: argparse.Namespace, out: IO[str]) -> str:
-    if args.clusters:
-        groups = clusters(pairs)
-        write_clusters(groups, out, args.format)
-        return f"{len(groups)} groups from {len(pairs)} pairs"
-    write_pairs(pairs, out, args.format)
-    return f"{len(pairs)} pairs"
-
-
-def _run_report(args: argparse.Namespace) -> int:
-    pairs = api.report(args.store, rules=_rules(args), exact=args.exact)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8", newline="") as out:
-            written = _write_report(pairs, args, out)
-    else:
-        written = _write_report(pairs, args, sys.stdout)
-    print(f"{written}{f' written to {args.output}' if args.output else ''}", file=sys.stderr)
-    return 0
-
-
-def _run_stats(args: argparse.Namespace) -> int:
-    info = api.stats(args.store)
-    if args.json:
-        print(json.dumps(info, indent=2))
-    else:
-        for key, value in info.items():
-            print(f"{key}: {value}")
-    return 0
-
-
-def _run_eval(args: argparse.Namespace) -> int:
-    truth = read_pairs(args.truth)
-    reported = (
-        read_pairs(args.report)
-        if args.report
-        else pairs_of(api.report(args.store, rules=_rules(args)))
-    )
-    result = evaluate(truth, reported)
-    if args.plot:
-        plot(result, args.plot)
-    print(json.dumps(result.as_dict(), indent=2) if args.json else describe(result))
-    return 0
-
-
-def _run_tune(args: argparse.Namespace) -> int:
-    if not 0 < args.threshold < 1:
-        raise NeardupError(f"threshold must be between 0 and 1, not {args.threshold}")
-    choices = band_choices(args.threshold, args.num_hashes)
-    best = recommend_bands(args.threshold, args.num_hashes)
-    if args.json:
-        rows = [asdict(c) | {"recommended": c == best} for c in choices]
-        print(json.dumps(rows, indent=2))
-        return 0
-    points = [0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
-    print(f"threshold {args.threshold}, {args.num_hashes} hashes: P(candidate) at similarity s")
-    print(
-        f"{'bands':>5} {'rows':>4} {'FN mass':>8} {'FP mass':>8}  "
-        + " ".join(f"{s:>5}" for s in points)
-    )
-    for c in choices:
-        curve = " ".join(
-            f"{float(candidate_probability(s, c.bands, c.rows)):>5.2f}" for s in points
-        )
-        mark = "  <- recommended" if c == best else ""
-        masses = f"{c.false_negative_mass:>8.4f} {c.false_positive_mass:>8.4f}"
-        print(f"{c.bands:>5} {c.rows:>4} {masses}  {curve}{mark}")
-    return 0
-
-
-def _run_generate(args: argparse.Namespace) -> int:
-    documents, pairs = write_corpus(
-        args.output,
-        args.truth,
-        args.count,
-        seed=args.seed,
-        words=args.words,
-        duplicates=args.duplicates,
-    )
-    truth = f" and {pairs} true pairs to {args.truth}" if args.truth else ""
-    print(f"wrote {documents} documents to {args.output}{truth}", file=sys.stderr)
-    return 0
-
-
-def _run_schema(args: argparse.Namespace) -> int:
-    print(f"schema applied to {api.apply_schema(args.store)}", file=sys.stderr)
-    return 0
-
-
-def _run_demo(args: argparse.Namespace) -> int:
-    sample = Path(__file__).parent / "data" / "sample.txt"
-    with tempfile.TemporaryDirectory() as folder:
-        store = args.store or f"sqlite:///{Path(folder) / 'demo.db'}"
-        with api.opened(store, create=True) as opened_store:
-            summary = api.index([str(sample)], opened_store)
-            print(f"Indexed {sample.name}: {summary.describe()}\n")
-            pairs = api.report(opened_store)
-            records = opened_store.get(
-                sorted({p.left_id for p in pairs} | {p.right_id for p in pairs})
-            )
-        groups = clusters(pairs)
-        print(f"{len(pairs)} near-duplicate pairs in {len(groups)} groups:\n")
-        for number, group in enumerate(groups, start=1):
-            print(f"group {number} ({len(group)} records)")
-            for member in group:
-                print(f"  {member:>4}  {records[member].content}")
-        print("\nPairs (neardup report):")
-        write_pairs(pairs, sys.stdout)
-    return 0
-
-
-_COMMANDS = {
-    "index": _run_index,
-    "lookup": _run_lookup,
-    "report": _run_report,
-    "stats": _run_stats,
-    "schema": _run_schema,
-    "eval": _run_eval,
-    "tune": _run_tune,
-    "generate": _run_generate,
-    "demo": _run_demo,
-}
 
 
 def _quiet_client_loggers() -> None:
     """Client libraries log failures with tracebacks; the CLI reports them as one line instead."""
-    for name in ("pysolr", "elastic_transport", "elasticsearch", "urllib3"):
+    for name in ("elastic_transport", "elasticsearch", "urllib3"):
         logger = logging.getLogger(name)
         logger.addHandler(logging.NullHandler())
         logger.propagate = False

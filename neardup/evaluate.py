@@ -140,27 +140,6 @@ def evaluate(
     return result
 
 
-def describe(result: Evaluation) -> str:
-    o = result.overall
-    lines = [
-        f"precision {o.precision:.4f}  recall {o.recall:.4f}  F1 {o.f1:.4f}  "
-        f"({o.right} of {o.reported} reported pairs are true; {o.true} true pairs)"
-    ]
-    if result.recall_by_similarity:
-        lines += ["", "true similarity   true pairs   found   recall"]
-        lines += [
-            f"[{lo:.1f}, {hi:.1f}{']' if hi >= 1.0 else ')'}        {n:>10} {k:>7}   {k / n:.4f}"
-            for lo, hi, n, k in result.recall_by_similarity
-        ]
-    if result.by_threshold:
-        lines += ["", "threshold   reported   precision   recall      F1"]
-        lines += [
-            f"{t:>9.2f} {s.reported:>10} {s.precision:>11.4f} {s.recall:>8.4f} {s.f1:>7.4f}"
-            for t, s in result.by_threshold
-        ]
-    return "\n".join(lines)
-
-
 def plot(result: Evaluation, path: str | Path) -> None:
     """Precision and recall over thresholds as a PNG (needs the ``plot`` extra: matplotlib)."""
     try:

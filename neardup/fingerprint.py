@@ -21,6 +21,7 @@ import sys
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from functools import cache
 from itertools import pairwise
 from typing import Literal, TypeVar
@@ -35,8 +36,49 @@ ShingleKind = Literal["word", "char"]
 _Sliceable = TypeVar("_Sliceable", str, np.ndarray)
 
 
-# The token fields a store can index, each answering one lookup method (see neardup.searcher).
-TOKEN_FIELDS = ("shingles", "signature", "bands")
+class TokenField(StrEnum):
+    """The token fields a store can index; each is also the lookup method that ORs over it,
+    and the engine field of the same name.
+
+    A token has two forms: a 64-bit integer key (what the embedded store indexes and the report
+    joins on) and a string (what the engines index). Both come from :meth:`keys`.
+    """
+
+    SHINGLES = "shingles"
+    SIGNATURE = "signature"
+    BANDS = "bands"
+
+    def keys(self, fp: Fingerprint) -> np.ndarray:
+        """The tokens as int64 keys: a shingle's hash, a signature position and value, a band's
+        hash (in band order)."""
+        if self is TokenField.SIGNATURE:
+            positions = np.arange(len(fp.signature), dtype=np.uint64) << np.uint64(32)
+            keys = positions | fp.signature.astype(np.uint64)
+        else:
+            keys = fp.shingles if self is TokenField.SHINGLES else fp.bands
+        return keys.view(np.int64)
+
+    def strings(self, keys: np.ndarray) -> list[str]:
+        """The string form of :meth:`keys`: ``9f2c…`` (shingle), ``17_2837461`` (value 2837461
+        at signature position 17), ``3_9f2c…`` (band 3)."""
+        unsigned = np.asarray(keys, dtype=np.int64).view(np.uint64).tolist()
+        if self is TokenField.SHINGLES:
+            return [f"{k:016x}" for k in unsigned]
+        if self is TokenField.SIGNATURE:
+            return [f"{k >> 32}_{k & 0xFFFFFFFF}" for k in unsigned]
+        return [f"{band}_{k:016x}" for band, k in enumerate(unsigned)]
+
+    def tokens(self, fp: Fingerprint) -> list[str]:
+        return self.strings(self.keys(fp))
+
+    def size(self, fp: Fingerprint) -> int:
+        """How many tokens ``fp`` has in this field: the score of an exact duplicate."""
+        if self is TokenField.SHINGLES:
+            return len(fp.shingles)
+        return len(fp.signature if self is TokenField.SIGNATURE else fp.bands)
+
+
+TOKEN_FIELDS: tuple[str, ...] = tuple(TokenField)
 
 
 @dataclass(frozen=True)
@@ -140,15 +182,6 @@ class Fingerprint:
         if self._shingles is None:
             self._shingles = np.unique(self.shingle_hashes)
         return self._shingles
-
-    def shingle_tokens(self) -> list[str]:
-        return [f"{h:016x}" for h in self.shingles.tolist()]
-
-    def signature_tokens(self) -> list[str]:
-        return [f"{i}_{v}" for i, v in enumerate(self.signature.tolist())]
-
-    def band_tokens(self) -> list[str]:
-        return [f"{b}_{h:016x}" for b, h in enumerate(self.bands.tolist())]
 
 
 # --- normalisation ------------------------------------------------------------------------------

@@ -12,23 +12,20 @@ lookup per group; both give the same pairs.
 
 from __future__ import annotations
 
-import csv
-import json
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from itertools import combinations
-from typing import IO, Literal
+from typing import Literal
 
 import numpy as np
 
 from .errors import NeardupError
-from .fingerprint import fingerprint_batch, jaccard_pairs
-from .searcher import Searcher, word_edit_distance
+from .fingerprint import FingerprintParams, TokenField, fingerprint_batch, jaccard_pairs
+from .searcher import MatchRules, Searcher, word_edit_distance
 from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs, top_pairs
+from .stores import Store
 
 Strategy = Literal["auto", "join", "lookups"]
-ReportFormat = Literal["tsv", "csv", "jsonl"]
-REPORT_FORMATS: tuple[ReportFormat, ...] = ("tsv", "csv", "jsonl")
 
 
 @dataclass(frozen=True, order=True)
@@ -62,28 +59,36 @@ def _near_pairs(
 
 
 def find_pairs(
-    searcher: Searcher, strategy: Strategy = "auto", pair_budget: int = PAIR_BUDGET
+    store: Store,
+    params: FingerprintParams,
+    rules: MatchRules,
+    strategy: Strategy = "auto",
+    pair_budget: int = PAIR_BUDGET,
 ) -> list[Pair]:
     """All accepted pairs, sorted by (left id, right id).
 
     ``strategy``: "join" computes every group's candidates at once, "lookups" queries the store
     per group, "auto" joins when the join counts at most ``pair_budget`` bucket pairs.
     """
+    searcher = Searcher(store, params, rules)  # checks that the store indexes the method's field
     if strategy != "lookups":
-        contents = read_contents(searcher)
-        scored = scored_pairs(contents, searcher.rules.first_word, pair_budget)
+        contents = read_contents(store, params, TokenField(rules.method), rules.first_word)
+        scored = scored_pairs(contents, rules.first_word, pair_budget)
         if scored is not None:
-            return _joined_pairs(searcher, contents, *top_pairs(*scored, searcher.rules.rows))
+            chosen = top_pairs(*scored, rules.rows)
+            return _joined_pairs(store, params, rules, contents, *chosen)
         if strategy == "join":
             raise NeardupError(
-                f"the {searcher.field} tokens are too common for a self-join "
+                f"the {rules.method} tokens are too common for a self-join "
                 "(a bucket shared by many records): report by lookups"
             )
-    return _pairs_by_lookups(searcher)
+    return _pairs_by_lookups(store, searcher)
 
 
 def _joined_pairs(
-    searcher: Searcher,
+    store: Store,
+    params: FingerprintParams,
+    rules: MatchRules,
     contents: Contents,
     low: np.ndarray,
     high: np.ndarray,
@@ -100,10 +105,10 @@ def _joined_pairs(
         part = (low[start : start + chunk], high[start : start + chunk])
         needed, where = np.unique(np.concatenate(part), return_inverse=True)
         heads = [contents.heads[g] for g in needed.tolist()]
-        records = searcher.store.get(heads)
+        records = store.get(heads)
         texts = [records[head].content for head in heads]
         size = len(part[0])
-        similarities = jaccard_pairs(texts, where[:size], where[size:], searcher.params)
+        similarities = jaccard_pairs(texts, where[:size], where[size:], params)
         for a, b, text_a, text_b, count, similarity in zip(
             *(p.tolist() for p in part),
             where[:size].tolist(),
@@ -112,10 +117,10 @@ def _joined_pairs(
             similarities.tolist(),
             strict=True,
         ):
-            if not searcher.rules.accepts(0, similarity):
+            if not rules.accepts(0, similarity):
                 continue  # cheap test first: the edit distance only for likely pairs
             distance = word_edit_distance(texts[text_a], texts[text_b])
-            if searcher.rules.accepts(distance, similarity):
+            if rules.accepts(distance, similarity):
                 pairs.extend(
                     _near_pairs(contents.ids(a), contents.ids(b), distance, similarity, count)
                 )
@@ -123,8 +128,7 @@ def _joined_pairs(
     return pairs
 
 
-def _pairs_by_lookups(searcher: Searcher, batch_size: int = 256) -> list[Pair]:
-    store = searcher.store
+def _pairs_by_lookups(store: Store, searcher: Searcher, batch_size: int = 256) -> list[Pair]:
     visited_md5: set[bytes] = set()
     emitted_groups: set[tuple[str, str]] = set()
     pairs: list[Pair] = []
@@ -183,44 +187,3 @@ def clusters(pairs: Iterable[Pair]) -> list[list[str]]:
     for member in parent:
         groups.setdefault(root(member), []).append(member)
     return sorted((sorted(g) for g in groups.values()), key=lambda g: (-len(g), g[0]))
-
-
-def write_pairs(pairs: Iterable[Pair], out: IO[str], format: ReportFormat = "tsv") -> int:
-    fields = list(Pair.__dataclass_fields__)
-    rows = (asdict(p) | {"similarity": round(p.similarity, 6)} for p in pairs)
-    return _write(rows, fields, out, format)
-
-
-def write_clusters(groups: Iterable[list[str]], out: IO[str], format: ReportFormat = "tsv") -> int:
-    if format == "jsonl":
-        rows: Iterator[dict[str, object]] = (
-            {"group": n, "size": len(g), "ids": g} for n, g in enumerate(groups, start=1)
-        )
-        return _write(rows, ["group", "size", "ids"], out, format)
-    rows = (
-        {"group": n, "size": len(g), "id": member}
-        for n, g in enumerate(groups, start=1)
-        for member in g
-    )
-    return _write(rows, ["group", "size", "id"], out, format)
-
-
-def _write(
-    rows: Iterable[dict[str, object]], fields: list[str], out: IO[str], format: ReportFormat
-) -> int:
-    count = 0
-    if format == "jsonl":
-        for count, row in enumerate(rows, start=1):  # noqa: B007 - count is the result
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-        return count
-    writer = csv.DictWriter(
-        out,
-        fields,
-        delimiter="\t" if format == "tsv" else ",",
-        lineterminator="\n",
-        **({"quoting": csv.QUOTE_NONE, "escapechar": "\\"} if format == "tsv" else {}),
-    )
-    writer.writeheader()
-    for count, row in enumerate(rows, start=1):  # noqa: B007
-        writer.writerow(row)
-    return count

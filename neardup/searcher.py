@@ -5,21 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
 
 import Levenshtein
 import numpy as np
 
-from .errors import NeardupError, UnknownRecord
-from .fingerprint import Fingerprint, FingerprintParams, fingerprint, jaccard, shingle_sets
-from .stores import Candidate, CandidateQuery, Store, StoredRecord, TokenField
-
-Method = Literal["minhash", "shingles", "lsh"]
-METHOD_FIELDS: dict[str, TokenField] = {
-    "minhash": TokenField.SIGNATURE,
-    "shingles": TokenField.SHINGLES,
-    "lsh": TokenField.BANDS,
-}
+from .errors import InvalidParameter, NeardupError, UnknownRecord
+from .fingerprint import (
+    TOKEN_FIELDS,
+    Fingerprint,
+    FingerprintParams,
+    TokenField,
+    fingerprint,
+    jaccard,
+    shingle_sets,
+)
+from .stores import Candidate, CandidateQuery, Store, StoredRecord
 
 
 @dataclass(frozen=True)
@@ -27,23 +27,28 @@ class MatchRules:
     """How candidates are found and which of them count as near-duplicates.
 
     Every rule that is set is a filter: a candidate is accepted when it passes all of them.
+    ``method`` is the token field the candidate query ORs over: ``signature`` (the recipe's
+    MinHash query), ``bands`` (LSH) or ``shingles``.
     """
 
-    method: Method = "minhash"
+    method: str = TokenField.SIGNATURE
     rows: int = 10
     first_word: bool = False
     threshold: float | None = 0.5
     max_edit_distance: int | None = None
 
     def __post_init__(self) -> None:
-        if self.method not in METHOD_FIELDS:
-            raise NeardupError(f"unknown method {self.method!r}: use minhash, shingles or lsh")
+        if self.method not in TOKEN_FIELDS:
+            raise InvalidParameter(f"unknown method {self.method!r}: use {', '.join(TOKEN_FIELDS)}")
+        object.__setattr__(self, "method", TokenField(self.method))
         if self.rows < 1:
-            raise NeardupError(f"rows must be at least 1, not {self.rows}")
+            raise InvalidParameter(f"rows must be at least 1, not {self.rows}")
         if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
-            raise NeardupError(f"threshold must be between 0 and 1, not {self.threshold}")
+            raise InvalidParameter(f"threshold must be between 0 and 1, not {self.threshold}")
         if self.max_edit_distance is not None and self.max_edit_distance < 0:
-            raise NeardupError(f"max edit distance must be 0 or more, not {self.max_edit_distance}")
+            raise InvalidParameter(
+                f"max edit distance must be 0 or more, not {self.max_edit_distance}"
+            )
 
     def accepts(self, edit_distance: int, similarity: float) -> bool:
         if self.threshold is not None and similarity < self.threshold:
@@ -74,14 +79,12 @@ class Searcher:
         self.store = store
         self.params = params
         self.rules = rules
-        self.field = METHOD_FIELDS[rules.method]
-        if self.field.value not in params.fields:
-            usable = [m for m, f in METHOD_FIELDS.items() if f.value in params.fields]
+        self.field = TokenField(rules.method)
+        if self.field not in params.fields:
             raise NeardupError(
-                f"--method {rules.method} needs {self.field} tokens, and {store.url} indexes "
-                f"only {', '.join(params.fields)}: look up with --method {' or '.join(usable)} "
-                f"(or the --preset it was indexed with), or index into a new store with "
-                f"--fields {self.field}"
+                f"--method {self.field} needs {self.field} tokens, and {store.url} indexes "
+                f"only {', '.join(params.fields)}: look up with --method "
+                f"{' or '.join(params.fields)}, or index a new store with --fields {self.field}"
             )
 
     def fingerprint_record(self, record_id: str) -> tuple[StoredRecord, Fingerprint]:
@@ -148,7 +151,7 @@ class Searcher:
         Only queries whose rows came back full and short of distinct contents go another round.
         """
         rows = self.rules.rows
-        tokens = [self.field.tokens(fp) for fp in fps]
+        keys = [self.field.keys(fp) for fp in fps]
         seen = [{fp.md5} for fp in fps]
         heads: list[list[Candidate]] = [[] for _ in fps]
         pending = list(range(len(fps)))
@@ -156,7 +159,7 @@ class Searcher:
             queries = [
                 CandidateQuery(
                     self.field,
-                    tokens[i],
+                    keys[i],
                     rows - len(heads[i]),
                     first_word=fps[i].first_word if self.rules.first_word else None,
                     exclude_md5=sorted(seen[i]),

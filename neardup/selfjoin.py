@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .fingerprint import fingerprint_batch
-from .searcher import Searcher
+from .fingerprint import FingerprintParams, TokenField, fingerprint_batch
+from .stores import Store
 
 # Most pairs the join may count (8 bytes each while sorting); past it, lookups are cheaper.
 PAIR_BUDGET = 40_000_000
@@ -44,9 +44,15 @@ class Contents:
         return self.members.get(group, [self.heads[group]])
 
 
-def read_contents(searcher: Searcher, batch_size: int = 1000) -> Contents:
-    """Walk the store once in id order; fingerprint each distinct content once."""
-    store, token_field = searcher.store, searcher.field
+def read_contents(
+    store: Store,
+    params: FingerprintParams,
+    token_field: TokenField,
+    first_word: bool,
+    batch_size: int = 1000,
+) -> Contents:
+    """Walk the store once in id order; fingerprint each distinct content once and keep its
+    ``token_field`` keys (and first word, when the rules filter by it)."""
     heads: list[str] = []
     members: dict[int, list[str]] = {}
     first_words: list[str] = []
@@ -60,11 +66,11 @@ def read_contents(searcher: Searcher, batch_size: int = 1000) -> Contents:
             if group == len(heads):
                 heads.append(record.id)
                 fresh.append(record.content)
-                if searcher.rules.first_word:
+                if first_word:
                     first_words.append(record.first_word)
             else:
                 members.setdefault(group, [heads[group]]).append(record.id)
-        fps = fingerprint_batch(fresh, searcher.params, normalized=True)
+        fps = fingerprint_batch(fresh, params, normalized=True)
         keys = [token_field.keys(fp) for fp in fps]
         if keys:  # one array per batch, not per group: a few bytes of overhead per record
             key_batches.append(np.concatenate(keys))

@@ -66,3 +66,22 @@ def recommend_bands(
     """The split with the least weighted error mass. Missing a true pair is worse than checking
     a false candidate (the verification step removes those), so false negatives weigh 0.9."""
     return min(band_choices(threshold, num_hashes), key=lambda c: c.cost(false_negative_weight))
+
+
+# The similarities at which the tuning table shows each split's S-curve.
+TUNE_POINTS = (0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Every split of ``num_hashes`` for ``threshold``, and the recommended one."""
+
+    threshold: float
+    num_hashes: int
+    choices: list[BandChoice]
+    recommended: BandChoice
+
+
+def tune(threshold: float, num_hashes: int) -> Tuning:
+    choices = band_choices(threshold, num_hashes)
+    return Tuning(threshold, num_hashes, choices, recommend_bands(threshold, num_hashes))

@@ -22,6 +22,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from neardup.stores import open_store
 from servers import launch
 
 
@@ -43,23 +44,23 @@ class SearchServer:
 
     def new_store_url(self) -> str:
         name = f"t{uuid.uuid4().hex[:12]}"
-        self.made.append(name)
         query = f"?shards={self.shards}" if self.shards > 1 else ""
         user = (
             f"{quote(self.auth[0], safe='')}:{quote(self.auth[1], safe='')}@" if self.auth else ""
         )
-        return f"{self.scheme}://{user}{self.host_port}{self.path}/{name}{query}"
+        url = f"{self.scheme}://{user}{self.host_port}{self.path}/{name}{query}"
+        self.made.append(url)
+        return url
 
     def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         return requests.request(method, f"{self.base}/{path}", auth=self.auth, timeout=60, **kwargs)
 
     def drop_made(self) -> None:
-        for name in self.made:
-            self.drop(name)
+        """Remove every store made so far (fixtures call this in their teardown)."""
+        for url in self.made:
+            with open_store(url) as store:
+                store.drop()
         self.made.clear()
-
-    def drop(self, name: str) -> None:
-        raise NotImplementedError
 
 
 @dataclass
@@ -69,13 +70,6 @@ class SolrServer(SearchServer):
     cloud: bool = False
     scheme: ClassVar[str] = "solr"
     path: ClassVar[str] = "/solr"
-
-    def drop(self, name: str) -> None:
-        if self.cloud:
-            self.request("GET", "admin/collections", params={"action": "DELETE", "name": name})
-        else:
-            params = {"action": "UNLOAD", "core": name, "deleteInstanceDir": "true"}
-            self.request("GET", "admin/cores", params=params)
 
 
 def _unavailable(what: str, reason: str) -> None:
@@ -173,9 +167,6 @@ class ElasticsearchServer(SearchServer):
     scheme: ClassVar[str] = "elasticsearch"
     path: ClassVar[str] = ""
 
-    def drop(self, name: str) -> None:
-        self.request("DELETE", name)
-
 
 def _elasticsearch_from_docker() -> ElasticsearchServer:
     from testcontainers.elasticsearch import ElasticSearchContainer
@@ -254,3 +245,17 @@ def elasticsearch_cluster_server() -> Iterator[ElasticsearchServer]:
     server = _start_elasticsearch(nodes=2)
     yield server
     server.stop()
+
+
+@pytest.fixture
+def solr_url(solr_server: SolrServer) -> Iterator[str]:
+    """A new core's URL; the core is removed after the test, whether it passed or not."""
+    yield solr_server.new_store_url()
+    solr_server.drop_made()
+
+
+@pytest.fixture
+def elasticsearch_url(elasticsearch_server: ElasticsearchServer) -> Iterator[str]:
+    """A new index's URL; the index is removed after the test, whether it passed or not."""
+    yield elasticsearch_server.new_store_url()
+    elasticsearch_server.drop_made()

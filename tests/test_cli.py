@@ -1,4 +1,5 @@
-"""The CLI as a user runs it: a subprocess, its output and its exit code."""
+"""The CLI as a user runs it: its output and its exit code, in-process through ``main(argv)``,
+and as a subprocess where the process itself matters."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import csv
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest
 
 from neardup.errors import NeardupError
 from neardup.stores import open_store
+from tests.runner import assert_user_error, neardup, neardup_process
 
 RECORDS = """\
 1 Bella Napoli Trattoria 418 Harbor Street Portland ME 04101
@@ -23,28 +26,6 @@ RECORDS = """\
 5 Thai Orchid Kitchen 58 Elm Street Northampton MA 01060
 6 Bella Napoli Trattoria 418 Harbor Street Portland ME 04101
 """
-
-
-def neardup(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "neardup.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        cwd=cwd,
-        timeout=120,
-    )
-
-
-def assert_user_error(result: subprocess.CompletedProcess[str], message: str) -> None:
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("neardup: error: ")
-    assert message in lines[0]
 
 
 @pytest.fixture
@@ -95,6 +76,33 @@ def test_store_defaults_to_environment_then_file_in_cwd(records: Path, tmp_path:
     )
     assert result.returncode == 0, result.stderr
     assert (work / "neardup.db").exists()
+
+
+def test_the_console_script_and_its_exit_codes(records: Path, tmp_path: Path) -> None:
+    script = shutil.which("neardup", path=str(Path(sys.executable).parent))
+    assert script, "the neardup console script is installed beside this Python"
+    version = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and version.stdout.startswith("neardup ")
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    assert neardup_process("index", str(records), "--store", url).returncode == 0
+    assert_user_error(neardup_process("lookup", "--store", url, "--id", "nope"), "no record")
+    usage = neardup_process("lookup", "--store", url)  # argparse: a usage error is exit 2
+    assert usage.returncode == 2 and "one of the arguments --id --text is required" in usage.stderr
+
+
+def test_a_reader_that_goes_away_is_not_an_error(records: Path, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    assert neardup_process("index", str(records), "--store", url).returncode == 0
+    report = subprocess.Popen(
+        [sys.executable, "-m", "neardup.cli", "report", "--store", url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert report.stdout.readline().startswith("left_id")
+    report.stdout.close()  # as `neardup report | head -1` does
+    assert report.wait(timeout=60) in (0, 141)
+    assert "Traceback" not in report.stderr.read()
 
 
 def test_lookup_table_and_json(indexed: str) -> None:
@@ -249,26 +257,19 @@ def test_a_bands_only_store_names_the_fix_for_other_methods(records: Path, tmp_p
     assert json.loads(neardup("stats", "--store", url, "--json").stdout)["parameters"][
         "fields"
     ] == ["bands"]
-    found = neardup("lookup", "--store", url, "--id", "1", "--method", "lsh", "--json")
-    assert [m["id"] for m in json.loads(found.stdout)] == ["6", "2"]
+    for method in ((), ("--method", "bands")):
+        found = neardup("lookup", "--store", url, "--id", "1", *method, "--json")
+        assert [m["id"] for m in json.loads(found.stdout)] == ["6", "2"]
     assert_user_error(
-        neardup("lookup", "--store", url, "--id", "1"), "look up with --method lsh (or the --preset"
+        neardup("lookup", "--store", url, "--id", "1", "--method", "signature"),
+        "look up with --method bands, or index a new store with --fields signature",
     )
 
 
-@pytest.mark.parametrize(
-    ("url", "client", "extra"),
-    [
-        ("solr://127.0.0.1:1/solr/x", "pysolr", "solr"),
-        ("elasticsearch://127.0.0.1:1/x", "elastic_transport", "elasticsearch"),
-    ],
-)
-def test_an_engine_without_its_client_is_a_one_line_error(
-    monkeypatch: pytest.MonkeyPatch, url: str, client: str, extra: str
-) -> None:
-    # As after `pip install neardup` without the extra: the client cannot be imported.
-    monkeypatch.delitem(sys.modules, f"neardup.stores.{extra}", raising=False)
-    monkeypatch.setitem(sys.modules, client, None)
-    message = rf"need {client}, which is not installed: pip install 'neardup\[{extra}\]'"
+def test_an_engine_without_its_client_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The client is a dependency; a broken install that lost it still gets one line.
+    monkeypatch.delitem(sys.modules, "neardup.stores.elasticsearch", raising=False)
+    monkeypatch.setitem(sys.modules, "elastic_transport", None)
+    message = "need elastic_transport, which is not installed: pip install neardup again"
     with pytest.raises(NeardupError, match=message):
-        open_store(url)
+        open_store("elasticsearch://127.0.0.1:1/x")

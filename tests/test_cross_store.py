@@ -27,12 +27,12 @@ def report_of(
 
 RULES = [
     MatchRules(),
-    MatchRules(method="lsh", rows=5),
+    MatchRules(method="bands", rows=5),
     MatchRules(method="shingles", threshold=0.3),
 ]
 
 
-@pytest.mark.parametrize("rules", RULES, ids=["minhash", "lsh", "shingles"])
+@pytest.mark.parametrize("rules", RULES, ids=["signature", "bands", "shingles"])
 @pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
 def test_engine_report_equals_the_embedded_report(
     request, kind, sqlite_url, tmp_path, rules
@@ -65,7 +65,7 @@ def test_solr_cloud_two_shards_equals_the_embedded_report(
     try:
         url = assert_sharded_store_agrees(solr_cloud_server, sqlite_url, tmp_path)
         with open_store(url) as store:
-            status = store._call("GET", "admin/collections", params={"action": "CLUSTERSTATUS"})
+            status = store._request("GET", "admin/collections", params={"action": "CLUSTERSTATUS"})
         collection = status["cluster"]["collections"][url.split("/")[-1].split("?")[0]]
         assert len(collection["shards"]) == 2
     finally:

@@ -14,24 +14,22 @@ from neardup.fingerprint import FingerprintParams, fingerprint
 from neardup.stores import Document, open_store
 
 
-def test_parameters_live_in_the_mapping_meta(elasticsearch_server) -> None:
-    url = elasticsearch_server.new_store_url()
+def test_parameters_live_in_the_mapping_meta(elasticsearch_server, elasticsearch_url) -> None:
+    url = elasticsearch_url
     params = FingerprintParams("word", 2, 32, 8)
     with open_store(url) as store:
         store.ensure_params(params)
     index = url.rsplit("/", 1)[-1]
     mapping = elasticsearch_server.request("GET", f"{index}/_mapping").json()
     meta = mapping[index]["mappings"]["_meta"]
-    assert meta["neardup_params"] == params.to_dict()
-    assert mapping[index]["mappings"]["properties"]["content_sg"]["type"] == "keyword"
+    assert meta["neardup_params"] == params.to_dict() | {"layout": 2}
+    assert mapping[index]["mappings"]["properties"]["signature"]["type"] == "keyword"
     with open_store(url) as store:
         assert store.read_params() == params
-    elasticsearch_server.drop_made()
 
 
-def test_bulk_failures_name_the_record(elasticsearch_server) -> None:
-    url = elasticsearch_server.new_store_url()
-    with open_store(url) as store:
+def test_bulk_failures_name_the_record(elasticsearch_url) -> None:
+    with open_store(elasticsearch_url) as store:
         params = store.ensure_params(None)
         fine = fingerprint("some words here", params)
         immense = fingerprint("x" * 40_000 + " more", params)  # a term over Lucene's 32 KB limit
@@ -41,16 +39,13 @@ def test_bulk_failures_name_the_record(elasticsearch_server) -> None:
             store.upsert([Document("fine", fine), Document("huge-one", immense)])
         store.flush()
         assert list(store.get(["fine", "huge-one"])) == ["fine"]
-    elasticsearch_server.drop_made()
 
 
-def test_schema_apply_creates_the_index(elasticsearch_server) -> None:
-    url = elasticsearch_server.new_store_url()
-    api.apply_schema(url)
-    index = url.rsplit("/", 1)[-1]
+def test_schema_apply_creates_the_index(elasticsearch_server, elasticsearch_url) -> None:
+    api.apply_schema(elasticsearch_url)
+    index = elasticsearch_url.rsplit("/", 1)[-1]
     assert elasticsearch_server.request("HEAD", index).status_code == 200
-    api.apply_schema(url)  # applying again is harmless
-    elasticsearch_server.drop_made()
+    api.apply_schema(elasticsearch_url)  # applying again is harmless
 
 
 def test_a_missing_index_is_a_clear_error_for_readers(elasticsearch_server) -> None:
@@ -62,15 +57,17 @@ def test_a_missing_index_is_a_clear_error_for_readers(elasticsearch_server) -> N
 def test_basic_auth(elasticsearch_secure_server) -> None:
     server = elasticsearch_secure_server
     with_user = server.new_store_url()
-    api.apply_schema(with_user)
-    assert api.stats(with_user)["documents"] == 0
-    bare = f"elasticsearch://{server.host_port}/{with_user.rsplit('/', 1)[1]}"
-    with pytest.raises(NeardupError, match="401"):
-        api.stats(bare)
-    wrong = with_user.replace("s3cret", "wrong")
-    with pytest.raises(NeardupError, match="401"):
-        api.stats(wrong)
-    server.drop_made()
+    try:
+        api.apply_schema(with_user)
+        assert api.stats(with_user)["documents"] == 0
+        bare = f"elasticsearch://{server.host_port}/{with_user.rsplit('/', 1)[1]}"
+        with pytest.raises(NeardupError, match="401"):
+            api.stats(bare)
+        wrong = with_user.replace("s3cret", "wrong")
+        with pytest.raises(NeardupError, match="401"):
+            api.stats(wrong)
+    finally:
+        server.drop_made()
 
 
 class _RecordingHandler(BaseHTTPRequestHandler):

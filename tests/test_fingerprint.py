@@ -8,6 +8,7 @@ import pytest
 from neardup.errors import InvalidParameter
 from neardup.fingerprint import (
     FingerprintParams,
+    TokenField,
     estimated_jaccard,
     fingerprint,
     fingerprint_batch,
@@ -89,10 +90,25 @@ def test_char_shingles_count_distinct_ngrams() -> None:
 
 def test_signature_tokens_are_tagged_by_position() -> None:
     fp = fingerprint("some text to hash", WORD3)
-    tokens = fp.signature_tokens()
+    tokens = TokenField.SIGNATURE.tokens(fp)
     assert tokens == [f"{i}_{v}" for i, v in enumerate(fp.signature.tolist())]
-    assert len(set(fp.band_tokens())) == 5
-    assert all(len(t) == 16 for t in fp.shingle_tokens())
+    bands = TokenField.BANDS.tokens(fp)
+    assert bands == [f"{b}_{h:016x}" for b, h in enumerate(fp.bands.tolist())]
+    assert len(set(bands)) == 5
+    assert TokenField.SHINGLES.tokens(fp) == [f"{h:016x}" for h in fp.shingles.tolist()]
+
+
+@pytest.mark.parametrize("field", list(TokenField))
+def test_token_keys_and_strings_are_one_to_one(field: TokenField) -> None:
+    fps = fingerprint_batch(["some text to hash", "other words entirely"], WORD3)
+    keys = [field.keys(fp) for fp in fps]
+    assert all(
+        k.dtype == np.int64 and len(k) == field.size(fp) for k, fp in zip(keys, fps, strict=True)
+    )
+    strings = [field.strings(k) for k in keys]
+    # Different keys at the same position make different strings, and the same key the same one.
+    for a, b, sa, sb in zip(*keys, *strings, strict=False):
+        assert (a == b) == (sa == sb)
 
 
 def test_same_text_same_signature_across_runs_and_batches() -> None:
@@ -112,11 +128,11 @@ def test_signature_is_stable_across_machines() -> None:
     fp = fingerprint(
         "Art's Delicatessen 12224 Ventura Blvd. Studio City", FingerprintParams("char", 4, 8, 2)
     )
-    assert fp.signature_tokens() == GOLDEN_SIGNATURE
+    assert TokenField.SIGNATURE.tokens(fp) == GOLDEN_SIGNATURE
     fp = fingerprint(
         "Art's Delicatessen 12224 Ventura Blvd. Studio City", FingerprintParams("word", 3, 8, 2)
     )
-    assert fp.signature_tokens() == GOLDEN_WORD_SIGNATURE
+    assert TokenField.SIGNATURE.tokens(fp) == GOLDEN_WORD_SIGNATURE
 
 
 GOLDEN_SIGNATURE = [

@@ -11,8 +11,8 @@ from neardup.fingerprint import FingerprintParams
 from neardup.indexer import index_records
 from neardup.readers import Record
 from neardup.report import Pair, clusters, find_pairs
-from neardup.searcher import MatchRules
-from neardup.stores import TokenField
+from neardup.searcher import MatchRules, Searcher
+from neardup.stores import CandidateQuery, TokenField
 from tests.corpora import corpus
 
 RECORDS = {
@@ -58,14 +58,13 @@ def test_rules_filter_candidates(store) -> None:
     loose = MatchRules(method="shingles", threshold=None)
     found = api.lookup(store, id="3", rules=loose)
     assert [m.id for m in found][:2] == ["4", "8"]
-    query = api.searcher_for(store, loose).fingerprint_record("3")[1]
-    shared = store.candidates(
-        TokenField.SHINGLES, query.shingle_tokens(), rows=10, exclude_md5=[query.md5]
-    )
+    query = Searcher(store, store.params, loose).fingerprint_record("3")[1]
+    field = TokenField.SHINGLES
+    shared = store.candidates(CandidateQuery(field, field.keys(query), 10, None, [query.md5]))
     assert sorted(m.id for m in found) == sorted(c.id for c in shared)
 
 
-@pytest.mark.parametrize("method", ["minhash", "shingles", "lsh"])
+@pytest.mark.parametrize("method", list(TokenField))
 def test_every_method_finds_the_near_duplicate(store, method: str) -> None:
     fill(store, RECORDS)
     assert [m.id for m in api.lookup(store, id="3", rules=MatchRules(method=method))] == ["4"]
@@ -85,10 +84,13 @@ def test_unknown_id_and_empty_text(store) -> None:
         api.lookup(store, text="?!")
 
 
-def test_lookup_with_other_params_is_refused(store) -> None:
+def test_indexing_with_other_params_is_refused(store, tmp_path: Path) -> None:
     fill(store, RECORDS)
+    path = tmp_path / "more.txt"
+    path.write_text("7 one more record\n")
     with pytest.raises(ParameterMismatch):
-        api.lookup(store, id="1", params=FingerprintParams("word", 3, 20, 5))
+        api.index([path], store, params={"shingle": "word:3"})
+    assert store.count() == len(RECORDS)
 
 
 def test_report_lists_each_pair_once_in_id_order(store) -> None:
@@ -166,7 +168,7 @@ def test_index_several_files_without_ids_keeps_every_record(
 
 STRATEGY_RULES = [
     MatchRules(),
-    MatchRules(method="lsh", rows=2),
+    MatchRules(method="bands", rows=2),
     MatchRules(method="shingles", rows=1, threshold=0.2),
     MatchRules(first_word=True, rows=3, threshold=0.3),
     MatchRules(threshold=None, max_edit_distance=3, rows=2),
@@ -174,7 +176,7 @@ STRATEGY_RULES = [
 
 
 @pytest.mark.parametrize(
-    "rules", STRATEGY_RULES, ids=["minhash", "lsh", "shingles", "first-word", "edit-only"]
+    "rules", STRATEGY_RULES, ids=["signature", "bands", "shingles", "first-word", "edit-only"]
 )
 def test_the_self_join_reports_exactly_what_lookups_report(
     sqlite_url: str, tmp_path: Path, rules: MatchRules
@@ -190,19 +192,20 @@ def test_a_join_over_its_pair_budget_falls_back_to_lookups(sqlite_url: str, tmp_
     api.index([corpus(tmp_path / "records.txt")], sqlite_url)
     rules = MatchRules()
     with api.opened(sqlite_url) as store:
-        searcher = api.searcher_for(store, rules)
-        expected = find_pairs(searcher, "lookups")
-        assert find_pairs(searcher, "auto", pair_budget=10) == expected
+        expected = find_pairs(store, store.params, rules, "lookups")
+        assert find_pairs(store, store.params, rules, "auto", pair_budget=10) == expected
         with pytest.raises(NeardupError, match="too common for a self-join"):
-            find_pairs(searcher, "join", pair_budget=10)
+            find_pairs(store, store.params, rules, "join", pair_budget=10)
 
 
 def test_a_store_answers_only_the_methods_of_its_indexed_fields(store) -> None:
     fill(store, RECORDS, FingerprintParams(fields=("bands",)))
-    assert [m.id for m in api.lookup(store, id="1", rules=MatchRules(method="lsh"))] == ["6", "2"]
-    for method in ("minhash", "shingles"):
+    assert [m.id for m in api.lookup(store, id="1", rules={"method": "bands"})] == ["6", "2"]
+    # With no method given, the store is queried through the field it indexes.
+    assert [m.id for m in api.lookup(store, id="1")] == ["6", "2"]
+    for method in ("signature", "shingles"):
         with pytest.raises(NeardupError, match=f"--method {method} needs .* indexes only bands"):
-            api.lookup(store, id="1", rules=MatchRules(method=method))
-    fp = api.searcher_for(store, MatchRules(method="lsh")).fingerprint_record("1")[1]
-    assert store.candidates(TokenField.SIGNATURE, TokenField.SIGNATURE.tokens(fp), rows=5) == []
-    assert store.candidates(TokenField.SHINGLES, TokenField.SHINGLES.tokens(fp), rows=5) == []
+            api.lookup(store, id="1", rules={"method": method})
+    fp = Searcher(store, store.params, MatchRules(method="bands")).fingerprint_record("1")[1]
+    for field in (TokenField.SIGNATURE, TokenField.SHINGLES):
+        assert store.candidates(CandidateQuery(field, field.keys(fp), 5)) == []

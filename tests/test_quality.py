@@ -21,7 +21,7 @@ from neardup.readers import Record
 from neardup.searcher import MatchRules
 from neardup.stores import StoredRecord
 from neardup.tuning import band_choices, candidate_probability, recommend_bands
-from tests.test_cli import assert_user_error, neardup
+from tests.runner import assert_user_error, neardup
 
 # --- tuning ---------------------------------------------------------------------------------------
 
@@ -192,6 +192,57 @@ def test_presets_and_flags_that_override_them(tmp_path: Path) -> None:
     assert (params["shingle_kind"], params["shingle_size"], params["bands"]) == ("word", 2, 16)
 
 
+def test_the_api_takes_the_number_of_hashes_alone(tmp_path: Path) -> None:
+    records = tmp_path / "r.txt"
+    records.write_text("1 alpha beta\n2 alpha beta gamma\n")
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    api.index([records], url, params={"num_hashes": 100})
+    params = api.stats(url)["parameters"]
+    assert (params["num_hashes"], params["bands"]) == (100, 25)  # 4 rows per band
+    assert api.index([records], f"sqlite:///{tmp_path / 'j.db'}", params={"num_hashes": 7})
+
+
+def test_a_store_remembers_its_preset_and_threshold(tmp_path: Path) -> None:
+    corpus, truth = tmp_path / "c.tsv", tmp_path / "t.tsv"
+    write_corpus(corpus, truth, 600, seed=4)
+    documents = f"sqlite:///{tmp_path / 'd.db'}"
+    api.index([corpus], documents, preset="documents")
+    # A plain report uses the preset's rules: its bands, Jaccard >= 0.8.
+    assert api.stats(documents)["rules"] == {
+        "method": "bands",
+        "rows": 10,
+        "first_word": False,
+        "threshold": 0.8,
+        "max_edit_distance": None,
+    }
+    plain = api.report(documents)
+    assert plain == api.report(documents, preset="documents")
+    assert min(p.similarity for p in plain) >= 0.8
+    # --threshold on index means what it means everywhere: the least similarity reported.
+    tuned = f"sqlite:///{tmp_path / 'tuned.db'}"
+    assert neardup("index", str(corpus), "--store", tuned, "--threshold", "0.8").returncode == 0
+    pairs = api.report(tuned)
+    assert pairs and min(p.similarity for p in pairs) >= 0.8
+    assert min(p.similarity for p in api.report(tuned, rules={"threshold": 0.5})) < 0.8
+
+
+def test_the_exact_report_needs_no_token_field(tmp_path: Path) -> None:
+    corpus = tmp_path / "c.tsv"
+    write_corpus(corpus, None, 400, seed=5)
+    url = f"sqlite:///{tmp_path / 'bands.db'}"
+    api.index([corpus], url, preset="documents")  # indexes the band tokens alone
+    exact = api.report(url, exact=True)
+    assert exact and min(p.similarity for p in exact) >= 0.8
+    result = neardup("report", "--store", url, "--exact", "-o", str(tmp_path / "exact.tsv"))
+    assert result.returncode == 0, result.stderr
+
+    # The sketches find a subset of the exact pairs, with the same similarities.
+    def found(pairs):
+        return {(p.left_id, p.right_id, round(p.similarity, 9)) for p in pairs}
+
+    assert found(api.report(url)) <= found(exact)
+
+
 # --- generator ------------------------------------------------------------------------------------
 
 
@@ -221,7 +272,7 @@ def test_documents_preset_finds_the_generated_duplicates(tmp_path: Path, sqlite_
     api.index([corpus], sqlite_url, params={"shingle_kind": "char", "shingle_size": 5, "bands": 16})
     result = evaluate(
         read_pairs(truth),
-        pairs_of(api.report(sqlite_url, rules=MatchRules(method="lsh", threshold=0.8))),
+        pairs_of(api.report(sqlite_url, rules=MatchRules(method="bands", threshold=0.8))),
     )
     assert result.overall.precision == 1.0
     above = [(n, k) for lo, _, n, k in result.recall_by_similarity if lo >= 0.8]

@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
-from neardup.errors import ParameterMismatch
-from neardup.fingerprint import FingerprintParams, fingerprint_batch
-from neardup.stores import Candidate, Document, Store, TokenField, sort_candidates
+from neardup.errors import NeardupError, ParameterMismatch, StoreUnavailable
+from neardup.fingerprint import Fingerprint, FingerprintParams, fingerprint_batch
+from neardup.stores import (
+    Candidate,
+    CandidateQuery,
+    Document,
+    Store,
+    TokenField,
+    open_store,
+    sort_candidates,
+)
 
 PARAMS = FingerprintParams("word", 1, 16, 4)
 HOSTILE = [
@@ -31,15 +40,27 @@ def documents(texts: dict[str, str], params: FingerprintParams = PARAMS) -> list
     return [Document(i, fp) for i, fp in zip(texts, fps, strict=True)]
 
 
-def reference_candidates(
-    docs: list[Document],
+def ask(
+    store: Store,
     field: TokenField,
-    query: list[str],
+    fp: Fingerprint,
     rows: int,
     first_word: str | None = None,
     exclude_md5: tuple[str, ...] = (),
 ) -> list[Candidate]:
-    wanted = set(query)
+    """The store's answer to the candidate query of ``fp``'s tokens in ``field``."""
+    return store.candidates(CandidateQuery(field, field.keys(fp), rows, first_word, exclude_md5))
+
+
+def reference_candidates(
+    docs: list[Document],
+    field: TokenField,
+    fp: Fingerprint,
+    rows: int,
+    first_word: str | None = None,
+    exclude_md5: tuple[str, ...] = (),
+) -> list[Candidate]:
+    wanted = set(field.tokens(fp))
     found = []
     for d in docs:
         if first_word is not None and d.fingerprint.first_word != first_word:
@@ -106,19 +127,22 @@ def test_upsert_get_count_and_idempotence(store: Store) -> None:
     assert record.md5 == docs[0].fingerprint.md5
 
 
-def test_upsert_replaces_by_id_and_moves_tokens(store: Store) -> None:
-    store.ensure_params(PARAMS)
-    store.upsert(documents({"1": "alpha beta gamma", "2": "delta"}))
-    store.upsert(documents({"1": "delta epsilon"}))
-    store.flush()
-    assert store.count() == 2
-    assert store.get(["1"])["1"].content == "delta epsilon"
-    query = documents({"q": "alpha beta gamma"})[0].fingerprint
-    assert store.candidates(TokenField.SHINGLES, query.shingle_tokens(), rows=10) == []
-    query = documents({"q": "delta"})[0].fingerprint
-    assert [
-        c.id for c in store.candidates(TokenField.SHINGLES, query.shingle_tokens(), rows=10)
-    ] == ["1", "2"]
+def test_upsert_replaces_by_id_and_moves_tokens(store_url_factory) -> None:
+    url = store_url_factory()
+    with open_store(url) as first:
+        first.ensure_params(PARAMS)
+        first.upsert(documents({"1": "alpha beta gamma", "2": "delta"}))
+        first.flush()
+    # A store opened again reads its parameters by itself before replacing a record.
+    with open_store(url) as store:
+        store.upsert(documents({"1": "delta epsilon"}))
+        store.flush()
+        assert store.count() == 2
+        assert store.get(["1"])["1"].content == "delta epsilon"
+        query = documents({"q": "alpha beta gamma"})[0].fingerprint
+        assert ask(store, TokenField.SHINGLES, query, rows=10) == []
+        query = documents({"q": "delta"})[0].fingerprint
+        assert [c.id for c in ask(store, TokenField.SHINGLES, query, rows=10)] == ["1", "2"]
 
 
 def test_last_of_duplicate_ids_in_a_batch_wins(store: Store) -> None:
@@ -167,18 +191,16 @@ def test_candidates_equal_the_brute_force_reference(store: Store, field: TokenFi
     store.upsert(docs)
     store.flush()
     for query in documents(random_corpus(seed=4, size=15)):
-        tokens = field.tokens(query.fingerprint)
+        fp = query.fingerprint
         for rows in (1, 5, 100):
-            assert store.candidates(field, tokens, rows=rows) == reference_candidates(
-                docs, field, tokens, rows
-            )
-        fw = query.fingerprint.first_word
-        assert store.candidates(field, tokens, rows=20, first_word=fw) == reference_candidates(
-            docs, field, tokens, 20, first_word=fw
+            assert ask(store, field, fp, rows) == reference_candidates(docs, field, fp, rows)
+        fw = fp.first_word
+        assert ask(store, field, fp, 20, first_word=fw) == reference_candidates(
+            docs, field, fp, 20, first_word=fw
         )
         md5s = (docs[0].fingerprint.md5, docs[5].fingerprint.md5)
-        assert store.candidates(field, tokens, rows=20, exclude_md5=md5s) == reference_candidates(
-            docs, field, tokens, 20, exclude_md5=md5s
+        assert ask(store, field, fp, 20, exclude_md5=md5s) == reference_candidates(
+            docs, field, fp, 20, exclude_md5=md5s
         )
 
 
@@ -188,7 +210,7 @@ def test_ties_are_broken_by_id_in_byte_order(store: Store) -> None:
     store.upsert(documents(dict.fromkeys(ids, "same words here")))
     store.flush()
     query = documents({"q": "same words here"})[0].fingerprint
-    found = store.candidates(TokenField.SHINGLES, query.shingle_tokens(), rows=50)
+    found = ask(store, TokenField.SHINGLES, query, rows=50)
     assert [c.id for c in found] == sorted(ids, key=lambda i: i.encode("utf-8"))
     assert {c.score for c in found} == {3}
 
@@ -208,12 +230,13 @@ def test_hostile_text_is_data(store: Store) -> None:
         fp = d.fingerprint
         assert d.id in store.ids_by_md5([fp.md5])[fp.md5]
         for field in TokenField:
-            tokens = field.tokens(fp)
-            got = store.candidates(field, tokens, rows=5, first_word=fp.first_word)
-            assert got == reference_candidates(docs, field, tokens, 5, first_word=fp.first_word)
-    # Empty first word and query tokens that match nothing.
-    assert store.candidates(TokenField.SHINGLES, ["zz"], rows=5, first_word="") == []
-    assert store.candidates(TokenField.SIGNATURE, ["1_2", "x_y", "AND"], rows=5) == []
+            got = ask(store, field, fp, 5, first_word=fp.first_word)
+            assert got == reference_candidates(docs, field, fp, 5, first_word=fp.first_word)
+    # An empty first word, and keys that match nothing, or nothing to match.
+    nothing = np.array([-1, 0, 2**40], dtype=np.int64)
+    for field in TokenField:
+        assert store.candidates(CandidateQuery(field, nothing, 5, first_word="")) == []
+        assert store.candidates(CandidateQuery(field, nothing[:0], 5)) == []
 
 
 def test_iter_ids_in_byte_order(store: Store) -> None:
@@ -236,4 +259,45 @@ def test_delete(store: Store) -> None:
     store.flush()
     assert store.count() == 1
     query = documents({"q": "one four"})[0].fingerprint
-    assert store.candidates(TokenField.SHINGLES, query.shingle_tokens(), rows=5) == []
+    assert ask(store, TokenField.SHINGLES, query, rows=5) == []
+
+
+def test_upsert_needs_the_stores_parameters(store: Store) -> None:
+    with pytest.raises(NeardupError, match="no fingerprint parameters yet"):
+        store.upsert(documents({"1": "alpha beta"}))
+    store.flush()
+    assert store.count() == 0
+
+
+def test_get_more_ids_than_one_page(store: Store) -> None:
+    store.ensure_params(PARAMS)
+    texts = {f"id{i:04d}": f"record number {i}" for i in range(1500)}
+    store.upsert(documents(texts))
+    store.flush()
+    got = store.get([*texts, "missing"])
+    assert len(got) == 1500
+    assert got["id1234"].content == "record number 1234"
+
+
+def test_a_query_with_thousands_of_distinct_tokens(store: Store) -> None:
+    # One clause per token: more than Lucene's default limit of 1,024 clauses.
+    store.ensure_params(PARAMS)
+    words = [f"w{i}" for i in range(3000)]
+    docs = documents({"all": " ".join(words), "half": " ".join(words[::2]), "other": "x y"})
+    store.upsert(docs)
+    store.flush()
+    query = docs[0].fingerprint
+    found = ask(store, TokenField.SHINGLES, query, rows=5)
+    assert found == reference_candidates(docs, TokenField.SHINGLES, query, 5)
+    assert [(c.id, c.score) for c in found] == [("all", 3000), ("half", 1500)]
+
+
+def test_drop_removes_the_store(store_url_factory) -> None:
+    url = store_url_factory()
+    with open_store(url) as store:
+        store.ensure_params(PARAMS)
+        store.upsert(documents({"1": "alpha"}))
+        store.flush()
+        store.drop()
+    with pytest.raises(StoreUnavailable):
+        open_store(url, create=False)

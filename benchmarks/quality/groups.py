@@ -11,8 +11,8 @@ from __future__ import annotations
 from common import reported_pairs
 from kijiji import load_from_arguments
 
-from neardup.presets import PRESETS
 from neardup.report import Pair, clusters
+from neardup.settings import PRESETS
 
 
 def groups(pairs) -> list[list[str]]:

@@ -25,9 +25,9 @@ from kijiji import load as load_kijiji
 from neardup.evaluate import Scores
 from neardup.fingerprint import FingerprintParams
 from neardup.generate import write_corpus
-from neardup.presets import PRESETS
 from neardup.readers import RecordReader
 from neardup.searcher import MatchRules
+from neardup.settings import PRESETS
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BEGIN, END = "<!-- quality table: begin -->", "<!-- quality table: end -->"
@@ -39,7 +39,7 @@ def settings(preset: str) -> list[Setting]:
     chosen = PRESETS[preset]
     return [
         ("recipe: word:3, 20 hashes, first word, edit <= 2", *RECIPE),
-        ("defaults: char:4, 128 hashes, minhash, J >= 0.5", FingerprintParams(), MatchRules()),
+        ("defaults: char:4, 128 hashes, signature, J >= 0.5", FingerprintParams(), MatchRules()),
         (f"--preset {preset}", chosen.params, chosen.rules),
     ]
 
@@ -100,7 +100,7 @@ def synthetic_rows(count: int) -> list[str]:
             truth[(a, b)] = float(similarity)
     wanted = {p for p, j in truth.items() if j >= 0.8}
     lines = []
-    # Only the preset: minhash OR-queries over this Zipf vocabulary take tens of minutes at 20k.
+    # Only the preset: signature OR-queries over this Zipf vocabulary take tens of minutes at 20k.
     for name, params, rules in settings("documents")[2:]:
         found, seconds = reported_pairs(records, params, rules)
         precision = len(found & set(truth)) / len(found) if found else 1.0

@@ -39,12 +39,12 @@ def default_store_url() -> str:
 
 
 def _engine(name: str) -> ModuleType:
-    """The store module of one engine; its client library is an optional extra of the same name."""
+    """The store module of one engine, imported on first use (its client takes time to load)."""
     try:
         return importlib.import_module(f".{name}", __package__)
     except ImportError as exc:
         raise NeardupError(
-            f"{name} stores need {exc.name}, which is not installed: pip install 'neardup[{name}]'"
+            f"{name} stores need {exc.name}, which is not installed: pip install neardup again"
         ) from None
 
 

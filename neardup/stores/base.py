@@ -1,8 +1,14 @@
 """The one small interface every store implements.
 
 A store holds, per record: the id, the normalised content, its MD5, the first word, the number of
-words, and three multi-valued token fields (shingles, signature, bands). The indexer and the
-searcher talk to nothing else, so every engine gives the same answers.
+words, and up to three multi-valued token fields (shingles, signature, bands). It also keeps one
+JSON object of its own settings (the fingerprint parameters and the layout of its fields). The
+indexer, the searcher and the report talk to nothing else, so every engine gives the same answers.
+
+What a write guarantees: every store replaces records by id, so writing the same records again
+changes nothing, and a run that failed part-way is completed by running it again. The embedded
+store writes each batch in one transaction; Solr and Elasticsearch have no transactions across
+documents, so a failed batch can leave part of itself written until the run is repeated.
 """
 
 from __future__ import annotations
@@ -10,46 +16,19 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from itertools import islice
+from typing import Any
 
 import numpy as np
 
-from ..errors import ParameterMismatch
-from ..fingerprint import TOKEN_FIELDS, Fingerprint, FingerprintParams
+from ..errors import NeardupError, ParameterMismatch
+from ..fingerprint import Fingerprint, FingerprintParams, TokenField
 
 ParamsRequest = FingerprintParams | Mapping[str, object] | None
 
-
-class TokenField(StrEnum):
-    """The multi-valued token fields a candidate query can OR over."""
-
-    SHINGLES = "shingles"
-    SIGNATURE = "signature"
-    BANDS = "bands"
-
-    def tokens(self, fp: Fingerprint) -> list[str]:
-        if self is TokenField.SHINGLES:
-            return fp.shingle_tokens()
-        if self is TokenField.SIGNATURE:
-            return fp.signature_tokens()
-        return fp.band_tokens()
-
-    def keys(self, fp: Fingerprint) -> np.ndarray:
-        """The tokens as 64-bit integers (int64, as SQLite stores them), one per token string:
-        a signature token is its position and value, a band or shingle token its hash."""
-        if self is TokenField.SIGNATURE:
-            positions = np.arange(len(fp.signature), dtype=np.uint64) << np.uint64(32)
-            keys = positions | fp.signature.astype(np.uint64)
-        else:
-            keys = fp.shingles if self is TokenField.SHINGLES else fp.bands
-        return keys.view(np.int64)
-
-    def size(self, fp: Fingerprint) -> int:
-        """How many tokens ``fp`` has in this field: the score of an exact duplicate."""
-        if self is TokenField.SHINGLES:
-            return len(fp.shingles)
-        return len(fp.signature if self is TokenField.SIGNATURE else fp.bands)
+# Stores written before the token fields had one name everywhere lack "layout" in their settings;
+# the engines then use the old field names (see neardup.stores.schema).
+LAYOUT = 2
 
 
 @dataclass(frozen=True)
@@ -59,7 +38,7 @@ class Document:
 
     id: str
     fingerprint: Fingerprint
-    fields: tuple[str, ...] = TOKEN_FIELDS
+    fields: tuple[str, ...] = tuple(TokenField)
 
     def indexed(self, field: TokenField) -> bool:
         return field.value in self.fields
@@ -83,10 +62,11 @@ class Candidate:
 
 @dataclass(frozen=True)
 class CandidateQuery:
-    """One OR-query over a token field: see :meth:`Store.candidates`."""
+    """One OR-query over a token field (see :meth:`Store.candidates_many`); ``keys`` are the
+    query's :meth:`TokenField.keys`, in their order."""
 
     field: TokenField
-    tokens: Sequence[str]
+    keys: np.ndarray
     rows: int
     first_word: str | None = None
     exclude_md5: Sequence[str] = ()
@@ -100,7 +80,28 @@ def sort_candidates(candidates: list[Candidate]) -> list[Candidate]:
 class Store(ABC):
     """A place that keeps fingerprinted records and answers token queries over them."""
 
-    url: str
+    url: str  # the store's URL, without credentials
+    _settings: dict[str, Any] | None = None
+
+    # --- settings ---------------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> dict[str, Any] | None:
+        """The store's settings object, read once (None: a store with no schema yet)."""
+        if self._settings is None:
+            self._settings = self.read_settings()
+        return self._settings
+
+    def read_params(self) -> FingerprintParams | None:
+        settings = self.settings
+        return FingerprintParams.from_dict(settings) if settings else None
+
+    @property
+    def params(self) -> FingerprintParams:
+        params = self.read_params()
+        if params is None:
+            raise NeardupError(f"{self.url} has no fingerprint parameters yet: index into it first")
+        return params
 
     def ensure_params(self, params: ParamsRequest = None) -> FingerprintParams:
         """Create the schema if needed and return the store's fingerprint parameters.
@@ -114,7 +115,7 @@ class Store(ABC):
             params = replace(stored or FingerprintParams(), **params)
         if stored is None:
             chosen = params or FingerprintParams()
-            self.write_params(chosen)
+            self.update_settings(chosen.to_dict() | {"layout": LAYOUT})
             return chosen
         if params is not None and params != stored:
             raise ParameterMismatch(
@@ -123,25 +124,50 @@ class Store(ABC):
             )
         return stored
 
+    def update_settings(self, changes: Mapping[str, Any]) -> None:
+        """Merge ``changes`` into the settings object and write it (creating the schema)."""
+        merged = (self.settings or {}) | dict(changes)
+        self.write_settings(merged)
+        self._settings = merged
+
+    @abstractmethod
+    def read_settings(self) -> dict[str, Any] | None:
+        """The stored settings object, or None for a store with no schema yet."""
+
+    @abstractmethod
+    def write_settings(self, settings: dict[str, Any]) -> None:
+        """Create the schema if needed and store the settings object."""
+
     @abstractmethod
     def apply_schema(self) -> None:
         """Create the store's schema (tables, core, collection or index), or add what it lacks."""
 
-    @abstractmethod
-    def read_params(self) -> FingerprintParams | None:
-        """The stored parameters, or None for a store with no schema yet."""
+    # --- writing ----------------------------------------------------------------------------------
 
-    @abstractmethod
-    def write_params(self, params: FingerprintParams) -> None:
-        """Create the schema and record the parameters."""
-
-    @abstractmethod
     def upsert(self, documents: Sequence[Document]) -> None:
-        """Insert or replace a batch by id, all or nothing."""
+        """Insert or replace records by id (the last of repeated ids wins). The store must have
+        its parameters (:meth:`ensure_params`); see the module's note on what a write guarantees."""
+        self._upsert({d.id: d for d in documents}, self.params)
+
+    @abstractmethod
+    def _upsert(self, documents: Mapping[str, Document], params: FingerprintParams) -> None: ...
+
+    @abstractmethod
+    def delete(self, ids: Sequence[str]) -> int:
+        """Delete these ids; returns how many existed."""
+
+    def flush(self) -> None:  # noqa: B027 - most stores write through; engines override to commit
+        """Make everything written so far visible to queries."""
+
+    @abstractmethod
+    def drop(self) -> None:
+        """Remove the store: its file, core, collection or index, records and settings."""
+
+    # --- reading ----------------------------------------------------------------------------------
 
     @abstractmethod
     def get(self, ids: Sequence[str]) -> dict[str, StoredRecord]:
-        """The stored records among ``ids``; missing ids are absent from the result."""
+        """The stored records among ``ids`` (any number); missing ids are absent."""
 
     @abstractmethod
     def ids_by_md5(self, md5s: Sequence[str]) -> dict[str, list[str]]:
@@ -157,17 +183,8 @@ class Store(ABC):
         is not in its ``exclude_md5`` count.
         """
 
-    def candidates(
-        self,
-        field: TokenField,
-        tokens: Sequence[str],
-        *,
-        rows: int,
-        first_word: str | None = None,
-        exclude_md5: Sequence[str] = (),
-    ) -> list[Candidate]:
+    def candidates(self, query: CandidateQuery) -> list[Candidate]:
         """One candidate query (see :meth:`candidates_many`)."""
-        query = CandidateQuery(field, tokens, rows, first_word, exclude_md5)
         return self.candidates_many([query])[0]
 
     @abstractmethod
@@ -183,13 +200,6 @@ class Store(ABC):
 
     @abstractmethod
     def count(self) -> int: ...
-
-    @abstractmethod
-    def delete(self, ids: Sequence[str]) -> int:
-        """Delete these ids; returns how many existed."""
-
-    def flush(self) -> None:  # noqa: B027 - most stores write through; engines override to commit
-        """Make everything upserted so far visible to queries."""
 
     @abstractmethod
     def close(self) -> None: ...

@@ -1,6 +1,6 @@
 """Elasticsearch 8 behind ``elasticsearch://host:port/INDEX``, with the client of the same major.
 
-The index uses ``schema/elasticsearch/mapping.json``; the fingerprint parameters are kept in the
+The index uses ``schema/elasticsearch/mapping.json``; the store's settings are kept in the
 mapping's ``_meta.neardup_params`` and checked on every use. A candidate query is a ``bool``
 ``should`` of ``constant_score`` term clauses, so a hit's score is exactly the number of tokens it
 shares, whatever the shard statistics; hits are sorted by score, then id. Many candidate queries go
@@ -11,10 +11,9 @@ out as one ``_msearch``. Records are written with ``streaming_bulk`` and refresh
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import elastic_transport
 from elasticsearch import ApiError, Elasticsearch, helpers
@@ -22,17 +21,18 @@ from elasticsearch import ApiError, Elasticsearch, helpers
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams
 from .base import Candidate, CandidateQuery, Document, Store, StoredRecord
-from .schema import TOKEN_FIELD_NAMES, elasticsearch_mapping, engine_document
+from .schema import elasticsearch_mapping, engine_document, field_names
+from .url import RETRY_STATUSES, parse_engine_url
 
 RECORD_FIELDS = ["id", "content", "md5_hash", "first_word", "num_words"]
 PAGE = 1000
 KEEP_ALIVE = "5m"
 
 
-def _candidate_search(query: CandidateQuery) -> dict[str, Any]:
-    name = TOKEN_FIELD_NAMES[query.field]
+def _candidate_search(query: CandidateQuery, name: str) -> dict[str, Any]:
     should = [
-        {"constant_score": {"filter": {"term": {name: t}}}} for t in dict.fromkeys(query.tokens)
+        {"constant_score": {"filter": {"term": {name: t}}}}
+        for t in dict.fromkeys(query.field.strings(query.keys))
     ]
     boolean: dict[str, Any] = {"should": should, "minimum_should_match": 1}
     if query.first_word is not None:
@@ -50,21 +50,16 @@ def _candidate_search(query: CandidateQuery) -> dict[str, Any]:
 
 class ElasticsearchStore(Store):
     def __init__(self, url: str, *, create: bool = True, timeout: float = 60, retries: int = 3):
-        parts = urlsplit(url)
-        self.index = parts.path.strip("/")
-        if not self.index or "/" in self.index or parts.hostname is None:
+        parsed = parse_engine_url(url, "elasticsearch://host:port/INDEX", 9200, "ES")
+        self.index = parsed.path.strip("/")
+        if not self.index or "/" in self.index:
             example = "elasticsearch://host:port/INDEX"
             raise NeardupError(f"an Elasticsearch store URL looks like {example}, not {url!r}")
-        scheme = "https" if parts.scheme == "elasticsearch+https" else "http"
-        port = parts.port or 9200
-        self.url = f"{parts.scheme}://{parts.hostname}:{port}/{self.index}"
-        self.endpoint = f"{scheme}://{parts.hostname}:{port}"
-        options = parse_qs(parts.query)
-        self.shards = int(options.get("shards", ["1"])[0])
-        self.replicas = int(options.get("replicas", ["0"])[0])
+        self.url, self.endpoint = parsed.public, parsed.endpoint
+        self.shards, self.replicas = parsed.shards, parsed.replicas
         auth: dict[str, Any] = {}
-        if parts.username:
-            auth["basic_auth"] = (unquote(parts.username), unquote(parts.password or ""))
+        if parsed.auth:
+            auth["basic_auth"] = parsed.auth
         elif os.environ.get("NEARDUP_ES_API_KEY"):
             auth["api_key"] = os.environ["NEARDUP_ES_API_KEY"]
         self.es = Elasticsearch(
@@ -72,7 +67,7 @@ class ElasticsearchStore(Store):
             request_timeout=timeout,
             max_retries=retries,
             retry_on_timeout=True,
-            retry_on_status=(502, 503, 504),
+            retry_on_status=RETRY_STATUSES,
             **auth,
         )
         if not create and not self._exists():
@@ -106,7 +101,11 @@ class ElasticsearchStore(Store):
                 self.es.indices.create(
                     index=self.index,
                     mappings=mapping,
-                    settings={"number_of_shards": self.shards, "number_of_replicas": self.replicas},
+                    # number_of_replicas counts the extra copies of a shard
+                    settings={
+                        "number_of_shards": self.shards,
+                        "number_of_replicas": self.replicas - 1,
+                    },
                     wait_for_active_shards="all",
                 )
             else:
@@ -117,25 +116,29 @@ class ElasticsearchStore(Store):
             mappings = self.es.indices.get_mapping(index=self.index)[self.index]["mappings"]
         return dict(mappings.get("_meta", {}))
 
-    def read_params(self) -> FingerprintParams | None:
+    def read_settings(self) -> dict[str, Any] | None:
         if not self._exists():
             return None
-        stored = self._meta().get("neardup_params")
-        return FingerprintParams.from_dict(stored) if stored else None
+        return self._meta().get("neardup_params")
 
-    def write_params(self, params: FingerprintParams) -> None:
+    def write_settings(self, settings: dict[str, Any]) -> None:
         self.apply_schema()
-        meta = self._meta() | {"neardup_params": params.to_dict()}
+        meta = self._meta() | {"neardup_params": settings}
         with self._errors():
             self.es.indices.put_mapping(index=self.index, meta=meta)
 
+    def drop(self) -> None:
+        with self._errors():
+            self.es.indices.delete(index=self.index, ignore_unavailable=True)
+        self._settings = None
+
     # --- writing ----------------------------------------------------------------------------------
 
-    def upsert(self, documents: Sequence[Document]) -> None:
-        latest = {d.id: d for d in documents}
+    def _upsert(self, documents: Mapping[str, Document], params: FingerprintParams) -> None:
+        names = field_names(self.settings)
         actions = (
-            {"_index": self.index, "_id": d.id, "_source": engine_document(d)}
-            for d in latest.values()
+            {"_index": self.index, "_id": d.id, "_source": engine_document(d, names)}
+            for d in documents.values()
         )
         self._bulk(actions)
 
@@ -233,17 +236,18 @@ class ElasticsearchStore(Store):
 
     def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
         """All queries in one _msearch round trip."""
-        asked = [q for q in queries if q.tokens]
+        asked = [q for q in queries if len(q.keys)]
+        names = field_names(self.settings) if asked else {}
         searches: list[dict[str, Any]] = []
         for query in asked:
-            searches += [{"index": self.index}, _candidate_search(query)]
+            searches += [{"index": self.index}, _candidate_search(query, names[query.field])]
         answers: Iterator[dict[str, Any]] = iter([])
         if searches:
             with self._errors():
                 answers = iter(self.es.msearch(searches=searches)["responses"])
         results = []
         for query in queries:
-            if not query.tokens:
+            if not len(query.keys):
                 results.append([])
                 continue
             answer = next(answers)

@@ -8,24 +8,33 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from .base import Document, TokenField
+from .base import LAYOUT, Document, TokenField
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schema"
 SOLR_CONFIGSET = SCHEMA_DIR / "solr" / "conf"
 ELASTICSEARCH_MAPPING = SCHEMA_DIR / "elasticsearch" / "mapping.json"
 
-
-# The field names both engines use (schema/solr/conf/managed-schema.xml, mapping.json).
-TOKEN_FIELD_NAMES = {
+# Each token field is an engine field of the same name. Stores made before that (no "layout" in
+# their settings) use the recipe's names, and keep them.
+LEGACY_FIELD_NAMES = {
     TokenField.SHINGLES: "content_ng",
     TokenField.SIGNATURE: "content_sg",
     TokenField.BANDS: "content_lsh",
 }
 
 
-def engine_document(document: Document) -> dict[str, object]:
+def field_names(settings: Mapping[str, Any] | None) -> dict[TokenField, str]:
+    """The engine field of each token field, for a store with these settings."""
+    if settings and settings.get("layout", 1) < LAYOUT:
+        return LEGACY_FIELD_NAMES
+    return {field: field.value for field in TokenField}
+
+
+def engine_document(document: Document, names: Mapping[TokenField, str]) -> dict[str, object]:
     """A record as a Solr or Elasticsearch document."""
     fp = document.fingerprint
     return {
@@ -34,11 +43,7 @@ def engine_document(document: Document) -> dict[str, object]:
         "md5_hash": fp.md5,
         "first_word": fp.first_word,
         "num_words": fp.num_words,
-        **{
-            name: field.tokens(fp)
-            for field, name in TOKEN_FIELD_NAMES.items()
-            if document.indexed(field)
-        },
+        **{names[field]: field.tokens(fp) for field in TokenField if document.indexed(field)},
     }
 
 

@@ -1,18 +1,20 @@
 """The embedded store: one SQLite file, no server.
 
 Records live in ``docs``; each token field has an inverted index ``<field>_postings(token, doc)``,
-a clustered (WITHOUT ROWID) table keyed by a 64-bit integer form of the token, so an OR-query is
-one index range scan per token plus a GROUP BY. Every batch is one transaction: a killed run leaves
-the store consistent, and indexing again completes it.
+a clustered (WITHOUT ROWID) table keyed by the token's 64-bit key (``TokenField.keys``), so an
+OR-query is one index range scan per token plus a GROUP BY. Every batch is one transaction: a
+killed run leaves the store consistent, and indexing again completes it. The store's settings
+are one JSON value in ``meta``.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,26 +42,15 @@ CREATE INDEX IF NOT EXISTS docs_md5 ON docs (md5, id);
 )
 
 
-def parse_token(field: TokenField, token: str) -> int | None:
-    """The integer form of one token string; None for a string no record can hold."""
-    try:
-        if field is TokenField.SIGNATURE:
-            position, value = token.split("_")
-            return (int(position) << 32) | int(value)
-        digits = token.split("_")[-1] if field is TokenField.BANDS else token
-        return int(np.array(int(digits, 16), dtype=np.uint64).view(np.int64))
-    except (ValueError, OverflowError):
-        return None
-
-
 class SQLiteStore(Store):
     def __init__(self, path: str, *, create: bool = True) -> None:
         self.url = f"sqlite:///{path}"
-        self._params: FingerprintParams | None = None
+        self.path = path
         if path != ":memory:" and not create and not Path(path).exists():
             raise StoreUnavailable(f"no store at {path}: index some records into it first")
         try:
-            self._conn = sqlite3.connect(path, isolation_level=None)
+            # A writer holds the lock for one batch; others wait for it rather than fail.
+            self._conn = sqlite3.connect(path, isolation_level=None, timeout=60)
             self._conn.executescript(
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
                 "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144;"
@@ -87,19 +78,16 @@ class SQLiteStore(Store):
     def _set_meta(self, key: str, value: str) -> None:
         self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
-    def read_params(self) -> FingerprintParams | None:
+    def read_settings(self) -> dict[str, Any] | None:
         stored = self._meta("params")
-        self._params = FingerprintParams.from_dict(json.loads(stored)) if stored else None
-        return self._params
+        return json.loads(stored) if stored else None
 
-    def write_params(self, params: FingerprintParams) -> None:
-        self._set_meta("params", json.dumps(params.to_dict(), sort_keys=True))
-        self._params = params
+    def write_settings(self, settings: dict[str, Any]) -> None:
+        self._set_meta("params", json.dumps(settings, sort_keys=True))
 
     # --- writing --------------------------------------------------------------------------------
 
-    def upsert(self, documents: Sequence[Document]) -> None:
-        latest = {d.id: d for d in documents}
+    def _upsert(self, latest: Mapping[str, Document], params: FingerprintParams) -> None:
         with self._transaction():
             existing = {
                 row[1]: (row[0], row[2], row[3])
@@ -112,7 +100,7 @@ class SQLiteStore(Store):
             changed = {i: existing[i] for i in latest if i in existing}
             changed = {i: v for i, v in changed.items() if v[1] != latest[i].fingerprint.md5}
             self._delete_postings(
-                [v[0] for v in changed.values()], [v[2] for v in changed.values()]
+                [v[0] for v in changed.values()], [v[2] for v in changed.values()], params
             )
             (next_doc,) = self._conn.execute(
                 "SELECT COALESCE(MAX(doc), 0) + 1 FROM docs"
@@ -165,10 +153,12 @@ class SQLiteStore(Store):
         for table, pairs in self._postings(docs, documents):
             self._conn.executemany(f"INSERT OR IGNORE INTO {table} VALUES (?, ?)", pairs)
 
-    def _delete_postings(self, docs: Sequence[int], contents: Sequence[str]) -> None:
-        assert self._params is not None, "parameters are read before any write"
-        old = fingerprint_batch(contents, self._params, normalized=True) if contents else []
-        stored = [Document("", fp, self._params.fields) for fp in old]
+    def _delete_postings(
+        self, docs: Sequence[int], contents: Sequence[str], params: FingerprintParams
+    ) -> None:
+        """Remove these documents' postings: their tokens are those of their stored contents."""
+        old = fingerprint_batch(contents, params, normalized=True) if contents else []
+        stored = [Document("", fp, params.fields) for fp in old]
         for table, pairs in self._postings(docs, stored):
             self._conn.executemany(f"DELETE FROM {table} WHERE token = ? AND doc = ?", pairs)
 
@@ -178,11 +168,16 @@ class SQLiteStore(Store):
                 "SELECT doc, content FROM docs WHERE id IN (SELECT value FROM json_each(?))",
                 (json.dumps(list(ids)),),
             ).fetchall()
-            if self._params is None:
-                self.read_params()
-            self._delete_postings([r[0] for r in rows], [r[1] for r in rows])
+            if rows:  # records exist only in a store that has its parameters
+                self._delete_postings([r[0] for r in rows], [r[1] for r in rows], self.params)
             self._conn.executemany("DELETE FROM docs WHERE doc = ?", [(r[0],) for r in rows])
         return len(rows)
+
+    def drop(self) -> None:
+        self.close()
+        if self.path != ":memory:":
+            for suffix in ("", "-wal", "-shm"):
+                Path(self.path + suffix).unlink(missing_ok=True)
 
     # --- reading --------------------------------------------------------------------------------
 
@@ -208,8 +203,7 @@ class SQLiteStore(Store):
         return [self._candidates(q) for q in queries]
 
     def _candidates(self, q: CandidateQuery) -> list[Candidate]:
-        keys = [k for k in (parse_token(q.field, t) for t in q.tokens) if k is not None]
-        filters, args = [], [json.dumps(keys)]
+        filters, args = [], [json.dumps(np.asarray(q.keys).tolist())]
         if q.first_word is not None:
             filters.append("d.first_word = ?")
             args.append(q.first_word)

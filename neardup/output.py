@@ -1,0 +1,118 @@
+"""How results look: pair and group files, and the tables the CLI prints. No store, no logic."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict
+from typing import IO, Literal
+
+from .evaluate import Evaluation
+from .report import Pair
+from .searcher import Match
+from .tuning import TUNE_POINTS, Tuning, candidate_probability
+
+ReportFormat = Literal["tsv", "csv", "jsonl"]
+REPORT_FORMATS: tuple[ReportFormat, ...] = ("tsv", "csv", "jsonl")
+
+
+def write_pairs(pairs: Iterable[Pair], out: IO[str], format: ReportFormat = "tsv") -> int:
+    fields = list(Pair.__dataclass_fields__)
+    rows = (asdict(p) | {"similarity": round(p.similarity, 6)} for p in pairs)
+    return _write(rows, fields, out, format)
+
+
+def write_clusters(groups: Iterable[list[str]], out: IO[str], format: ReportFormat = "tsv") -> int:
+    if format == "jsonl":
+        rows: Iterator[dict[str, object]] = (
+            {"group": n, "size": len(g), "ids": g} for n, g in enumerate(groups, start=1)
+        )
+        return _write(rows, ["group", "size", "ids"], out, format)
+    rows = (
+        {"group": n, "size": len(g), "id": member}
+        for n, g in enumerate(groups, start=1)
+        for member in g
+    )
+    return _write(rows, ["group", "size", "id"], out, format)
+
+
+def _write(
+    rows: Iterable[dict[str, object]], fields: list[str], out: IO[str], format: ReportFormat
+) -> int:
+    count = 0
+    if format == "jsonl":
+        for count, row in enumerate(rows, start=1):  # noqa: B007 - count is the result
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        return count
+    writer = csv.DictWriter(
+        out,
+        fields,
+        delimiter="\t" if format == "tsv" else ",",
+        lineterminator="\n",
+        **({"quoting": csv.QUOTE_NONE, "escapechar": "\\"} if format == "tsv" else {}),
+    )
+    writer.writeheader()
+    for count, row in enumerate(rows, start=1):  # noqa: B007
+        writer.writerow(row)
+    return count
+
+
+def match_table(matches: Sequence[Match]) -> str:
+    if not matches:
+        return "no duplicates found"
+    header = f"{'id':<16} {'match':<6} {'edit':>4} {'similarity':>10} {'shared':>6}  content"
+    lines = [header]
+    for m in matches:
+        content = m.content if len(m.content) <= 60 else m.content[:57] + "..."
+        lines.append(
+            f"{m.id:<16} {'exact' if m.exact else 'near':<6} {m.edit_distance:>4} "
+            f"{m.similarity:>10.3f} {m.shared_tokens:>6}  {content}"
+        )
+    return "\n".join(lines)
+
+
+def matches_json(matches: Sequence[Match]) -> str:
+    return json.dumps([asdict(m) for m in matches], ensure_ascii=False, indent=2)
+
+
+def evaluation_table(result: Evaluation) -> str:
+    o = result.overall
+    lines = [
+        f"precision {o.precision:.4f}  recall {o.recall:.4f}  F1 {o.f1:.4f}  "
+        f"({o.right} of {o.reported} reported pairs are true; {o.true} true pairs)"
+    ]
+    if result.recall_by_similarity:
+        lines += ["", "true similarity   true pairs   found   recall"]
+        lines += [
+            f"[{lo:.1f}, {hi:.1f}{']' if hi >= 1.0 else ')'}        {n:>10} {k:>7}   {k / n:.4f}"
+            for lo, hi, n, k in result.recall_by_similarity
+        ]
+    if result.by_threshold:
+        lines += ["", "threshold   reported   precision   recall      F1"]
+        lines += [
+            f"{t:>9.2f} {s.reported:>10} {s.precision:>11.4f} {s.recall:>8.4f} {s.f1:>7.4f}"
+            for t, s in result.by_threshold
+        ]
+    return "\n".join(lines)
+
+
+def tuning_table(tuning: Tuning) -> str:
+    lines = [
+        f"threshold {tuning.threshold}, {tuning.num_hashes} hashes: P(candidate) at similarity s",
+        f"{'bands':>5} {'rows':>4} {'FN mass':>8} {'FP mass':>8}  "
+        + " ".join(f"{s:>5}" for s in TUNE_POINTS),
+    ]
+    for c in tuning.choices:
+        curve = " ".join(
+            f"{float(candidate_probability(s, c.bands, c.rows)):>5.2f}" for s in TUNE_POINTS
+        )
+        mark = "  <- recommended" if c == tuning.recommended else ""
+        masses = f"{c.false_negative_mass:>8.4f} {c.false_positive_mass:>8.4f}"
+        lines.append(f"{c.bands:>5} {c.rows:>4} {masses}  {curve}{mark}")
+    return "\n".join(lines)
+
+
+def tuning_json(tuning: Tuning) -> str:
+    rows = [asdict(c) | {"recommended": c == tuning.recommended} for c in tuning.choices]
+    return json.dumps(rows, indent=2)
