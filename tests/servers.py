@@ -133,7 +133,7 @@ def _start_solr(cloud: bool) -> SolrServer:
                 server.urls[0],
                 cloud=cloud,
                 shards=2 if cloud else 1,
-                stop=lambda: server.stop(grace=3),  # throwaway data: no need for a clean shutdown
+                stop=lambda: server.stop(grace=0),  # throwaway data: no need for a clean shutdown
                 auth=credentials,
             )
         except RuntimeError as exc:
@@ -208,7 +208,7 @@ def _start_elasticsearch(nodes: int, secure: bool = False) -> ElasticsearchServe
 
             def stop() -> None:
                 for server in servers:
-                    server.stop(grace=3)  # throwaway data: no need for a clean shutdown
+                    server.stop(grace=0)  # throwaway data: no need for a clean shutdown
 
             return ElasticsearchServer(
                 servers[0].urls[0], shards=nodes, stop=stop, auth=credentials
