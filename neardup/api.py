@@ -26,7 +26,13 @@ from .evaluate import evaluate as score
 from .exact import exact_pairs
 from .fingerprint import TOKEN_FIELDS, FingerprintParams
 from .generate import write_corpus
-from .indexer import DEFAULT_BATCH_SIZE, IndexSummary, index_records
+from .indexer import (
+    DEFAULT_BATCH_SIZE,
+    ON_DUPLICATE_ID,
+    IndexSummary,
+    OnDuplicateId,
+    index_records,
+)
 from .readers import FORMATS, Format, RecordReader
 from .report import Pair, Strategy, clusters, find_pairs
 from .searcher import Match, MatchRules, Searcher
@@ -48,6 +54,7 @@ __all__ = [  # what the CLI and the service use besides the functions
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_STORE_URL",
     "FORMATS",
+    "ON_DUPLICATE_ID",
     "PRESETS",
     "SAMPLE",
     "TOKEN_FIELDS",
@@ -81,25 +88,39 @@ def index(
     params: ParamsRequest = None,
     threshold: float | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    on_duplicate_id: OnDuplicateId = "replace",
     progress: bool = False,
 ) -> IndexSummary:
     """Index record files. Every file is opened and checked before anything is written.
 
     ``threshold`` is the least similarity the store is for: the LSH bands are tuned for it
     (unless ``params`` gives them), and later lookups and reports use it, as they use the
-    ``preset``'s rules.
+    ``preset``'s rules. A record whose id came earlier in the run replaces the earlier one and
+    is counted (``on_duplicate_id="replace"``), is skipped and counted (``"skip"``), or stops
+    the run before anything is written (``"error"``).
     """
     asked = params_request(params, preset_name=preset, threshold=threshold)
-    readers = [
-        RecordReader(
-            path,
-            format,
-            id_field=id_field,
-            text_fields=text_fields,
-            number_prefix=f"{Path(path).name}:" if len(paths) > 1 else "",
-        )
-        for path in paths
-    ]
+    if batch_size < 1:
+        raise NeardupError(f"the batch size must be at least 1, not {batch_size}")
+
+    def readers() -> list[RecordReader]:
+        return [
+            RecordReader(
+                path,
+                format,
+                id_field=id_field,
+                text_fields=text_fields,
+                number_prefix=f"{Path(path).name}:" if len(paths) > 1 else "",
+            )
+            for path in paths
+        ]
+
+    if on_duplicate_id == "error":  # a first pass over the ids, so that a repeat writes nothing
+        check = IndexSummary()
+        for reader in readers():
+            for record in reader:
+                check.admit(record, "error")
+    files = readers()  # every file opened and its header checked before the store is
     summary = IndexSummary()
     with opened(store, create=True) as target:
         chosen = target.ensure_params(asked)
@@ -107,16 +128,22 @@ def index(
             rules = {"threshold": threshold} if threshold is not None else None
             remembered = match_rules(chosen, None, rules, preset_name=preset)
             target.update_settings({"rules": remembered_rules(remembered)})
-        total = sum(r.size for r in readers)
+        total = sum(r.size for r in files)
         with tqdm(total=total, unit="B", unit_scale=True, disable=not progress, leave=False) as bar:
-            for reader in readers:
+            for reader in files:
                 done = bar.n
 
                 def advance(reader: RecordReader = reader, done: int = done) -> None:
                     bar.update(done + reader.bytes_read - bar.n)
 
                 index_records(
-                    target, reader, chosen, batch_size=batch_size, summary=summary, on_batch=advance
+                    target,
+                    reader,
+                    chosen,
+                    batch_size=batch_size,
+                    summary=summary,
+                    on_batch=advance,
+                    on_duplicate_id=on_duplicate_id,
                 )
                 summary.skipped.merge(reader.skipped, str(reader.path))
     return summary

@@ -109,6 +109,7 @@ def _index(args: argparse.Namespace) -> int:
         params=_given(args, PARAM_FLAGS),
         threshold=args.threshold,
         batch_size=args.batch_size,
+        on_duplicate_id=args.on_duplicate_id,
         progress=sys.stderr.isatty(),
     )
     print(summary.describe(), file=sys.stderr)
@@ -295,6 +296,13 @@ def _parser() -> argparse.ArgumentParser:
     _preset_option(index)
     index.add_argument(
         "--batch-size", type=int, default=api.DEFAULT_BATCH_SIZE, help="records per transaction"
+    )
+    index.add_argument(
+        "--on-duplicate-id",
+        choices=api.ON_DUPLICATE_ID,
+        default="replace",
+        help="a record whose id came earlier in the run: replaces the earlier one (counted), "
+        "is skipped (counted), or stops the run before anything is written (default: replace)",
     )
 
     lookup = add("lookup")

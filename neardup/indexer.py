@@ -6,7 +6,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import Literal
 
+from .errors import NeardupError
 from .fingerprint import fingerprint_batch
 from .readers import Record, SkipLog
 from .stores import Document, Store
@@ -16,22 +18,53 @@ from .stores.base import ParamsRequest
 # records (a commit writes every page it dirtied): 10,000 index twice as fast as 1,000.
 DEFAULT_BATCH_SIZE = 10_000
 
+# What a record whose id came earlier in the same run does: replace the earlier record (and be
+# counted), be skipped (and counted), or stop the run.
+OnDuplicateId = Literal["replace", "skip", "error"]
+ON_DUPLICATE_ID: tuple[OnDuplicateId, ...] = ("replace", "skip", "error")
+
 
 @dataclass
 class IndexSummary:
     read: int = 0
     indexed: int = 0
     skipped: SkipLog = field(default_factory=SkipLog)
+    replaced: SkipLog = field(default_factory=lambda: SkipLog(keep=3))  # replaced earlier ones
     seconds: float = 0.0
     documents: int = 0  # records in the store afterwards
     params: ParamsRequest = None
+    ids: set[str] = field(default_factory=set, repr=False)  # every id indexed in this run
 
     def describe(self) -> str:
         rate = self.indexed / self.seconds if self.seconds else 0.0
+        replaced = ""
+        if self.replaced.total:
+            first = ", ".join(reason for _, reason in self.replaced.examples)
+            replaced = (
+                f"; replaced {self.replaced.total} earlier records with a repeated id "
+                f"(first: {first})"
+            )
         return (
-            f"read {self.read}, indexed {self.indexed}, skipped {self.skipped.summary()}; "
-            f"{self.seconds:.1f} s ({rate:,.0f} records/s); store holds {self.documents}"
+            f"read {self.read}, indexed {self.indexed}, skipped {self.skipped.summary()}"
+            f"{replaced}; {self.seconds:.1f} s ({rate:,.0f} records/s); "
+            f"store holds {self.documents}"
         )
+
+    def admit(self, record: Record, on_duplicate_id: OnDuplicateId) -> bool:
+        """Whether to index ``record``, by its id and the run so far; repeats are counted."""
+        if record.id not in self.ids:
+            self.ids.add(record.id)
+            return True
+        if on_duplicate_id == "error":
+            raise NeardupError(
+                f"line {record.line}: the id {record.id!r} came earlier in this run "
+                "(--on-duplicate-id replace or skip goes on)"
+            )
+        if on_duplicate_id == "skip":
+            self.skipped.add(record.line, "repeated id")
+            return False
+        self.replaced.add(record.line, f"{record.id!r} at line {record.line}")
+        return True
 
 
 def _batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
@@ -48,8 +81,9 @@ def index_records(
     batch_size: int = DEFAULT_BATCH_SIZE,
     summary: IndexSummary | None = None,
     on_batch: Callable[[], None] | None = None,
+    on_duplicate_id: OnDuplicateId = "replace",
 ) -> IndexSummary:
-    """Fingerprint and upsert records; each batch is stored all or nothing."""
+    """Fingerprint and upsert records a batch at a time (see the Store's write guarantee)."""
     summary = summary or IndexSummary()
     started = time.perf_counter()
     summary.params = store.ensure_params(params)
@@ -57,10 +91,10 @@ def index_records(
         fingerprints = fingerprint_batch([r.text for r in batch], summary.params)
         documents = []
         for record, fp in zip(batch, fingerprints, strict=True):
-            if fp.num_words:
-                documents.append(Document(record.id, fp, summary.params.fields))
-            else:
+            if not fp.num_words:
                 summary.skipped.add(record.line, "no words after normalisation")
+            elif summary.admit(record, on_duplicate_id):
+                documents.append(Document(record.id, fp, summary.params.fields))
         store.upsert(documents)
         summary.read += len(batch)
         summary.indexed += len(documents)

@@ -209,3 +209,43 @@ def test_a_store_answers_only_the_methods_of_its_indexed_fields(store) -> None:
     fp = Searcher(store, store.params, MatchRules(method="bands")).fingerprint_record("1")[1]
     for field in (TokenField.SIGNATURE, TokenField.SHINGLES):
         assert store.candidates(CandidateQuery(field, field.keys(fp), 5)) == []
+
+
+def _repeated_ids(tmp_path: Path) -> Path:
+    path = tmp_path / "ads.txt"
+    path.write_text(
+        "1 first text of one\n2 another record\n1 second text of one\n3 more\n1 third\n"
+    )
+    return path
+
+
+def test_a_repeated_id_replaces_the_earlier_record_and_is_counted(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    summary = api.index([_repeated_ids(tmp_path)], sqlite_url)
+    assert (summary.read, summary.indexed, summary.documents) == (5, 5, 3)
+    assert summary.replaced.total == 2
+    assert (
+        "replaced 2 earlier records with a repeated id (first: '1' at line 3, '1' at line 5)"
+        in (summary.describe())
+    )
+    with api.opened(sqlite_url) as store:
+        assert store.get(["1"])["1"].content == "third"
+
+
+def test_a_repeated_id_can_be_skipped_or_stop_the_run(tmp_path: Path, sqlite_url: str) -> None:
+    path = _repeated_ids(tmp_path)
+    with pytest.raises(NeardupError, match="line 3: the id '1' came earlier in this run"):
+        api.index([path], sqlite_url, on_duplicate_id="error")
+    assert not (tmp_path / "store.db").exists()  # stopped before anything was written
+    summary = api.index([path], sqlite_url, on_duplicate_id="skip")
+    assert (summary.indexed, summary.documents, summary.skipped.reasons["repeated id"]) == (3, 3, 2)
+    with api.opened(sqlite_url) as store:
+        assert store.get(["1"])["1"].content == "first text of one"
+
+
+def test_ids_repeated_across_files_are_counted(tmp_path: Path, sqlite_url: str) -> None:
+    for name in ("a.csv", "b.csv"):
+        (tmp_path / name).write_text(f"id,text\nshared,text from {name}\nonly-{name},more\n")
+    summary = api.index([tmp_path / "a.csv", tmp_path / "b.csv"], sqlite_url)
+    assert (summary.replaced.total, summary.documents) == (1, 3)
