@@ -120,7 +120,7 @@ def index(
         for reader in readers():
             for record in reader:
                 check.admit(record, "error")
-    files = readers()  # every file opened and its header checked before the store is
+    files = readers()  # every file is opened and its header checked before the store is
     summary = IndexSummary()
     with opened(store, create=True) as target:
         chosen = target.ensure_params(asked)

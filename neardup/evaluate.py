@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -25,13 +26,35 @@ def _key(a: str, b: str) -> PairKey:
     return (a, b) if a < b else (b, a)
 
 
+# Pair files in TSV are "linear TSV": one record per line, and a tab, line break or backslash
+# inside a value is written \t, \n, \r or \\. CSV quotes as RFC 4180 does, lines ending in CRLF
+# (so that a value holding either line break is quoted).
+_TSV_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_TSV_TABLE = str.maketrans(_TSV_ESCAPES)
+_TSV_UNESCAPES = {escaped: value for value, escaped in _TSV_ESCAPES.items()}
+_TSV_ESCAPED = re.compile(r"\\[\\tnr]")
+
+
+def tsv_escape(value: str) -> str:
+    return value.translate(_TSV_TABLE)
+
+
+def tsv_unescape(value: str) -> str:
+    return _TSV_ESCAPED.sub(lambda m: _TSV_UNESCAPES[m.group()], value)
+
+
 def _rows(path: Path) -> tuple[list[str], Iterable[list[str]] | Iterable[dict]]:
     if path.suffix.lower() in (".jsonl", ".ndjson"):
-        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        # JSON escapes every line break inside a value, so only "\n" ends a line.
+        text = path.read_text(encoding="utf-8")
+        lines = [json.loads(line) for line in text.split("\n") if line.strip()]
         return (list(lines[0]) if lines else []), lines
-    text = path.read_text(encoding="utf-8")
-    delimiter = "," if path.suffix.lower() == ".csv" else "\t"
-    rows = list(csv.reader(text.splitlines(), delimiter=delimiter))
+    with path.open(encoding="utf-8", newline="") as file:
+        if path.suffix.lower() == ".csv":
+            rows = list(csv.reader(file))
+        else:
+            lines = (line.rstrip("\r\n") for line in file.read().split("\n"))
+            rows = [[tsv_unescape(v) for v in line.split("\t")] for line in lines if line]
     return (rows[0] if rows else []), rows[1:]
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict
 from typing import IO, Literal
 
-from .evaluate import Evaluation
+from .evaluate import Evaluation, tsv_escape
 from .report import Pair
 from .searcher import Match
 from .tuning import TUNE_POINTS, Tuning, candidate_probability
@@ -45,13 +45,12 @@ def _write(
         for count, row in enumerate(rows, start=1):  # noqa: B007 - count is the result
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
         return count
-    writer = csv.DictWriter(
-        out,
-        fields,
-        delimiter="\t" if format == "tsv" else ",",
-        lineterminator="\n",
-        **({"quoting": csv.QUOTE_NONE, "escapechar": "\\"} if format == "tsv" else {}),
-    )
+    if format == "tsv":
+        out.write("\t".join(fields) + "\n")
+        for count, row in enumerate(rows, start=1):  # noqa: B007
+            out.write("\t".join(tsv_escape(str(row[f])) for f in fields) + "\n")
+        return count
+    writer = csv.DictWriter(out, fields, lineterminator="\r\n")
     writer.writeheader()
     for count, row in enumerate(rows, start=1):  # noqa: B007
         writer.writerow(row)

@@ -273,3 +273,25 @@ def test_an_engine_without_its_client_is_a_one_line_error(monkeypatch: pytest.Mo
     message = "need elastic_transport, which is not installed: pip install neardup again"
     with pytest.raises(NeardupError, match=message):
         open_store("elasticsearch://127.0.0.1:1/x")
+
+
+def test_an_interrupted_report_leaves_the_old_file_whole(
+    records: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    assert neardup("index", str(records), "--store", url).returncode == 0
+    out = tmp_path / "pairs.tsv"
+    out.write_text("the old report\n")
+
+    def interrupted(pairs, file, format="tsv"):
+        file.write("left_id\tright_id\n1\t2\n")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("neardup.output.write_pairs", interrupted)
+    result = neardup("report", "--store", url, "-o", str(out))
+    assert result.returncode == 130
+    assert result.stderr.strip().splitlines() == [
+        "neardup: interrupted; every finished batch is stored"
+    ]
+    assert out.read_text() == "the old report\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs.tsv", "records.txt", "x.db"]

@@ -17,7 +17,9 @@ from neardup.exact import exact_pairs
 from neardup.fingerprint import FingerprintParams, fingerprint_batch, jaccard
 from neardup.generate import write_corpus
 from neardup.indexer import index_records
+from neardup.output import write_pairs
 from neardup.readers import Record
+from neardup.report import Pair
 from neardup.searcher import MatchRules
 from neardup.stores import StoredRecord
 from neardup.tuning import band_choices, candidate_probability, recommend_bands
@@ -277,3 +279,28 @@ def test_documents_preset_finds_the_generated_duplicates(tmp_path: Path, sqlite_
     assert result.overall.precision == 1.0
     above = [(n, k) for lo, _, n, k in result.recall_by_similarity if lo >= 0.8]
     assert sum(k for _, k in above) / sum(n for n, _ in above) >= 0.99
+
+
+HOSTILE_IDS = [
+    "tab\there",
+    "new\nline",
+    "carriage\rreturn",
+    "com,ma",
+    'quo"te',
+    "back\\slash",
+    "*",
+    "a:b",
+    '") OR ("',
+    "line\u2028separator",
+    "x" * 1024,
+    "y" * 40_000,
+]
+
+
+@pytest.mark.parametrize("format", ["tsv", "csv", "jsonl"])
+def test_every_pair_file_format_reads_back_to_the_exact_ids(tmp_path: Path, format: str) -> None:
+    pairs = [Pair(a, b, 1, 0.9, 3, "near") for a, b in combinations(HOSTILE_IDS, 2)]
+    path = tmp_path / f"pairs.{format}"
+    with path.open("w", encoding="utf-8", newline="") as out:
+        assert write_pairs(pairs, out, format) == len(pairs)
+    assert read_pairs(path) == {tuple(sorted((p.left_id, p.right_id))): 0.9 for p in pairs}
