@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import InvalidParameter
 from .fingerprint import FingerprintParams, fingerprint_batch, jaccard
 
 _SYLLABLES = [c + v for c in "bcdfghklmnprstvz" for v in "aeiou"] + ["ar", "en", "ol", "us", "ta"]
@@ -95,6 +96,10 @@ def write_corpus(
     Copies are made of one of the last ``pool`` originals, so memory does not grow with ``count``;
     a family's pairs are written when its original leaves the pool.
     """
+    if count < 1 or words < 1:
+        raise InvalidParameter(f"a corpus needs documents and words, not {count} and {words}")
+    if not 0.0 <= duplicates <= 1.0:
+        raise InvalidParameter(f"the share of copies must be between 0 and 1, not {duplicates}")
     writer = _Writer(seed, words)
     recent: deque[str] = deque()
     originals: dict[str, list[list[str]]] = {}

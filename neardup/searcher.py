@@ -21,6 +21,8 @@ from .fingerprint import (
 )
 from .stores import Candidate, CandidateQuery, Store, StoredRecord
 
+MAX_ROWS = 10_000
+
 
 @dataclass(frozen=True)
 class MatchRules:
@@ -41,8 +43,8 @@ class MatchRules:
         if self.method not in TOKEN_FIELDS:
             raise InvalidParameter(f"unknown method {self.method!r}: use {', '.join(TOKEN_FIELDS)}")
         object.__setattr__(self, "method", TokenField(self.method))
-        if self.rows < 1:
-            raise InvalidParameter(f"rows must be at least 1, not {self.rows}")
+        if not 1 <= self.rows <= MAX_ROWS:  # an engine allocates a queue of this size
+            raise InvalidParameter(f"rows must be between 1 and {MAX_ROWS}, not {self.rows}")
         if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
             raise InvalidParameter(f"threshold must be between 0 and 1, not {self.threshold}")
         if self.max_edit_distance is not None and self.max_edit_distance < 0:

@@ -97,7 +97,17 @@ def params_request(
             asked["bands"] = recommend_bands(check_threshold(threshold), num_hashes).bands
         elif "num_hashes" in given:
             asked["bands"] = default_bands(num_hashes)
+    _check(asked)
     return asked or None
+
+
+def _check(asked: Mapping[str, Any]) -> None:
+    """Refuse a setting out of its range now, before any store is opened or created. (Whether
+    bands divide the hashes of an existing store is checked against that store.)"""
+    probe = FingerprintParams().to_dict() | dict(asked)
+    if "bands" in asked and "num_hashes" not in asked:
+        probe["num_hashes"] = max(int(asked["bands"]), 1)
+    FingerprintParams.from_dict(probe)
 
 
 def check_threshold(threshold: float) -> float:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from neardup.api import stats as api_stats
 from neardup.errors import NeardupError
 from neardup.stores import open_store
 from tests.runner import assert_user_error, neardup, neardup_process
@@ -295,3 +296,54 @@ def test_an_interrupted_report_leaves_the_old_file_whole(
     ]
     assert out.read_text() == "the old report\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs.tsv", "records.txt", "x.db"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["lookup", "--id", "1", "--rows", "0"], "rows must be between 1 and 10000, not 0"),
+        (["lookup", "--id", "1", "--rows", "100000000"], "rows must be between 1 and 10000"),
+        (["report", "--threshold", "1.5"], "threshold must be between 0 and 1, not 1.5"),
+        (["report", "--threshold", "-0.1"], "threshold must be between 0 and 1"),
+        (["report", "--threshold", "nan"], "threshold must be between 0 and 1, not nan"),
+        (["report", "--max-edit-distance", "-1"], "max edit distance must be 0 or more"),
+        (["tune", "--threshold", "nan"], "between 0 and 1, not nan"),
+        (["generate", "-5", "-o", "g.tsv"], "a corpus needs documents and words"),
+        (["generate", "5", "-o", "g.tsv", "--duplicates", "2"], "between 0 and 1, not 2.0"),
+    ],
+)
+def test_rules_at_the_edges_are_one_line_errors(
+    args: list[str], message: str, indexed: str, tmp_path: Path
+) -> None:
+    store = ["--store", indexed] if args[0] in ("lookup", "report") else []
+    assert_user_error(neardup(*args, *store, cwd=tmp_path), message)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--num-hashes", "0"], "number of hashes must be between 1 and 1024, not 0"),
+        (["--num-hashes", "100000"], "between 1 and 1024, not 100000"),
+        (["--num-hashes", "100", "--bands", "7"], "7 bands do not divide 100 hashes"),
+        (["--bands", "0"], "bands must divide"),
+        (["--shingle", "char:0"], "word:N or char:N, not 'char:0'"),
+        (["--shingle", "char:65"], "shingle size must be between 1 and 64"),
+        (["--threshold", "nan"], "between 0 and 1, not nan"),
+        (["--threshold", "2"], "between 0 and 1, not 2.0"),
+        (["--batch-size", "0"], "the batch size must be at least 1"),
+        (["--seed", "-1"], "seed must be between 0 and 2**32-1"),
+        (["--fields", ""], "indexed fields must be some of"),
+    ],
+)
+def test_index_settings_at_the_edges_are_refused_before_any_store_exists(
+    flags: list[str], message: str, records: Path, tmp_path: Path
+) -> None:
+    result = neardup("index", str(records), "--store", "sqlite:///new.db", *flags, cwd=tmp_path)
+    assert_user_error(result, message)
+    assert not (tmp_path / "new.db").exists()
+
+
+def test_one_hash_is_a_working_edge(records: Path, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'one.db'}"
+    assert neardup("index", str(records), "--store", url, "--num-hashes", "1").returncode == 0
+    assert api_stats(url)["parameters"]["bands"] == 1
