@@ -14,6 +14,7 @@ import io
 import json
 import re
 import sys
+import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -112,7 +113,7 @@ class RecordReader:
         self.number_prefix = number_prefix  # for record-number ids, when several files are read
         self.skipped = SkipLog()
         self._raw = self._open()
-        self._records = self._parse()
+        self._records = self._until_damage(self._parse())
         self._first = next(self._records, None)  # reads the header now, so field errors come first
 
     @property
@@ -133,6 +134,17 @@ class RecordReader:
             yield self._first
         yield from self._records
         self._raw.close()
+
+    def _until_damage(self, records: Iterator[Record]) -> Iterator[Record]:
+        """The records up to where a compressed file turns out truncated or corrupt; the rest
+        of the file is one counted skip, so what came before it is still indexed."""
+        line = 0
+        try:
+            for record in records:
+                line = record.line
+                yield record
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            self.skipped.add(line + 1, f"the rest of the file: {_damage(exc)}")
 
     def close(self) -> None:
         self._raw.close()
@@ -193,21 +205,42 @@ class RecordReader:
             if record:
                 yield record
 
-    def _delimited(self) -> Iterator[Record]:
-        text = io.TextIOWrapper(
-            self._raw, encoding="utf-8-sig", errors="surrogateescape", newline=""
-        )
+    def _rows(self) -> Iterator[tuple[int, list[str]]]:
+        """Delimited rows, each with the line it starts on. A row whose quoting is broken is
+        skipped and counted, and reading resumes on the line after its start: a quote that never
+        closes would otherwise swallow every record after it."""
         dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if self.format == "tsv" else {}
-        rows = csv.reader(text, **dialect)
-        header = next(rows, None)
-        if header is None:
+        resume = 0  # lines to pass over before reading, after a broken row
+        while True:
+            text = io.TextIOWrapper(
+                self._raw, encoding="utf-8-sig", errors="surrogateescape", newline=""
+            )
+            for _ in range(resume):
+                text.readline()
+            rows = csv.reader(text, strict=True, **dialect)
+            done = resume  # lines read before the next row
+            try:
+                for row in rows:
+                    yield done + 1, row
+                    done = resume + rows.line_num
+                return
+            except csv.Error:
+                self.skipped.add(done + 1, "broken quoting (a quote that does not close?)")
+                resume = done + 1
+                self._raw.close()
+                self._raw = self._open()
+
+    def _delimited(self) -> Iterator[Record]:
+        rows = self._rows()
+        first = next(rows, None)
+        if first is None:
             return
+        header = first[1]
         if any(_UNDECODABLE.search(name) for name in header):
             raise NeardupError(f"{self.path}: the header row has bytes that are not UTF-8")
         header = [name.strip() for name in header]
         self._check_fields(header, "the header row")
-        for count, row in enumerate(rows, start=1):
-            number = rows.line_num
+        for count, (number, row) in enumerate(rows, start=1):
             if not any(cell.strip() for cell in row):
                 self.skipped.add(number, "empty line")
                 continue
@@ -244,6 +277,12 @@ class RecordReader:
             self.skipped.add(line, "no text")
             return None
         return Record(record_id, text, line)
+
+
+def _damage(exc: BaseException) -> str:
+    return (
+        "the compressed data ends early" if isinstance(exc, EOFError) else "corrupt compressed data"
+    )
 
 
 def _text(value: object) -> str:

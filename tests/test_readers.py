@@ -159,3 +159,72 @@ def test_reading_streams(tmp_path: Path) -> None:
     # Only a read buffer has been consumed, not the whole file.
     assert reader.bytes_read < path.stat().st_size / 4
     assert sum(1 for _ in iterator) == 49_999
+
+
+def test_a_quote_that_never_closes_swallows_nothing_after_it(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "a.csv",
+        'id,text\n1,first good record\n2,"unterminated quote\n3,third good\n4,"multi\nline"\n',
+    )
+    records, reader = read(path)
+    assert [(r.id, r.line) for r in records] == [("1", 2), ("3", 4), ("4", 5)]
+    assert records[2].text == "multi\nline"
+    assert reader.skipped.examples == [(3, "broken quoting (a quote that does not close?)")]
+
+
+def test_text_after_a_closing_quote_is_a_counted_skip(tmp_path: Path) -> None:
+    records, reader = read(write(tmp_path / "a.csv", 'id,text\n1,"a"b\n2,fine "quoted" words\n'))
+    assert [(r.id, r.text) for r in records] == [("2", 'fine "quoted" words')]
+    assert reader.skipped.total == 1
+
+
+def test_a_truncated_gzip_keeps_what_came_before(tmp_path: Path) -> None:
+    data = gzip.compress("".join(f"{i} record number {i}\n" for i in range(20_000)).encode())
+    records, reader = read(write(tmp_path / "a.txt.gz", data[: len(data) // 2]))
+    assert 1000 < len(records) < 20_000
+    assert [r.id for r in records] == [str(i) for i in range(len(records))]
+    ((line, reason),) = reader.skipped.examples
+    assert line == len(records) + 1 and "ends early" in reason
+    records, reader = read(write(tmp_path / "b.txt.gz", data[:10] + b"\xff" * 200))
+    assert records == [] and "corrupt" in reader.skipped.examples[0][1]
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [("empty.csv", ""), ("header.csv", "id,text\n"), ("empty.jsonl", ""), ("empty.txt", "")],
+)
+def test_empty_and_header_only_files_have_no_records(tmp_path: Path, name: str, content: str):
+    records, reader = read(write(tmp_path / name, content))
+    assert records == [] and reader.skipped.total == 0
+
+
+def test_huge_fields_and_lines_are_records_like_any_other(tmp_path: Path) -> None:
+    big = "x" * 1_200_000
+    records, _ = read(write(tmp_path / "a.csv", f"id,text\n1,good\n2,{big}\n3,good too\n"))
+    assert [len(r.text) for r in records] == [4, 1_200_000, 8]
+    line = "word " * 10_000_000  # a 50 MB line
+    records, _ = read(write(tmp_path / "b.txt", f"1 good\n2 {line}\n3 good too\n"))
+    assert [r.id for r in records] == ["1", "2", "3"] and len(records[1].text) > 49_000_000
+
+
+def test_json_lines_of_every_wrong_kind_are_counted(tmp_path: Path) -> None:
+    lines = [
+        "[1, 2]",
+        "5",
+        '"text"',
+        "null",
+        '{"id": "1", "text": null}',
+        '{"id": "2", "text": "good two"}',
+        "not json",
+        '{"id": null, "text": "x"}',
+        '{"id": "3", "text": ["a", "list"]}',
+        '{"id": "4", "text": "good four"}',
+    ]
+    records, reader = read(write(tmp_path / "a.jsonl", "\n".join(lines) + "\n"))
+    assert [r.id for r in records] == ["2", "4"]
+    assert reader.skipped.reasons == {
+        "not a JSON object": 4,
+        "no text": 2,
+        "invalid JSON": 1,
+        "empty id": 1,
+    }
