@@ -11,7 +11,7 @@ from typing import Literal
 from .errors import NeardupError
 from .fingerprint import fingerprint_batch
 from .readers import Record, SkipLog
-from .stores import Document, Store
+from .stores import MAX_ID_BYTES, Document, Store
 from .stores.base import ParamsRequest
 
 # Records per transaction. Larger transactions write each touched index page once for more
@@ -52,6 +52,9 @@ class IndexSummary:
 
     def admit(self, record: Record, on_duplicate_id: OnDuplicateId) -> bool:
         """Whether to index ``record``, by its id and the run so far; repeats are counted."""
+        if len(record.id.encode("utf-8")) > MAX_ID_BYTES:
+            self.skipped.add(record.line, f"id longer than {MAX_ID_BYTES} bytes")
+            return False
         if record.id not in self.ids:
             self.ids.add(record.id)
             return True

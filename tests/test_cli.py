@@ -16,6 +16,7 @@ import pytest
 
 from neardup.api import stats as api_stats
 from neardup.errors import NeardupError
+from neardup.evaluate import read_pairs
 from neardup.stores import open_store
 from tests.runner import assert_user_error, neardup, neardup_process
 
@@ -245,11 +246,31 @@ def test_hostile_ids_and_text(tmp_path: Path, store_url: str) -> None:
         {"id": 'a:b (c) "d"', "text": 'AND OR NOT: (x) "y" \\ * ? [ ] { } ~ ^'},
         {"id": "*", "text": 'AND OR NOT: (x) "y" \\ * ? [ ] { } ~ ^ z'},
     ]
+    at_limit, over = "é" * 256, "x" * 513  # 512 and 513 UTF-8 bytes
+    rows += [
+        {"id": "tab\there", "text": "tab and newline ids\tin a\nrecord"},
+        {"id": "new\nline", "text": "tab and newline ids in a record"},
+        {"id": at_limit, "text": "the longest id a store holds"},
+        {"id": over, "text": "an id too long for some stores"},
+        {"id": "y" * 40_000, "text": "an id far too long"},
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert neardup("index", str(path), "--store", store_url).returncode == 0
+    result = neardup("index", str(path), "--store", store_url)
+    assert result.returncode == 0, result.stderr
+    assert "skipped 2 (2 id longer than 512 bytes); first: line 6" in result.stderr
+    assert "store holds 5" in result.stderr
     result = neardup("lookup", "--store", store_url, "--id", 'a:b (c) "d"', "--json")
     assert result.returncode == 0, result.stderr
     assert [m["id"] for m in json.loads(result.stdout)] == ["*"]
+    found = json.loads(
+        neardup("lookup", "--store", store_url, "--id", "new\nline", "--json").stdout
+    )
+    assert [m["id"] for m in found] == ["tab\there"]
+    assert neardup("lookup", "--store", store_url, "--id", at_limit).returncode == 0
+    assert_user_error(neardup("lookup", "--store", store_url, "--id", over), "no record with id")
+    pairs = tmp_path / "pairs.tsv"
+    assert neardup("report", "--store", store_url, "-o", str(pairs)).returncode == 0
+    assert set(read_pairs(pairs)) >= {("*", 'a:b (c) "d"'), ("new\nline", "tab\there")}
 
 
 def test_a_bands_only_store_names_the_fix_for_other_methods(records: Path, tmp_path: Path) -> None:

@@ -32,6 +32,12 @@ HOSTILE = [
     '"',
     "a/b",
     "-leading-dash",
+    "tab\there",
+    "new\nline",
+    "com,ma",
+    '") OR ("',
+    "line\u2028separator",
+    "é" * 256,  # 512 UTF-8 bytes: the longest id every store holds
 ]
 
 
@@ -222,6 +228,10 @@ def test_hostile_text_is_data(store: Store) -> None:
     texts = {h: f"{h} word {h} {h}x" for h in HOSTILE} | {
         "plain": "plain words only",
         "long": "word " * 5000,
+        "nul": "a nul\x00byte inside",
+        "cjk": "日本語のテキストには空白がない",
+        "emoji": "emoji 😀 text 🏠",
+        "rtl": "עברית טקסט מימין לשמאל",
     }
     docs = documents(texts)
     store.upsert(docs)

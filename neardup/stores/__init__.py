@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from ..errors import NeardupError
 from .base import (
+    MAX_ID_BYTES,
     Candidate,
     CandidateQuery,
     Document,
@@ -22,6 +23,7 @@ DEFAULT_STORE_URL = "sqlite:///neardup.db"
 
 __all__ = [
     "DEFAULT_STORE_URL",
+    "MAX_ID_BYTES",
     "Candidate",
     "CandidateQuery",
     "Document",

@@ -26,6 +26,9 @@ from ..fingerprint import Fingerprint, FingerprintParams, TokenField
 
 ParamsRequest = FingerprintParams | Mapping[str, object] | None
 
+# The longest id every store holds, in UTF-8 bytes (Elasticsearch's limit; Solr's is 32 KB).
+MAX_ID_BYTES = 512
+
 # Stores written before the token fields had one name everywhere lack "layout" in their settings;
 # the engines then use the old field names (see neardup.stores.schema).
 LAYOUT = 2
