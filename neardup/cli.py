@@ -393,10 +393,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"neardup: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "),
             file=sys.stderr,
         )
-    except KeyboardInterrupt:
-        print("neardup: interrupted; every finished batch is stored", file=sys.stderr)
+    except (KeyboardInterrupt, SystemError) as exc:
+        if not _interrupted(exc):
+            raise
+        print("neardup: interrupted; run the same command again to complete it", file=sys.stderr)
         return 130
     return 1
+
+
+def _interrupted(exc: BaseException | None) -> bool:
+    """Whether Ctrl-C caused ``exc``: inside compiled code it arrives as a SystemError whose
+    cause is the KeyboardInterrupt."""
+    while exc is not None:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 if __name__ == "__main__":

@@ -313,7 +313,7 @@ def test_an_interrupted_report_leaves_the_old_file_whole(
     result = neardup("report", "--store", url, "-o", str(out))
     assert result.returncode == 130
     assert result.stderr.strip().splitlines() == [
-        "neardup: interrupted; every finished batch is stored"
+        "neardup: interrupted; run the same command again to complete it"
     ]
     assert out.read_text() == "the old report\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs.tsv", "records.txt", "x.db"]

@@ -1,0 +1,115 @@
+"""Faults around a run: the client killed or interrupted, the disk full. Nothing is lost, nothing
+hangs, nothing prints a traceback; running the same command again completes the store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from neardup import api
+from tests.runner import neardup
+
+RECORDS = 60_000
+# Band tokens alone keep a run of 60,000 records to a few seconds.
+FAST = ["--batch-size", "1000", "--fields", "bands"]
+
+
+def _records(path: Path, count: int = RECORDS) -> Path:
+    path.write_text(
+        "".join(
+            f"r{i} listing number {i} on street {i % 101} in town {i % 37}\n" for i in range(count)
+        )
+    )
+    return path
+
+
+def _start_index(path: Path, url: str) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "neardup.cli", "index", str(path), "--store", url, *FAST]
+    return subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+
+
+def _after_some_batches(process: subprocess.Popen[str], url: str) -> None:
+    """Wait until the run is past its first batch, but not at its end: on SQLite until a batch
+    is committed, on the engines (which show nothing before their commit) for a while."""
+    deadline = time.monotonic() + 60
+    if url.startswith("sqlite:///"):
+        path = Path(url[len("sqlite:///") :])
+        while time.monotonic() < deadline and process.poll() is None:
+            if path.exists() and _committed(path):
+                break
+            time.sleep(0.05)
+    else:
+        time.sleep(2.0)
+    assert process.poll() is None, "the run ended before it could be interrupted"
+
+
+def _committed(path: Path) -> int:
+    database = sqlite3.connect(path, timeout=1)
+    try:
+        return database.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
+    except sqlite3.OperationalError:  # no table yet
+        return 0
+    finally:
+        database.close()
+
+
+def test_a_killed_index_is_completed_by_running_it_again(tmp_path: Path, store_url_factory) -> None:
+    url, path = store_url_factory(), _records(tmp_path / "records.txt")
+    process = _start_index(path, url)
+    _after_some_batches(process, url)
+    process.kill()
+    process.wait(timeout=60)
+    if url.startswith("sqlite:///"):
+        database = sqlite3.connect(url[len("sqlite:///") :])
+        assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        written = database.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
+        assert 0 < written < RECORDS and written % 1000 == 0  # whole batches only
+        database.close()
+    again = neardup("index", str(path), "--store", url, *FAST)
+    assert again.returncode == 0, again.stderr
+    assert api.stats(url)["documents"] == RECORDS
+    found = api.lookup(url, id="r39999")
+    assert found and all(m.id != "r39999" for m in found)
+
+
+def test_an_interrupted_index_says_one_line_and_exits_130(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    process = _start_index(_records(tmp_path / "records.txt"), url)
+    _after_some_batches(process, url)
+    process.send_signal(signal.SIGINT)
+    _, errors = process.communicate(timeout=60)
+    assert process.returncode == 130, errors
+    assert errors.strip().splitlines() == [
+        "neardup: interrupted; run the same command again to complete it"
+    ]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small file system needs root")
+def test_a_full_disk_is_one_line_and_the_store_keeps_its_batches(tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(small)], check=True)
+    try:
+        url = f"sqlite:///{small / 'store.db'}"
+        path = _records(tmp_path / "records.txt", 20_000)
+        result = neardup("index", str(path), "--store", url, "--batch-size", "500")
+        assert result.returncode == 1
+        assert result.stderr.strip().splitlines() == [
+            "neardup: error: SQLite: database or disk is full"
+        ]
+        database = sqlite3.connect(small / "store.db")
+        assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        kept = database.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
+        database.close()
+        assert 0 < kept < 20_000 and kept % 500 == 0
+        assert api.stats(url)["documents"] == kept
+        assert api.lookup(url, id="r0")
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
