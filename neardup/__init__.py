@@ -1,5 +1,6 @@
 """neardup: find near-duplicate records and documents with MinHash signatures in a store."""
 
+from . import _cache  # noqa: F401 - first: where numba keeps compiled kernels
 from .api import (
     apply_schema,
     delete,

@@ -103,17 +103,21 @@ def start_solr(
     work: Path | None = None,
     timeout: float = 240,
     credentials: tuple[str, str] | None = None,
+    keep: bool = False,
 ) -> Server:
     """Start standalone Solr (or a SolrCloud cluster of ``nodes``) and wait until it serves.
 
-    With ``credentials`` (standalone only), every request needs that user and password.
+    With ``credentials`` (standalone only), every request needs that user and password. With
+    ``keep``, the cores a server left in ``work`` are served again (a restart); otherwise
+    ``work`` starts empty.
     """
     port = port or 8983
     work = work or STATE / ("solr-cloud" if cloud else "solr")
     # One pid file per server, so that `stop` finds every one, whoever started it.
     name = f"solr-cloud-{work.name}" if cloud else f"solr-{port}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
     if credentials:
         (work / "security.json").write_text(json.dumps(solr_security(*credentials)))
     command = [
@@ -226,18 +230,21 @@ def start_elasticsearch(
     work: Path | None = None,
     timeout: float = 240,
     credentials: tuple[str, str] | None = None,
+    keep: bool = False,
 ) -> list[Server]:
     """Start an Elasticsearch cluster of ``nodes`` on 127.0.0.1 (HTTP ports from ``port`` up).
 
     Elasticsearch refuses to run as root; as root, the nodes run as ``nobody``. With
     ``credentials`` (one node only: more need TLS between them), security is on and that user is
-    a superuser of the file realm; HTTP stays plain, on loopback.
+    a superuser of the file realm; HTTP stays plain, on loopback. With ``keep``, the data the
+    nodes left in ``work`` is served again (a restart); otherwise ``work`` starts empty.
     """
     if credentials and nodes > 1:
         raise ValueError("credentials need a single node")
     home = elasticsearch_home()
     work = work or STATE / "elasticsearch"
-    shutil.rmtree(work, ignore_errors=True)
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
     cluster = f"neardup-{port}"
     transport = [free_port() for _ in range(nodes)]
     names = [f"node-{n}" for n in range(1, nodes + 1)]
@@ -250,8 +257,8 @@ def start_elasticsearch(
     for n, name in enumerate(names):
         node = work / name
         for folder in ("data", "logs", "tmp"):
-            (node / folder).mkdir(parents=True)
-        shutil.copytree(home / "config", node / "config")
+            (node / folder).mkdir(parents=True, exist_ok=True)
+        shutil.copytree(home / "config", node / "config", dirs_exist_ok=True)
         env = {
             "ES_JAVA_HOME": _java_home(),
             "ES_PATH_CONF": str(node / "config"),

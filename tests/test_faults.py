@@ -4,10 +4,12 @@ hangs, nothing prints a traceback; running the same command again completes the 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -113,3 +115,40 @@ def test_a_full_disk_is_one_line_and_the_store_keeps_its_batches(tmp_path: Path)
         assert api.lookup(url, id="r0")
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv"), reason="running as another user needs root"
+)
+def test_another_user_without_a_home_runs_it_and_is_told_what_it_cannot_read() -> None:
+    # A service account: no writable home, neardup installed where it cannot write (numba then
+    # keeps its compiled kernels under the temporary directory), and a file it may not read.
+    folder = Path(tempfile.mkdtemp())
+    try:
+        folder.chmod(0o777)
+        (folder / "records.txt").write_text("1 hello world\n2 hello world again\n")
+        (folder / "secret.txt").write_text("1 x\n")
+        (folder / "secret.txt").chmod(0)
+        as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--init-groups"]
+        environment = {**os.environ, "HOME": "/nonexistent"}
+        environment.pop("NUMBA_CACHE_DIR", None)
+
+        def run(name: str) -> subprocess.CompletedProcess[str]:
+            command = [*as_nobody, sys.executable, "-m", "neardup.cli", "index", name]
+            return subprocess.run(
+                [*command, "--store", f"sqlite:///{folder / 'x.db'}"],
+                capture_output=True,
+                text=True,
+                cwd=folder,
+                env=environment,
+                timeout=300,
+            )
+
+        refused = run("secret.txt")
+        assert refused.returncode == 1
+        assert refused.stderr.strip() == "neardup: error: cannot read secret.txt: Permission denied"
+        indexed = run("records.txt")
+        assert indexed.returncode == 0, indexed.stderr
+        assert "store holds 2" in indexed.stderr
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
