@@ -16,7 +16,7 @@ from neardup.stores.schema import (
     elasticsearch_mapping,
     field_names,
 )
-from tests.test_store_contract import PARAMS, ask, documents, random_corpus, reference_candidates
+from tests.test_store_contract import PARAMS, answer, documents, random_corpus, tokens_of
 
 
 def test_one_name_per_token_field() -> None:
@@ -74,6 +74,6 @@ def test_a_store_with_the_old_field_names_is_read_and_written(request, kind: str
             for query in documents(random_corpus(seed=6, size=5)):
                 for field in TokenField:
                     fp = query.fingerprint
-                    assert ask(store, field, fp, 10) == reference_candidates(docs, field, fp, 10)
+                    answer(store, docs, tokens_of(field, fp, 10))
     finally:
         server.drop_made()

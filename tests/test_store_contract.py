@@ -46,37 +46,37 @@ def documents(texts: dict[str, str], params: FingerprintParams = PARAMS) -> list
     return [Document(i, fp) for i, fp in zip(texts, fps, strict=True)]
 
 
-def ask(
-    store: Store,
+def tokens_of(
     field: TokenField,
     fp: Fingerprint,
     rows: int,
     first_word: str | None = None,
     exclude_md5: tuple[str, ...] = (),
-) -> list[Candidate]:
-    """The store's answer to the candidate query of ``fp``'s tokens in ``field``."""
-    return store.candidates(CandidateQuery(field, field.keys(fp), rows, first_word, exclude_md5))
+) -> CandidateQuery:
+    """The candidate query of ``fp``'s tokens in ``field``."""
+    return CandidateQuery(field, field.keys(fp), rows, first_word, exclude_md5)
 
 
-def reference_candidates(
-    docs: list[Document],
-    field: TokenField,
-    fp: Fingerprint,
-    rows: int,
-    first_word: str | None = None,
-    exclude_md5: tuple[str, ...] = (),
-) -> list[Candidate]:
-    wanted = set(field.tokens(fp))
+def reference_candidates(docs: list[Document], query: CandidateQuery) -> list[Candidate]:
+    """The answer to ``query`` by brute force over ``docs``."""
+    wanted = set(query.field.strings(query.keys))
     found = []
     for d in docs:
-        if first_word is not None and d.fingerprint.first_word != first_word:
+        if query.first_word is not None and d.fingerprint.first_word != query.first_word:
             continue
-        if d.fingerprint.md5 in exclude_md5:
+        if d.fingerprint.md5 in query.exclude_md5:
             continue
-        score = len(wanted & set(field.tokens(d.fingerprint)))
+        score = len(wanted & set(query.field.tokens(d.fingerprint)))
         if score:
             found.append(Candidate(d.id, score, d.fingerprint.md5))
-    return sort_candidates(found)[:rows]
+    return sort_candidates(found)[: query.rows]
+
+
+def answer(store: Store, docs: list[Document], query: CandidateQuery) -> list[Candidate]:
+    """The store's answer to ``query``, checked against the brute-force reference."""
+    found = store.candidates(query)
+    assert found == reference_candidates(docs, query)
+    return found
 
 
 def random_corpus(seed: int, size: int) -> dict[str, str]:
@@ -146,9 +146,10 @@ def test_upsert_replaces_by_id_and_moves_tokens(store_url_factory) -> None:
         assert store.count() == 2
         assert store.get(["1"])["1"].content == "delta epsilon"
         query = documents({"q": "alpha beta gamma"})[0].fingerprint
-        assert ask(store, TokenField.SHINGLES, query, rows=10) == []
+        assert store.candidates(tokens_of(TokenField.SHINGLES, query, 10)) == []
         query = documents({"q": "delta"})[0].fingerprint
-        assert [c.id for c in ask(store, TokenField.SHINGLES, query, rows=10)] == ["1", "2"]
+        found = store.candidates(tokens_of(TokenField.SHINGLES, query, 10))
+        assert [c.id for c in found] == ["1", "2"]
 
 
 def test_last_of_duplicate_ids_in_a_batch_wins(store: Store) -> None:
@@ -199,15 +200,10 @@ def test_candidates_equal_the_brute_force_reference(store: Store, field: TokenFi
     for query in documents(random_corpus(seed=4, size=15)):
         fp = query.fingerprint
         for rows in (1, 5, 100):
-            assert ask(store, field, fp, rows) == reference_candidates(docs, field, fp, rows)
-        fw = fp.first_word
-        assert ask(store, field, fp, 20, first_word=fw) == reference_candidates(
-            docs, field, fp, 20, first_word=fw
-        )
+            answer(store, docs, tokens_of(field, fp, rows))
+        answer(store, docs, tokens_of(field, fp, 20, first_word=fp.first_word))
         md5s = (docs[0].fingerprint.md5, docs[5].fingerprint.md5)
-        assert ask(store, field, fp, 20, exclude_md5=md5s) == reference_candidates(
-            docs, field, fp, 20, exclude_md5=md5s
-        )
+        answer(store, docs, tokens_of(field, fp, 20, exclude_md5=md5s))
 
 
 def test_ties_are_broken_by_id_in_byte_order(store: Store) -> None:
@@ -216,7 +212,7 @@ def test_ties_are_broken_by_id_in_byte_order(store: Store) -> None:
     store.upsert(documents(dict.fromkeys(ids, "same words here")))
     store.flush()
     query = documents({"q": "same words here"})[0].fingerprint
-    found = ask(store, TokenField.SHINGLES, query, rows=50)
+    found = store.candidates(tokens_of(TokenField.SHINGLES, query, 50))
     assert [c.id for c in found] == sorted(ids, key=lambda i: i.encode("utf-8"))
     assert {c.score for c in found} == {3}
 
@@ -240,8 +236,7 @@ def test_hostile_text_is_data(store: Store) -> None:
         fp = d.fingerprint
         assert d.id in store.ids_by_md5([fp.md5])[fp.md5]
         for field in TokenField:
-            got = ask(store, field, fp, 5, first_word=fp.first_word)
-            assert got == reference_candidates(docs, field, fp, 5, first_word=fp.first_word)
+            answer(store, docs, tokens_of(field, fp, 5, first_word=fp.first_word))
     # An empty first word, and keys that match nothing, or nothing to match.
     nothing = np.array([-1, 0, 2**40], dtype=np.int64)
     for field in TokenField:
@@ -269,7 +264,7 @@ def test_delete(store: Store) -> None:
     store.flush()
     assert store.count() == 1
     query = documents({"q": "one four"})[0].fingerprint
-    assert ask(store, TokenField.SHINGLES, query, rows=5) == []
+    assert store.candidates(tokens_of(TokenField.SHINGLES, query, 5)) == []
 
 
 def test_upsert_needs_the_stores_parameters(store: Store) -> None:
@@ -296,8 +291,7 @@ def test_a_query_with_thousands_of_distinct_tokens(store: Store) -> None:
     store.upsert(docs)
     store.flush()
     query = docs[0].fingerprint
-    found = ask(store, TokenField.SHINGLES, query, rows=5)
-    assert found == reference_candidates(docs, TokenField.SHINGLES, query, 5)
+    found = answer(store, docs, tokens_of(TokenField.SHINGLES, query, 5))
     assert [(c.id, c.score) for c in found] == [("all", 3000), ("half", 1500)]
 
 

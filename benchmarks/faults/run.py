@@ -70,7 +70,7 @@ def concurrent_writers(records: Path, folder: Path) -> Row:
     lines = records.read_text().splitlines()
     halves[0].write_text("\n".join([lines[0], *lines[1::2]]) + "\n")
     halves[1].write_text("\n".join([lines[0], *lines[2::2]]) + "\n")
-    writers = [started("index", str(h), "--store", url, "--batch-size", "500") for h in halves]
+    writers = [started("index", str(h), "--store", url, *FAST) for h in halves]
     reads = 0
     deadline = time.monotonic() + 300
     while any(w.poll() is None for w in writers) and time.monotonic() < deadline:
