@@ -10,6 +10,7 @@ out as one ``_msearch``. Records are written with ``streaming_bulk`` and refresh
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -215,8 +216,10 @@ class ElasticsearchStore(Store):
                 after = hits[-1]["sort"]
                 pit = response.get("pit_id", pit)
         finally:
+            # Best effort: a point in time expires by itself after KEEP_ALIVE, and the walk may
+            # be ending because the server went away.
             if pit:
-                with self._errors():
+                with contextlib.suppress(ApiError, elastic_transport.TransportError):
                     self.es.close_point_in_time(id=pit)
 
     def ids_by_md5(self, md5s: Sequence[str]) -> dict[str, list[str]]:
