@@ -177,13 +177,15 @@ def report(
     rules: RulesRequest = None,
     exact: bool = False,
     strategy: Strategy = "auto",
+    progress: bool = False,
 ) -> list[Pair]:
     """Every near-duplicate pair in the store, once each, sorted by ids.
 
     With ``exact``, pairs come from exact Jaccard similarity over all pairs (see
     :mod:`neardup.exact`) instead of the sketches: slower, for measuring what they miss; it
     needs no token field. ``strategy`` chooses how candidates are found (see
-    :func:`neardup.report.find_pairs`); the pairs are the same either way.
+    :func:`neardup.report.find_pairs`); the pairs are the same either way. ``progress`` shows
+    progress bars on stderr.
     """
     with opened(store) as source:
         chosen = rules_for(source, rules, preset)
@@ -192,7 +194,7 @@ def report(
                 raise NeardupError("the exact report needs a --threshold above 0")
             records = [r for batch in source.iter_records() for r in batch]
             return exact_pairs(records, source.params, chosen)
-        return find_pairs(source, source.params, chosen, strategy)
+        return find_pairs(source, source.params, chosen, strategy, progress=progress)
 
 
 def delete(ids: Sequence[str], store: StoreRef = None) -> int:

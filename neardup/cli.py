@@ -127,7 +127,7 @@ def _lookup(args: argparse.Namespace) -> int:
 @command("report")
 def _report(args: argparse.Namespace) -> int:
     """Write every near-duplicate pair (or group) in a store."""
-    pairs = api.report(args.store, exact=args.exact, **_rules(args))
+    pairs = api.report(args.store, exact=args.exact, progress=sys.stderr.isatty(), **_rules(args))
     with _output_file(args.output) as out:
         if args.clusters:
             groups = api.clusters(pairs)

@@ -18,12 +18,13 @@ from itertools import combinations
 from typing import Literal
 
 import numpy as np
+from tqdm import tqdm
 
 from .errors import NeardupError
 from .fingerprint import FingerprintParams, TokenField, fingerprint_batch, jaccard_pairs
 from .searcher import MatchRules, Searcher, word_edit_distance
 from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs, top_pairs
-from .stores import Store
+from .stores import Store, StoredRecord
 
 Strategy = Literal["auto", "join", "lookups"]
 
@@ -64,25 +65,46 @@ def find_pairs(
     rules: MatchRules,
     strategy: Strategy = "auto",
     pair_budget: int = PAIR_BUDGET,
+    progress: bool = False,
 ) -> list[Pair]:
     """All accepted pairs, sorted by (left id, right id).
 
     ``strategy``: "join" computes every group's candidates at once, "lookups" queries the store
     per group, "auto" joins when the join counts at most ``pair_budget`` bucket pairs.
+    ``progress`` shows a progress bar on stderr for each pass over the store or the pairs.
     """
     searcher = Searcher(store, params, rules)  # checks that the store indexes the method's field
+    total = store.count() if progress else None
     if strategy != "lookups":
-        contents = read_contents(store, params, TokenField(rules.method), rules.first_word)
+        with _bar("reading", total, " records", progress) as bar:
+            contents = read_contents(
+                _counted(store.iter_records(1000), bar),
+                params,
+                TokenField(rules.method),
+                rules.first_word,
+            )
         scored = scored_pairs(contents, rules.first_word, pair_budget)
         if scored is not None:
             chosen = top_pairs(*scored, rules.rows)
-            return _joined_pairs(store, params, rules, contents, *chosen)
+            with _bar("verifying", len(chosen[0]), " pairs", progress) as bar:
+                return _joined_pairs(store, params, rules, contents, *chosen, bar=bar)
         if strategy == "join":
             raise NeardupError(
                 f"the {rules.method} tokens are too common for a self-join "
                 "(a bucket shared by many records): report by lookups"
             )
-    return _pairs_by_lookups(store, searcher)
+    with _bar("looking up", total, " records", progress) as bar:
+        return _pairs_by_lookups(_counted(store.iter_records(256), bar), store, searcher)
+
+
+def _bar(what: str, total: int | None, unit: str, shown: bool) -> tqdm:
+    return tqdm(total=total, desc=what, unit=unit, unit_scale=True, disable=not shown, leave=False)
+
+
+def _counted(batches: Iterable[list[StoredRecord]], bar: tqdm) -> Iterator[list[StoredRecord]]:
+    for batch in batches:
+        yield batch
+        bar.update(len(batch))
 
 
 def _joined_pairs(
@@ -94,6 +116,7 @@ def _joined_pairs(
     high: np.ndarray,
     shared: np.ndarray,
     chunk: int = 10_000,
+    bar: tqdm | None = None,
 ) -> list[Pair]:
     """Verify the chosen group pairs a chunk at a time and expand them into record pairs."""
     pairs = [
@@ -124,15 +147,19 @@ def _joined_pairs(
                 pairs.extend(
                     _near_pairs(contents.ids(a), contents.ids(b), distance, similarity, count)
                 )
+        if bar is not None:
+            bar.update(size)
     pairs.sort()
     return pairs
 
 
-def _pairs_by_lookups(store: Store, searcher: Searcher, batch_size: int = 256) -> list[Pair]:
+def _pairs_by_lookups(
+    batches: Iterable[list[StoredRecord]], store: Store, searcher: Searcher
+) -> list[Pair]:
     visited_md5: set[bytes] = set()
     emitted_groups: set[tuple[str, str]] = set()
     pairs: list[Pair] = []
-    for batch in store.iter_records(batch_size):
+    for batch in batches:
         leaders = []
         for record in batch:
             digest = bytes.fromhex(record.md5)

@@ -15,13 +15,14 @@ a frequent shingle) makes quadratic. Past the budget the caller goes back to loo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
 from .fingerprint import FingerprintParams, TokenField, fingerprint_batch
-from .stores import Store
+from .stores import StoredRecord
 
 # Most pairs the join may count (8 bytes each while sorting); past it, lookups are cheaper.
 PAIR_BUDGET = 40_000_000
@@ -45,21 +46,21 @@ class Contents:
 
 
 def read_contents(
-    store: Store,
+    batches: Iterable[list[StoredRecord]],
     params: FingerprintParams,
     token_field: TokenField,
     first_word: bool,
-    batch_size: int = 1000,
 ) -> Contents:
-    """Walk the store once in id order; fingerprint each distinct content once and keep its
-    ``token_field`` keys (and first word, when the rules filter by it)."""
+    """Read the store's records (``batches``, in id order) once; fingerprint each distinct
+    content once and keep its ``token_field`` keys (and first word, when the rules filter by
+    it)."""
     heads: list[str] = []
     members: dict[int, list[str]] = {}
     first_words: list[str] = []
     key_batches: list[np.ndarray] = []
     sizes: list[int] = []
     group_of: dict[str, int] = {}
-    for batch in store.iter_records(batch_size):
+    for batch in batches:
         fresh = []
         for record in batch:
             group = group_of.setdefault(record.md5, len(group_of))

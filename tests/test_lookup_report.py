@@ -249,3 +249,13 @@ def test_ids_repeated_across_files_are_counted(tmp_path: Path, sqlite_url: str) 
         (tmp_path / name).write_text(f"id,text\nshared,text from {name}\nonly-{name},more\n")
     summary = api.index([tmp_path / "a.csv", tmp_path / "b.csv"], sqlite_url)
     assert (summary.replaced.total, summary.documents) == (1, 3)
+
+
+def test_a_report_shows_its_progress_when_asked(sqlite_url: str, tmp_path: Path, capsys) -> None:
+    api.index([corpus(tmp_path / "records.txt")], sqlite_url)
+    quiet = api.report(sqlite_url)
+    assert capsys.readouterr().err == ""
+    for strategy, passes in (("join", ["reading", "verifying"]), ("lookups", ["looking up"])):
+        assert api.report(sqlite_url, strategy=strategy, progress=True) == quiet
+        shown = capsys.readouterr().err
+        assert all(f"{what}:" in shown for what in passes), shown
