@@ -146,6 +146,8 @@ def index(
                     on_duplicate_id=on_duplicate_id,
                 )
                 summary.skipped.merge(reader.skipped, str(reader.path))
+                if chosen_text := reader.fields_chosen():
+                    summary.text.append(chosen_text)
     return summary
 
 

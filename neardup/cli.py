@@ -263,7 +263,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         dest="text_fields",
-        help="column or key holding text; repeat to join several (default: all but the id)",
+        help="column or key holding text; repeat to join several (default: every field but the "
+        "id, leaving out fields of URLs or times of day; the summary names them)",
     )
     defaults = api.FingerprintParams()
     index.add_argument(

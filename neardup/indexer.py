@@ -34,6 +34,7 @@ class IndexSummary:
     documents: int = 0  # records in the store afterwards
     params: ParamsRequest = None
     ids: set[str] = field(default_factory=set, repr=False)  # every id indexed in this run
+    text: list[str] = field(default_factory=list)  # each file's text fields, where neardup chose
 
     def describe(self) -> str:
         rate = self.indexed / self.seconds if self.seconds else 0.0
@@ -44,7 +45,7 @@ class IndexSummary:
                 f"; replaced {self.replaced.total} earlier records with a repeated id "
                 f"(first: {first})"
             )
-        return (
+        return "".join(f"{line}\n" for line in self.text) + (
             f"read {self.read}, indexed {self.indexed}, skipped {self.skipped.summary()}"
             f"{replaced}; {self.seconds:.1f} s ({rate:,.0f} records/s); "
             f"store holds {self.documents}"

@@ -18,6 +18,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, islice
 from pathlib import Path
 from typing import IO, Literal
 
@@ -37,6 +38,12 @@ _EXTENSIONS: dict[str, Format] = {
 }
 _ID_SEPARATOR = re.compile(r"[ \t]")
 _UNDECODABLE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bad bytes
+# Values that are not content (see RecordReader._leave_out_noise), and how many rows decide.
+_NOISE = {
+    "URLs": re.compile(r"^(https?://|www\.)\S+$", re.IGNORECASE),
+    "times of day": re.compile(r"\b\d{1,2}:\d{2}\b"),
+}
+SAMPLE_ROWS = 200
 
 csv.field_size_limit(sys.maxsize)
 
@@ -110,6 +117,8 @@ class RecordReader:
             raise NeardupError("--id-field and --text-field apply to tsv, csv and jsonl files")
         self.id_field = id_field
         self.text_fields = list(text_fields)
+        self.automatic_text = False  # neardup chooses the text fields (none were named)
+        self.left_out: dict[str, str] = {}  # fields it left out of the text, and why
         self.number_prefix = number_prefix  # for record-number ids, when several files are read
         self.skipped = SkipLog()
         self._raw = self._open()
@@ -163,8 +172,8 @@ class RecordReader:
         if self.format == "lines":
             return self._lines()
         if self.format == "jsonl":
-            return self._jsonl()
-        return self._delimited()
+            return self._from_values(self._jsonl())
+        return self._from_values(self._delimited())
 
     def _decoded_lines(self) -> Iterator[tuple[int, str]]:
         for number, raw in enumerate(self._raw, start=1):
@@ -187,7 +196,7 @@ class RecordReader:
                 continue
             yield Record(parts[0], parts[1], number)
 
-    def _jsonl(self) -> Iterator[Record]:
+    def _jsonl(self) -> Iterator[tuple[dict[str, object], int, int]]:
         checked = False
         for count, (number, line) in enumerate(self._decoded_lines(), start=1):
             try:
@@ -201,9 +210,7 @@ class RecordReader:
             if not checked:
                 self._check_fields(list(obj), "the first JSON object")
                 checked = True
-            record = self._record(obj, count, number)
-            if record:
-                yield record
+            yield obj, count, number
 
     def _rows(self) -> Iterator[tuple[int, list[str]]]:
         """Delimited rows, each with the line it starts on. A row whose quoting is broken is
@@ -230,7 +237,7 @@ class RecordReader:
                 self._raw.close()
                 self._raw = self._open()
 
-    def _delimited(self) -> Iterator[Record]:
+    def _delimited(self) -> Iterator[tuple[dict[str, object], int, int]]:
         rows = self._rows()
         first = next(rows, None)
         if first is None:
@@ -247,9 +254,44 @@ class RecordReader:
             if any(_UNDECODABLE.search(cell) for cell in row):
                 self.skipped.add(number, "undecodable bytes")
                 continue
-            record = self._record(dict(zip(header, row, strict=False)), count, number)
+            yield dict(zip(header, row, strict=False)), count, number
+
+    def _from_values(self, rows: Iterator[tuple[dict[str, object], int, int]]) -> Iterator[Record]:
+        """Records from rows of named values (with their count and line). When no text field
+        was named, the first rows decide which fields are text (see :meth:`_leave_out_noise`)."""
+        first = list(islice(rows, 1))  # reads the header or first object: the fields are known
+        if self.automatic_text:
+            first += islice(rows, SAMPLE_ROWS - 1)
+            self._leave_out_noise([values for values, _, _ in first])
+        for values, count, line in chain(first, rows):
+            record = self._record(values, count, line)
             if record:
                 yield record
+
+    def _leave_out_noise(self, samples: list[dict[str, object]]) -> None:
+        """Leave out of the text the fields whose values are nearly all URLs or times of day:
+        they differ between copies of one record (a repost has a new URL and time) and say
+        nothing about its content. Numbers stay: in person and address records they matter."""
+        for name in list(self.text_fields):
+            values = [v for v in (_text(s.get(name)).strip() for s in samples) if v]
+            for kind, pattern in _NOISE.items():
+                if values and sum(map(bool, map(pattern.search, values))) >= 0.9 * len(values):
+                    self.left_out[name] = kind
+        if len(self.left_out) < len(self.text_fields):
+            self.text_fields = [f for f in self.text_fields if f not in self.left_out]
+        else:
+            self.left_out.clear()  # nothing would be left: keep every field
+
+    def fields_chosen(self) -> str | None:
+        """What the text is made of, when neardup chose it, for the summary."""
+        if not self.automatic_text:
+            return None
+        left = ", ".join(f"{name} ({kind})" for name, kind in self.left_out.items())
+        return (
+            f"{self.path.name}: text from {', '.join(self.text_fields)}"
+            + (f"; left out {left}" if left else "")
+            + " (--text-field chooses)"
+        )
 
     def _check_fields(self, names: list[str], where: str) -> None:
         if self.id_field is None and "id" in names:
@@ -263,6 +305,7 @@ class RecordReader:
             )
         if not self.text_fields:
             self.text_fields = [name for name in names if name != self.id_field]
+            self.automatic_text = True
 
     def _record(self, values: dict[str, object], count: int, line: int) -> Record | None:
         if self.id_field:

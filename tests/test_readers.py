@@ -228,3 +228,29 @@ def test_json_lines_of_every_wrong_kind_are_counted(tmp_path: Path) -> None:
         "invalid JSON": 1,
         "empty id": 1,
     }
+
+
+def test_without_named_text_fields_urls_and_times_of_day_are_left_out(tmp_path: Path) -> None:
+    rows = [
+        f"{i}\tFlat {i} near the station\t{500 + i}\t12 ottobre, 11:{i % 60:02d}\thttps://ads.example/{i}"
+        for i in range(300)
+    ]
+    header = "id\ttitle\tprice\ttimestamp\turl\n"
+    records, reader = read(write(tmp_path / "ads.tsv", header + "\n".join(rows) + "\n"))
+    assert len(records) == 300
+    assert records[7].text == "Flat 7 near the station 507"  # numbers stay: they identify
+    assert reader.left_out == {"timestamp": "times of day", "url": "URLs"}
+    assert reader.fields_chosen() == (
+        "ads.tsv: text from title, price; left out timestamp (times of day), url (URLs) "
+        "(--text-field chooses)"
+    )
+    named, reader = read(tmp_path / "ads.tsv", text_fields=["title", "url"])
+    assert named[7].text == "Flat 7 near the station https://ads.example/7"
+    assert reader.fields_chosen() is None
+
+
+def test_a_file_of_nothing_but_urls_keeps_them(tmp_path: Path) -> None:
+    records, reader = read(
+        write(tmp_path / "a.jsonl", '{"id": "1", "link": "https://x.example/a"}\n')
+    )
+    assert records[0].text == "https://x.example/a" and reader.left_out == {}
