@@ -18,6 +18,8 @@ from . import api, output
 from .errors import NeardupError
 
 Command = Callable[[argparse.Namespace], int]
+# Exit statuses, as grep has them: a lookup that finds nothing is 1, an error is 2.
+NOTHING_FOUND, FAILED = 1, 2
 _COMMANDS: dict[str, Command] = {}
 RULE_FLAGS = ("method", "rows", "first_word", "threshold", "max_edit_distance")
 PARAM_FLAGS = ("shingle", "num_hashes", "bands", "seed", "fields")
@@ -112,16 +114,20 @@ def _index(args: argparse.Namespace) -> int:
         on_duplicate_id=args.on_duplicate_id,
         progress=sys.stderr.isatty(),
     )
-    print(summary.describe(), file=sys.stderr)
+    if args.json:
+        print(json.dumps(summary.as_dict(), indent=2))
+    else:
+        print(summary.describe(), file=sys.stderr)
     return 0
 
 
 @command("lookup")
 def _lookup(args: argparse.Namespace) -> int:
     """Find the stored duplicates of a record or of a new text."""
-    matches = api.lookup(args.store, id=args.id, text=args.text, **_rules(args))
+    text = sys.stdin.read() if args.text == "-" else args.text
+    matches = api.lookup(args.store, id=args.id, text=text, **_rules(args))
     print(output.matches_json(matches) if args.json else output.match_table(matches))
-    return 0
+    return 0 if matches else NOTHING_FOUND
 
 
 @command("report")
@@ -299,6 +305,9 @@ def _parser() -> argparse.ArgumentParser:
         "--batch-size", type=int, default=api.DEFAULT_BATCH_SIZE, help="records per transaction"
     )
     index.add_argument(
+        "--json", action="store_true", help="print the summary as JSON on standard output"
+    )
+    index.add_argument(
         "--on-duplicate-id",
         choices=api.ON_DUPLICATE_ID,
         default="replace",
@@ -310,7 +319,7 @@ def _parser() -> argparse.ArgumentParser:
     _store_option(lookup)
     target = lookup.add_mutually_exclusive_group(required=True)
     target.add_argument("--id", help="id of a stored record")
-    target.add_argument("--text", help="a new text")
+    target.add_argument("--text", help="a new text (-: read it from standard input)")
     _rule_options(lookup)
     lookup.add_argument("--json", action="store_true", help="print JSON")
 
@@ -399,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print("neardup: interrupted; run the same command again to complete it", file=sys.stderr)
         return 130
-    return 1
+    return FAILED
 
 
 def _interrupted(exc: BaseException | None) -> bool:

@@ -51,6 +51,18 @@ class IndexSummary:
             f"store holds {self.documents}"
         )
 
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "read": self.read,
+            "indexed": self.indexed,
+            "skipped": self.skipped.total,
+            "skipped_by_reason": dict(self.skipped.reasons),
+            "replaced": self.replaced.total,
+            "documents": self.documents,
+            "seconds": round(self.seconds, 3),
+            "text": self.text,
+        }
+
     def admit(self, record: Record, on_duplicate_id: OnDuplicateId) -> bool:
         """Whether to index ``record``, by its id and the run so far; repeats are counted."""
         if len(record.id.encode("utf-8")) > MAX_ID_BYTES:

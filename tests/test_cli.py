@@ -127,10 +127,25 @@ def test_lookup_table_and_json(indexed: str) -> None:
     assert set(data[0]) >= {"id", "content", "edit_distance", "similarity", "shared_tokens"}
 
 
-def test_lookup_with_nothing_found(indexed: str) -> None:
+def test_lookup_exits_as_grep_does(indexed: str) -> None:
+    # 0: found, 1: nothing found, 2: an error; a script can branch on it.
     result = neardup("lookup", "--store", indexed, "--text", "completely unrelated words")
-    assert result.returncode == 0
+    assert result.returncode == 1
     assert result.stdout.strip() == "no duplicates found"
+    assert neardup("lookup", "--store", indexed, "--id", "1").returncode == 0
+    assert neardup("lookup", "--store", indexed, "--id", "nope").returncode == 2
+
+
+def test_lookup_reads_its_text_from_stdin_and_index_prints_json(
+    records: Path, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    summary = json.loads(neardup_process("index", str(records), "--store", url, "--json").stdout)
+    assert (summary["read"], summary["indexed"], summary["documents"]) == (6, 6, 6)
+    text = "Golden Lotus Dim Sum 1209 Grant Ave San Francisco CA 94133\n"
+    found = neardup_process("lookup", "--store", url, "--text", "-", "--json", stdin=text)
+    assert found.returncode == 0
+    assert [m["id"] for m in json.loads(found.stdout)] == ["3", "4"]
 
 
 def test_report_formats(indexed: str, tmp_path: Path) -> None:
@@ -266,7 +281,8 @@ def test_hostile_ids_and_text(tmp_path: Path, store_url: str) -> None:
         neardup("lookup", "--store", store_url, "--id", "new\nline", "--json").stdout
     )
     assert [m["id"] for m in found] == ["tab\there"]
-    assert neardup("lookup", "--store", store_url, "--id", at_limit).returncode == 0
+    alone = neardup("lookup", "--store", store_url, "--id", at_limit)  # held, with no duplicate
+    assert (alone.returncode, alone.stdout.strip()) == (1, "no duplicates found")
     assert_user_error(neardup("lookup", "--store", store_url, "--id", over), "no record with id")
     pairs = tmp_path / "pairs.tsv"
     assert neardup("report", "--store", store_url, "-o", str(pairs)).returncode == 0

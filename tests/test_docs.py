@@ -101,7 +101,7 @@ def _readme_commands() -> list[str]:
 LISTINGS = """\
 sku,title,description
 12345,Art's Deli,12224 Ventura Blvd. Studio City
-12346,Art's Delicatessen,12224 Ventura Blvd. Studio City
+12346,Art's Deli,"12224 Ventura Boulevard, Studio City"
 12347,Golden Lotus Dim Sum,1209 Grant Ave San Francisco CA 94133
 12348,Golden Lotus Dim Sum Restaurant,1209 Grant Avenue San Francisco CA 94133
 12349,Thai Orchid Kitchen,58 Elm Street Northampton MA 01060

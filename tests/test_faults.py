@@ -102,7 +102,7 @@ def test_a_full_disk_is_one_line_and_the_store_keeps_its_batches(tmp_path: Path)
         url = f"sqlite:///{small / 'store.db'}"
         path = _records(tmp_path / "records.txt", 20_000)
         result = neardup("index", str(path), "--store", url, "--batch-size", "500")
-        assert result.returncode == 1
+        assert result.returncode == 2
         assert result.stderr.strip().splitlines() == [
             "neardup: error: SQLite: database or disk is full"
         ]
@@ -145,7 +145,7 @@ def test_another_user_without_a_home_runs_it_and_is_told_what_it_cannot_read() -
             )
 
         refused = run("secret.txt")
-        assert refused.returncode == 1
+        assert refused.returncode == 2
         assert refused.stderr.strip() == "neardup: error: cannot read secret.txt: Permission denied"
         indexed = run("records.txt")
         assert indexed.returncode == 0, indexed.stderr
