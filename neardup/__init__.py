@@ -2,6 +2,7 @@
 
 from . import _cache  # noqa: F401 - first: where numba keeps compiled kernels
 from .api import (
+    add,
     apply_schema,
     delete,
     demo,
@@ -11,6 +12,7 @@ from .api import (
     lookup,
     opened,
     report,
+    serve,
     stats,
     tune,
 )
@@ -34,6 +36,7 @@ __all__ = [
     "RecordReader",
     "Searcher",
     "Store",
+    "add",
     "apply_schema",
     "clusters",
     "delete",
@@ -49,6 +52,7 @@ __all__ = [
     "open_store",
     "opened",
     "report",
+    "serve",
     "stats",
     "tune",
 ]

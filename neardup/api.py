@@ -24,7 +24,7 @@ from .errors import NeardupError
 from .evaluate import Evaluation, pairs_of, plot, read_pairs
 from .evaluate import evaluate as score
 from .exact import exact_pairs
-from .fingerprint import TOKEN_FIELDS, FingerprintParams
+from .fingerprint import TOKEN_FIELDS, FingerprintParams, normalize
 from .generate import write_corpus
 from .indexer import (
     DEFAULT_BATCH_SIZE,
@@ -33,7 +33,7 @@ from .indexer import (
     OnDuplicateId,
     index_records,
 )
-from .readers import FORMATS, Format, RecordReader
+from .readers import FORMATS, Format, Record, RecordReader
 from .report import Pair, Strategy, clusters, find_pairs
 from .searcher import Match, MatchRules, Searcher
 from .settings import (
@@ -44,7 +44,7 @@ from .settings import (
     params_request,
     remembered_rules,
 )
-from .stores import DEFAULT_STORE_URL, Store, StoredRecord, open_store
+from .stores import DEFAULT_STORE_URL, MAX_ID_BYTES, Store, StoredRecord, open_store
 from .stores.base import ParamsRequest
 from .tuning import Tuning
 from .tuning import tune as tune_bands
@@ -199,6 +199,57 @@ def report(
         return find_pairs(source, source.params, chosen, strategy, progress=progress)
 
 
+@dataclass
+class Added:
+    """What :func:`add` did: the ids it stored, and for each record it did not store because
+    of ``if_unique``, the near-duplicates the store already held."""
+
+    added: list[str]
+    duplicates: dict[str, list[Match]]
+    skipped: dict[str, str]  # id: why it was not stored (no words, an id too long)
+
+
+def add(
+    records: Sequence[Record],
+    store: StoreRef = None,
+    *,
+    if_unique: bool = False,
+    preset: str | None = None,
+    rules: RulesRequest = None,
+) -> Added:
+    """Add or replace records (each visible to lookups when this returns). With ``if_unique``,
+    a record that has a near-duplicate in the store, by the store's rules or ``rules``, or
+    earlier among ``records``, is not stored, and its duplicates are returned instead.
+
+    The check and the add are not atomic between callers: a service that takes concurrent adds
+    serialises them (see :mod:`neardup.service`).
+    """
+    result = Added([], {}, {})
+    with opened(store, create=True) as target:
+        params = target.ensure_params(None)
+        chosen = rules_for(target, rules, preset) if if_unique else None
+        storable = []
+        for record in records:
+            if len(record.id.encode("utf-8")) > MAX_ID_BYTES:
+                result.skipped[record.id] = f"id longer than {MAX_ID_BYTES} bytes"
+            elif not normalize(record.text):
+                result.skipped[record.id] = "no words after normalisation"
+            else:
+                storable.append(record)
+        if chosen is None:
+            index_records(target, storable, params)
+            result.added = list(dict.fromkeys(r.id for r in storable))
+            return result
+        for record in storable:  # one at a time: each must see the ones stored before it
+            found = Searcher(target, params, chosen).lookup_text(record.text)
+            if found:
+                result.duplicates[record.id] = found
+            else:
+                index_records(target, [record], params)
+                result.added.append(record.id)
+    return result
+
+
 def delete(ids: Sequence[str], store: StoreRef = None) -> int:
     """Remove records by id; later lookups and reports no longer see them. Returns how many of
     the ids the store held."""
@@ -267,6 +318,22 @@ def apply_schema(store: StoreRef = None) -> str:
     with opened(store, create=True) as target:
         target.apply_schema()
         return target.url
+
+
+def serve(
+    store: str | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    api_key: str | None = None,
+) -> None:
+    """Serve the HTTP API over ``store`` until interrupted (see :mod:`neardup.service`); its
+    OpenAPI documentation is at /docs."""
+    import uvicorn  # here: the service's dependencies load only for the service
+
+    from .service import create_app
+
+    uvicorn.run(create_app(store, api_key=api_key), host=host, port=port, log_level="warning")
 
 
 @dataclass

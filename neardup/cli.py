@@ -211,6 +211,19 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("serve")
+def _serve(args: argparse.Namespace) -> int:
+    """Serve lookups and adds over HTTP (JSON; OpenAPI documentation at /docs)."""
+    key = args.api_key or os.environ.get("NEARDUP_API_KEY")
+    print(
+        f"neardup serves {args.store or api.DEFAULT_STORE_URL} on http://{args.host}:{args.port}"
+        f"{' (API key required)' if key else ''}",
+        file=sys.stderr,
+    )
+    api.serve(args.store, host=args.host, port=args.port, api_key=key)
+    return 0
+
+
 @command("demo")
 def _demo(args: argparse.Namespace) -> int:
     """Index the bundled sample and print its duplicates."""
@@ -372,6 +385,17 @@ def _parser() -> argparse.ArgumentParser:
     schema = add("schema")
     actions = schema.add_subparsers(dest="schema_command", required=True, metavar="ACTION")
     _store_option(actions.add_parser("apply", help=_schema.__doc__))
+
+    serve = add("serve")
+    _store_option(serve)
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: loopback)"
+    )
+    serve.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    serve.add_argument(
+        "--api-key",
+        help="require this key in an X-API-Key header (default: $NEARDUP_API_KEY, else none)",
+    )
 
     demo = add("demo")
     demo.add_argument("--store", help="store URL (default: a temporary SQLite file)")

@@ -49,8 +49,11 @@ class SQLiteStore(Store):
         if path != ":memory:" and not create and not Path(path).exists():
             raise StoreUnavailable(f"no store at {path}: index some records into it first")
         try:
-            # A writer holds the lock for one batch; others wait for it rather than fail.
-            self._conn = sqlite3.connect(path, isolation_level=None, timeout=60)
+            # A writer holds the lock for one batch; others wait for it rather than fail. A
+            # service may use the connection from its request threads, one at a time.
+            self._conn = sqlite3.connect(
+                path, isolation_level=None, timeout=60, check_same_thread=False
+            )
             self._conn.executescript(
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
                 "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144;"

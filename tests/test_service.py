@@ -1,0 +1,193 @@
+"""The HTTP service, in-process on every store kind, and as a `neardup serve` subprocess on a free
+loopback port for what needs a real server: concurrent adds and the process itself."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import requests
+from fastapi.testclient import TestClient
+
+from neardup import api
+from neardup.service import create_app
+
+RECORDS = {
+    "1": "Bella Napoli Trattoria 418 Harbor Street Portland ME 04101",
+    "2": "Bella Napoli Trattoria 418 Harbor St. Portland, ME 04101",
+    "3": "Golden Lotus Dim Sum 1209 Grant Ave San Francisco CA 94133",
+    "4": "Thai Orchid Kitchen 58 Elm Street Northampton MA 01060",
+    "a/b c": "an id with a slash and a space: Golden Lotus Dim Sum 1209 Grant Avenue",
+}
+
+
+@pytest.fixture
+def indexed_url(store_url_factory, tmp_path: Path) -> str:
+    url = store_url_factory()
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(f'{{"id": "{i}", "text": "{t}"}}\n' for i, t in RECORDS.items()))
+    api.index([path], url)
+    return url
+
+
+@pytest.fixture
+def client(indexed_url: str) -> Iterator[TestClient]:
+    with TestClient(create_app(indexed_url)) as test_client:
+        yield test_client
+
+
+def test_health_and_stats(client: TestClient) -> None:
+    health = client.get("/health").json()
+    assert health["status"] == "ok" and health["documents"] == len(RECORDS)
+    assert client.get("/stats").json()["documents"] == len(RECORDS)
+
+
+def test_lookup_by_id_and_by_text_with_rules(client: TestClient, indexed_url: str) -> None:
+    found = client.post("/lookup", json={"id": "1"}).json()["matches"]
+    assert [m["id"] for m in found] == ["2"]
+    assert found[0]["similarity"] == api.lookup(indexed_url, id="1")[0].similarity
+    text = {"text": "Golden Lotus Dim Sum, 1209 Grant Ave., San Francisco CA 94133"}
+    assert client.post("/lookup", json=text).json()["matches"][0]["id"] == "3"
+    strict = client.post("/lookup", json={"id": "1", "max_edit_distance": 0}).json()
+    assert strict == {"matches": []}
+
+
+def test_records_get_add_and_delete(client: TestClient) -> None:
+    assert client.get("/records/a/b c").json()["content"].startswith("an id with a slash")
+    added = client.post("/records", json={"records": [{"id": "9", "text": "Brand new place"}]})
+    assert added.json() == {"added": ["9"], "duplicates": {}, "skipped": {}}
+    assert (
+        client.post("/lookup", json={"text": "brand new place"}).json()["matches"][0]["id"] == "9"
+    )
+    assert client.delete("/records/9").json() == {"deleted": "9"}
+    assert client.get("/records/9").status_code == 404
+    assert client.delete("/records/9").status_code == 404
+
+
+def test_add_if_unique_names_the_duplicates_it_refused(client: TestClient) -> None:
+    body = {
+        "if_unique": True,
+        "records": [
+            {"id": "10", "text": "Thai Orchid Kitchen 58 Elm St Northampton MA 01060"},
+            {"id": "11", "text": "Casa Oaxaca Cocina 2210 Mission St San Francisco"},
+            {"id": "12", "text": "Casa Oaxaca Cocina 2210 Mission Street San Francisco"},
+            {"id": "13", "text": "?!"},
+        ],
+    }
+    answer = client.post("/records", json=body).json()
+    assert answer["added"] == ["11"]
+    assert [m["id"] for m in answer["duplicates"]["10"]] == ["4"]
+    assert [m["id"] for m in answer["duplicates"]["12"]] == ["11"]  # earlier in the same request
+    assert answer["skipped"] == {"13": "no words after normalisation"}
+    assert client.get("/stats").json()["documents"] == len(RECORDS) + 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "status", "message"),
+    [
+        (
+            "post",
+            "/lookup",
+            {"content": b"{not json", "headers": {"content-type": "application/json"}},
+            400,
+            "JSON",
+        ),
+        ("post", "/lookup", {"json": {"id": "1", "rows": "many"}}, 400, "rows"),
+        ("post", "/lookup", {"json": {"id": "1", "text": "x"}}, 400, "exactly one of id and text"),
+        (
+            "post",
+            "/lookup",
+            {"json": {"id": "1", "threshold": 3}},
+            400,
+            "threshold must be between",
+        ),
+        ("post", "/lookup", {"json": {"id": "nope"}}, 404, "no record with id 'nope'"),
+        ("post", "/lookup", {"json": {"id": "1", "method": "shingles"}}, 200, ""),
+        ("post", "/records", {"json": {"records": "x"}}, 400, "records"),
+        ("get", "/records/nope", {}, 404, "no record with id 'nope'"),
+    ],
+)
+def test_errors_are_json_with_the_right_status(
+    client: TestClient, method: str, path: str, kwargs: dict, status: int, message: str
+) -> None:
+    response = getattr(client, method)(path, **kwargs)
+    assert response.status_code == status, response.text
+    if status != 200:
+        assert message in response.json()["error"]
+        assert "Traceback" not in response.text
+
+
+def test_a_body_over_the_limit_is_refused(indexed_url: str) -> None:
+    with TestClient(create_app(indexed_url, max_body=1000)) as small:
+        big = {"records": [{"id": str(i), "text": "words " * 50} for i in range(10)]}
+        response = small.post("/records", json=big)
+        assert response.status_code == 413 and "over 1000 bytes" in response.json()["error"]
+
+
+def test_an_api_key_when_one_is_set(indexed_url: str) -> None:
+    with TestClient(create_app(indexed_url, api_key="s3cret")) as keyed:
+        assert keyed.get("/health").status_code == 200  # for load balancers: no key needed
+        assert keyed.post("/lookup", json={"id": "1"}).status_code == 401
+        wrong = keyed.post("/lookup", json={"id": "1"}, headers={"X-API-Key": "nope"})
+        assert wrong.status_code == 401 and "X-API-Key" in wrong.json()["error"]
+        right = keyed.post("/lookup", json={"id": "1"}, headers={"X-API-Key": "s3cret"})
+        assert right.status_code == 200
+
+
+@pytest.mark.parametrize("url", ["solr://127.0.0.1:9/solr/x", "elasticsearch://127.0.0.1:9/x"])
+def test_a_store_that_is_down_is_503(url: str) -> None:
+    with TestClient(create_app(url)) as down:
+        for response in (down.get("/health"), down.post("/lookup", json={"id": "1"})):
+            assert response.status_code == 503
+            assert "not reachable" in response.json()["error"]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def served(indexed_url: str) -> Iterator[str]:
+    """`neardup serve` as a user starts it, on a free loopback port."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "neardup.cli", "serve", "--store", indexed_url, "--port", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NEARDUP_API_KEY": ""},
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{base}/health", timeout=1).status_code == 200:
+                break
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    try:
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_concurrent_adds_of_one_new_text_store_it_once(served: str) -> None:
+    def add(n: int) -> requests.Response:
+        body = {"if_unique": True, "records": [{"id": f"new{n}", "text": "One brand new listing"}]}
+        return requests.post(f"{served}/records", json=body, timeout=60)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = [r.json() for r in pool.map(add, range(8))]
+    assert sum(len(a["added"]) for a in answers) == 1
+    assert sum(len(a["duplicates"]) for a in answers) == 7
+    assert requests.get(f"{served}/docs", timeout=10).status_code == 200
+    assert requests.get(f"{served}/openapi.json", timeout=10).json()["info"]["title"] == "neardup"
