@@ -12,7 +12,8 @@ lookups and reports use them when they are not given again.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -31,11 +32,12 @@ from .indexer import (
     ON_DUPLICATE_ID,
     IndexSummary,
     OnDuplicateId,
+    batches,
     index_records,
 )
 from .readers import FORMATS, Format, Record, RecordReader
 from .report import Pair, Strategy, clusters, find_pairs
-from .searcher import Match, MatchRules, Searcher
+from .searcher import Match, MatchRules, Searcher, collapse_copies
 from .settings import (
     PRESETS,
     RulesRequest,
@@ -89,6 +91,7 @@ def index(
     threshold: float | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     on_duplicate_id: OnDuplicateId = "replace",
+    skip_duplicates: bool = False,
     progress: bool = False,
 ) -> IndexSummary:
     """Index record files. Every file is opened and checked before anything is written.
@@ -97,23 +100,16 @@ def index(
     (unless ``params`` gives them), and later lookups and reports use it, as they use the
     ``preset``'s rules. A record whose id came earlier in the run replaces the earlier one and
     is counted (``on_duplicate_id="replace"``), is skipped and counted (``"skip"``), or stops
-    the run before anything is written (``"error"``).
+    the run before anything is written (``"error"``). With ``skip_duplicates``, a record that
+    has a near-duplicate in the store or earlier in the files is not stored; the summary counts
+    it and ``summary.duplicates`` says of what.
     """
     asked = params_request(params, preset_name=preset, threshold=threshold)
     if batch_size < 1:
         raise NeardupError(f"the batch size must be at least 1, not {batch_size}")
 
     def readers() -> list[RecordReader]:
-        return [
-            RecordReader(
-                path,
-                format,
-                id_field=id_field,
-                text_fields=text_fields,
-                number_prefix=f"{Path(path).name}:" if len(paths) > 1 else "",
-            )
-            for path in paths
-        ]
+        return _readers(paths, format, id_field, text_fields)
 
     if on_duplicate_id == "error":  # a first pass over the ids, so that a repeat writes nothing
         check = IndexSummary()
@@ -136,19 +132,66 @@ def index(
                 def advance(reader: RecordReader = reader, done: int = done) -> None:
                     bar.update(done + reader.bytes_read - bar.n)
 
-                index_records(
-                    target,
-                    reader,
-                    chosen,
-                    batch_size=batch_size,
-                    summary=summary,
-                    on_batch=advance,
-                    on_duplicate_id=on_duplicate_id,
-                )
+                if skip_duplicates:
+                    _add_unique(target, reader, batch_size, summary, preset, advance)
+                else:
+                    index_records(
+                        target,
+                        reader,
+                        chosen,
+                        batch_size=batch_size,
+                        summary=summary,
+                        on_batch=advance,
+                        on_duplicate_id=on_duplicate_id,
+                    )
                 summary.skipped.merge(reader.skipped, str(reader.path))
                 if chosen_text := reader.fields_chosen():
                     summary.text.append(chosen_text)
     return summary
+
+
+def _readers(
+    paths: Sequence[str | Path],
+    format: Format | None,
+    id_field: str | None,
+    text_fields: Sequence[str],
+) -> list[RecordReader]:
+    """A reader per file (``-``: standard input), each opened and its header checked."""
+    return [
+        RecordReader(
+            path,
+            format,
+            id_field=id_field,
+            text_fields=text_fields,
+            number_prefix=f"{Path(path).name}:" if len(paths) > 1 else "",
+        )
+        for path in paths
+    ]
+
+
+def _add_unique(
+    target: Store,
+    records: Iterable[Record],
+    batch_size: int,
+    summary: IndexSummary,
+    preset: str | None,
+    on_batch: Callable[[], None],
+) -> None:
+    """Store the records that have no near-duplicate in the store, counting the others."""
+    started = time.perf_counter()
+    for batch in batches(records, batch_size):
+        result = add(batch, target, if_unique=True, preset=preset)
+        summary.read += len(batch)
+        summary.indexed += len(result.added)
+        lines = {r.id: r.line for r in batch}
+        for record_id, reason in result.skipped.items():
+            summary.skipped.add(lines[record_id], reason)
+        for record_id, found in result.duplicates.items():
+            summary.skipped.add(lines[record_id], "a near-duplicate is stored")
+            summary.duplicates.append((record_id, found[0].id, found[0].similarity))
+        on_batch()
+    summary.documents = target.count()
+    summary.seconds += time.perf_counter() - started
 
 
 def rules_for(store: Store, rules: RulesRequest = None, preset: str | None = None) -> MatchRules:
@@ -163,13 +206,42 @@ def lookup(
     text: str | None = None,
     preset: str | None = None,
     rules: RulesRequest = None,
+    collapse: bool = False,
 ) -> list[Match]:
-    """The stored duplicates of one record (by id) or of a new text: exact ones first."""
+    """The stored duplicates of one record (by id) or of a new text: exact ones first. Every
+    record holding a matched content is listed; with ``collapse``, each content once, its
+    other ids in ``copies``."""
     if (id is None) == (text is None):
         raise NeardupError("give exactly one of id and text")
     with opened(store) as source:
         searcher = Searcher(source, source.params, rules_for(source, rules, preset))
-        return searcher.lookup_id(id) if id is not None else searcher.lookup_text(text or "")
+        found = searcher.lookup_id(id) if id is not None else searcher.lookup_text(text or "")
+        return collapse_copies(found) if collapse else found
+
+
+def lookup_file(
+    paths: Sequence[str | Path],
+    store: StoreRef = None,
+    *,
+    format: Format | None = None,
+    id_field: str | None = None,
+    text_fields: Sequence[str] = (),
+    preset: str | None = None,
+    rules: RulesRequest = None,
+    collapse: bool = False,
+) -> list[tuple[str, Match]]:
+    """Look up every record of some files (``-``: standard input) without adding them: each
+    record's id with each of its stored duplicates, in file order."""
+    files = _readers(paths, format, id_field, text_fields)
+    found: list[tuple[str, Match]] = []
+    with opened(store) as source:
+        searcher = Searcher(source, source.params, rules_for(source, rules, preset))
+        for record in (r for reader in files for r in reader):
+            if not normalize(record.text):
+                continue
+            matches = searcher.lookup_text(record.text)
+            found += [(record.id, m) for m in (collapse_copies(matches) if collapse else matches)]
+    return found
 
 
 def report(

@@ -81,6 +81,24 @@ def _rule_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _reader_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format", choices=api.FORMATS, help="file format (default: from the name)"
+    )
+    parser.add_argument(
+        "--id-field",
+        help="column or key holding the id (default: 'id' if present, else the record number)",
+    )
+    parser.add_argument(
+        "--text-field",
+        action="append",
+        default=[],
+        dest="text_fields",
+        help="column or key holding text; repeat to join several (default: every field but the "
+        "id, leaving out fields of URLs or times of day; the summary names them)",
+    )
+
+
 def _rules(args: argparse.Namespace) -> dict[str, Any]:
     return {"preset": args.preset, "rules": _given(args, RULE_FLAGS)}
 
@@ -112,6 +130,7 @@ def _index(args: argparse.Namespace) -> int:
         threshold=args.threshold,
         batch_size=args.batch_size,
         on_duplicate_id=args.on_duplicate_id,
+        skip_duplicates=args.skip_duplicates,
         progress=sys.stderr.isatty(),
     )
     if args.json:
@@ -123,9 +142,26 @@ def _index(args: argparse.Namespace) -> int:
 
 @command("lookup")
 def _lookup(args: argparse.Namespace) -> int:
-    """Find the stored duplicates of a record or of a new text."""
+    """Find the stored duplicates of a record, of a new text, or of every record of a file."""
+    if args.file:
+        found = api.lookup_file(
+            [args.file],
+            args.store,
+            format=args.format,
+            id_field=args.id_field,
+            text_fields=args.text_fields,
+            collapse=args.collapse_copies,
+            **_rules(args),
+        )
+        with _output_file(args.output) as out:
+            output.write_file_matches(found, out)
+        records = len({record_id for record_id, _ in found})
+        print(f"{records} records have stored duplicates ({len(found)} lines)", file=sys.stderr)
+        return 0 if found else NOTHING_FOUND
     text = sys.stdin.read() if args.text == "-" else args.text
-    matches = api.lookup(args.store, id=args.id, text=text, **_rules(args))
+    matches = api.lookup(
+        args.store, id=args.id, text=text, collapse=args.collapse_copies, **_rules(args)
+    )
     print(output.matches_json(matches) if args.json else output.match_table(matches))
     return 0 if matches else NOTHING_FOUND
 
@@ -272,19 +308,7 @@ def _parser() -> argparse.ArgumentParser:
     index = add("index")
     index.add_argument("files", nargs="+", metavar="FILE")
     _store_option(index)
-    index.add_argument("--format", choices=api.FORMATS, help="file format (default: from the name)")
-    index.add_argument(
-        "--id-field",
-        help="column or key holding the id (default: 'id' if present, else the record number)",
-    )
-    index.add_argument(
-        "--text-field",
-        action="append",
-        default=[],
-        dest="text_fields",
-        help="column or key holding text; repeat to join several (default: every field but the "
-        "id, leaving out fields of URLs or times of day; the summary names them)",
-    )
+    _reader_options(index)
     defaults = api.FingerprintParams()
     index.add_argument(
         "--shingle", help=f"word:N or char:N (new store default: {defaults.shingle})"
@@ -321,6 +345,12 @@ def _parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print the summary as JSON on standard output"
     )
     index.add_argument(
+        "--skip-duplicates",
+        action="store_true",
+        help="store only records with no near-duplicate in the store or earlier in the files "
+        "(by the store's rules); the summary counts the others",
+    )
+    index.add_argument(
         "--on-duplicate-id",
         choices=api.ON_DUPLICATE_ID,
         default="replace",
@@ -333,8 +363,18 @@ def _parser() -> argparse.ArgumentParser:
     target = lookup.add_mutually_exclusive_group(required=True)
     target.add_argument("--id", help="id of a stored record")
     target.add_argument("--text", help="a new text (-: read it from standard input)")
+    target.add_argument(
+        "--file", help="every record of a record file (-: standard input), without adding them"
+    )
+    _reader_options(lookup)
+    lookup.add_argument("-o", "--output", help="with --file: file to write (default: stdout)")
     _rule_options(lookup)
     lookup.add_argument("--json", action="store_true", help="print JSON")
+    lookup.add_argument(
+        "--collapse-copies",
+        action="store_true",
+        help="each matched content once, with the ids of its other copies (default: every id)",
+    )
 
     report = add("report")
     _store_option(report)

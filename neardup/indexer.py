@@ -35,6 +35,8 @@ class IndexSummary:
     params: ParamsRequest = None
     ids: set[str] = field(default_factory=set, repr=False)  # every id indexed in this run
     text: list[str] = field(default_factory=list)  # each file's text fields, where neardup chose
+    # with skip_duplicates: (record not stored, the stored duplicate, similarity)
+    duplicates: list[tuple[str, str, float]] = field(default_factory=list)
 
     def describe(self) -> str:
         rate = self.indexed / self.seconds if self.seconds else 0.0
@@ -61,6 +63,10 @@ class IndexSummary:
             "documents": self.documents,
             "seconds": round(self.seconds, 3),
             "text": self.text,
+            "duplicates": [
+                {"id": i, "duplicate_of": d, "similarity": round(s, 6)}
+                for i, d, s in self.duplicates
+            ],
         }
 
     def admit(self, record: Record, on_duplicate_id: OnDuplicateId) -> bool:
@@ -83,7 +89,7 @@ class IndexSummary:
         return True
 
 
-def _batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
+def batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
     iterator = iter(records)
     while batch := list(islice(iterator, size)):
         yield batch
@@ -103,7 +109,7 @@ def index_records(
     summary = summary or IndexSummary()
     started = time.perf_counter()
     summary.params = store.ensure_params(params)
-    for batch in _batches(records, batch_size):
+    for batch in batches(records, batch_size):
         fingerprints = fingerprint_batch([r.text for r in batch], summary.params)
         documents = []
         for record, fp in zip(batch, fingerprints, strict=True):

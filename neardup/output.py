@@ -64,11 +64,30 @@ def match_table(matches: Sequence[Match]) -> str:
     lines = [header]
     for m in matches:
         content = m.content if len(m.content) <= 60 else m.content[:57] + "..."
+        copies = f" (+{len(m.copies)} copies)" if m.copies else ""
         lines.append(
             f"{m.id:<16} {'exact' if m.exact else 'near':<6} {m.edit_distance:>4} "
-            f"{m.similarity:>10.3f} {m.shared_tokens:>6}  {content}"
+            f"{m.similarity:>10.3f} {m.shared_tokens:>6}  {content}{copies}"
         )
     return "\n".join(lines)
+
+
+def write_file_matches(found: Iterable[tuple[str, Match]], out: IO[str]) -> int:
+    """A lookup of a file's records: one line per (record, stored duplicate), as TSV."""
+    rows = (
+        {
+            "id": record_id,
+            "stored_id": m.id,
+            "exact": m.exact,
+            "edit_distance": m.edit_distance,
+            "similarity": round(m.similarity, 6),
+            "shared_tokens": m.shared_tokens,
+            "copies": json.dumps(list(m.copies), ensure_ascii=False) if m.copies else "",
+        }
+        for record_id, m in found
+    )
+    columns = ["id", "stored_id", "exact", "edit_distance", "similarity", "shared_tokens", "copies"]
+    return _write(rows, columns, out, "tsv")
 
 
 def matches_json(matches: Sequence[Match]) -> str:

@@ -86,7 +86,12 @@ class SkipLog:
         return f"{self.total} ({counts}); first: {lines}"
 
 
+STDIN = "-"  # a path that names standard input
+
+
 def detect_format(path: str | Path) -> Format:
+    if str(path) == STDIN:
+        return "lines"
     suffixes = [s.lower() for s in Path(path).suffixes]
     if suffixes and suffixes[-1] == ".gz":
         suffixes.pop()
@@ -127,12 +132,16 @@ class RecordReader:
 
     @property
     def size(self) -> int:
-        return self.path.stat().st_size
+        return 0 if self.stdin else self.path.stat().st_size
+
+    @property
+    def stdin(self) -> bool:
+        return str(self.path) == STDIN
 
     @property
     def bytes_read(self) -> int:
         """How far into the file (compressed bytes for .gz) reading has gone, for progress bars."""
-        if self._raw.closed:
+        if self._raw.closed or self.stdin:
             return self.size
         return (
             self._raw.fileobj.tell() if isinstance(self._raw, gzip.GzipFile) else self._raw.tell()
@@ -159,6 +168,8 @@ class RecordReader:
         self._raw.close()
 
     def _open(self) -> IO[bytes]:
+        if self.stdin:
+            return sys.stdin.buffer
         try:
             if self.path.suffix.lower() == ".gz":
                 return gzip.open(self.path, "rb")  # type: ignore[return-value]
@@ -232,6 +243,11 @@ class RecordReader:
                     done = resume + rows.line_num
                 return
             except csv.Error:
+                if self.stdin:  # what has been read from a pipe cannot be read again
+                    raise NeardupError(
+                        f"standard input, line {done + 1}: broken quoting (a quote that does "
+                        "not close?); neardup resumes after it only in a file"
+                    ) from None
                 self.skipped.add(done + 1, "broken quoting (a quote that does not close?)")
                 resume = done + 1
                 self._raw.close()

@@ -67,6 +67,22 @@ class Match:
     edit_distance: int
     similarity: float
     shared_tokens: int
+    copies: tuple[str, ...] = ()  # with collapse_copies: the other ids holding this content
+
+
+def collapse_copies(matches: Sequence[Match]) -> list[Match]:
+    """One match per distinct content, its first id carrying the others as ``copies``: a record
+    with 53 stored copies is one match, not 53."""
+    first: dict[str, int] = {}
+    collapsed: list[Match] = []
+    for match in matches:
+        if match.md5 in first:
+            head = collapsed[first[match.md5]]
+            collapsed[first[match.md5]] = replace(head, copies=(*head.copies, match.id))
+        else:
+            first[match.md5] = len(collapsed)
+            collapsed.append(match)
+    return collapsed
 
 
 def word_edit_distance(a: str, b: str) -> int:

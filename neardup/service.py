@@ -70,6 +70,9 @@ class Rules(BaseModel):
 class LookupRequest(Rules):
     id: str | None = Field(None, description="a stored record's id")
     text: str | None = Field(None, description="a new text")
+    collapse_copies: bool = Field(
+        False, description="each matched content once, its other ids in copies"
+    )
 
 
 class RecordIn(BaseModel):
@@ -142,7 +145,9 @@ def create_app(
     def lookup(body: LookupRequest) -> dict[str, Any]:
         """The stored duplicates of a record (``id``) or of a new ``text``: exact ones first."""
         with held.use() as source:
-            matches = api.lookup(source, id=body.id, text=body.text, **body.request())
+            matches = api.lookup(
+                source, id=body.id, text=body.text, collapse=body.collapse_copies, **body.request()
+            )
         return {"matches": [asdict(m) for m in matches]}
 
     @app.post("/records", dependencies=guarded)

@@ -384,3 +384,60 @@ def test_one_hash_is_a_working_edge(records: Path, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'one.db'}"
     assert neardup("index", str(records), "--store", url, "--num-hashes", "1").returncode == 0
     assert api_stats(url)["parameters"]["bands"] == 1
+
+
+def test_lookup_a_whole_file_and_from_standard_input(indexed: str, tmp_path: Path) -> None:
+    new = "n1\tBella Napoli Trattoria 418 Harbor St Portland ME 04101\nn2\tSomething new\n"
+    (tmp_path / "new.tsv").write_text("id\ttext\n" + new)
+    out = tmp_path / "found.tsv"
+    result = neardup(
+        "lookup", "--store", indexed, "--file", str(tmp_path / "new.tsv"), "-o", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(out.open(), delimiter="\t"))
+    assert [(r["id"], r["stored_id"], r["exact"]) for r in rows] == [
+        ("n1", "2", "True"),  # the same text once normalised
+        ("n1", "1", "False"),
+        ("n1", "6", "False"),
+    ]
+    collapsed = neardup_process(
+        "lookup",
+        "--store",
+        indexed,
+        "--file",
+        "-",
+        "--collapse-copies",
+        stdin=new.replace("\t", " "),
+    )
+    assert collapsed.returncode == 0, collapsed.stderr
+    rows = list(csv.DictReader(io.StringIO(collapsed.stdout), delimiter="\t"))
+    assert [(r["id"], r["stored_id"], r["copies"]) for r in rows] == [
+        ("n1", "2", ""),
+        ("n1", "1", '["6"]'),
+    ]
+    nothing = neardup_process("lookup", "--store", indexed, "--file", "-", stdin="x entirely new\n")
+    assert nothing.returncode == 1
+
+
+def test_index_skip_duplicates_stores_only_new_records(indexed: str, tmp_path: Path) -> None:
+    (tmp_path / "day2.txt").write_text(
+        "7 Golden Lotus Dim Sum 1209 Grant Ave San Francisco CA 94133\n"  # stored as 3
+        "8 Casa Oaxaca Cocina 2210 Mission St San Francisco\n"
+        "9 Casa Oaxaca Cocina 2210 Mission Street San Francisco\n"  # 8, earlier in the file
+    )
+    result = neardup(
+        "index", str(tmp_path / "day2.txt"), "--store", indexed, "--skip-duplicates", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["read"], summary["indexed"], summary["documents"]) == (3, 1, 7)
+    assert [(d["id"], d["duplicate_of"]) for d in summary["duplicates"]] == [("7", "3"), ("9", "8")]
+
+
+def test_index_reads_standard_input(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    result = neardup_process("index", "-", "--store", url, stdin=RECORDS)
+    assert result.returncode == 0, result.stderr
+    assert "store holds 6" in result.stderr
+    copies = neardup("lookup", "--store", url, "--id", "2", "--collapse-copies", "--json")
+    assert [(m["id"], m["copies"]) for m in json.loads(copies.stdout)] == [("1", ["6"])]
