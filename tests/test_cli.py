@@ -89,7 +89,10 @@ def test_the_console_script_and_its_exit_codes(records: Path, tmp_path: Path) ->
     assert neardup_process("index", str(records), "--store", url).returncode == 0
     assert_user_error(neardup_process("lookup", "--store", url, "--id", "nope"), "no record")
     usage = neardup_process("lookup", "--store", url)  # argparse: a usage error is exit 2
-    assert usage.returncode == 2 and "one of the arguments --id --text --file is required" in usage.stderr
+    assert (
+        usage.returncode == 2
+        and "one of the arguments --id --text --file is required" in usage.stderr
+    )
 
 
 def test_a_reader_that_goes_away_is_not_an_error(records: Path, tmp_path: Path) -> None:
