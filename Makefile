@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint install bench bench-speed bench-scale bench-engines bench-faults quality clean solr solr-cloud elasticsearch elasticsearch-cluster stop-servers
+.PHONY: demo test lint install bench bench-speed bench-scale bench-engines bench-faults bench-serve quality clean solr solr-cloud elasticsearch elasticsearch-cluster stop-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,14 @@ bench-engines: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/engines.py .bench/generated-$(ENGINE_RECORDS).tsv --preset documents \
 		--runs 1 --lookups 1000 sqlite:///$(abspath .bench)/engines.db \
 		solr://127.0.0.1:8983/solr/bench elasticsearch://127.0.0.1:9200/bench
+
+# neardup serve under 4 concurrent clients on each store (needs `make solr` and `make elasticsearch`).
+bench-serve: $(VENV)/.installed-bench
+	mkdir -p .bench && test -f .bench/generated-$(ENGINE_RECORDS).tsv || \
+		$(BIN)/neardup generate $(ENGINE_RECORDS) -o .bench/generated-$(ENGINE_RECORDS).tsv
+	$(BIN)/python benchmarks/serve.py .bench/generated-$(ENGINE_RECORDS).tsv \
+		sqlite:///$(abspath .bench)/serve.db solr://127.0.0.1:8983/solr/serve \
+		elasticsearch://127.0.0.1:9200/serve
 
 # Kills the client and the servers mid-run and prints what happened (starts its own servers).
 bench-faults: $(VENV)/.installed-test

@@ -1,8 +1,8 @@
 """The HTTP service: ``neardup serve``, a JSON API over :mod:`neardup.api` (FastAPI + uvicorn).
 
 One process holds one open store, and the fingerprint kernels stay loaded between requests.
-Requests run in FastAPI's thread pool. The embedded store's one connection is used by one
-request at a time; the engines' clients serve requests concurrently. Adds with ``if_unique``
+Requests run in FastAPI's thread pool: the engines' clients serve them concurrently, and the
+embedded store has one connection per request thread. Adds with ``if_unique``
 are serialised, so that two requests with the same new text cannot both pass the check before
 either is stored: the check and the add are one atomic step within a process (run one service
 per store).
@@ -201,14 +201,15 @@ def _no_lock() -> Iterator[None]:
 
 
 class _HeldStore:
-    """The service's one open store, opened on first use and kept. The embedded store's
-    connection serves one request at a time; an engine's client serves many at once."""
+    """The service's store, opened on first use and kept. An engine's client serves every
+    request thread at once; the embedded store gets one connection per request thread (WAL lets
+    readers run side by side, and writers wait for each other's transaction)."""
 
     def __init__(self, url: str | None) -> None:
         self.url = url
         self.store: Store | None = None
         self.opening = threading.Lock()
-        self.one_at_a_time: threading.Lock | None = None
+        self.per_thread: threading.local | None = None
 
     @contextmanager
     def use(self, create: bool = False) -> Iterator[Store]:
@@ -216,6 +217,10 @@ class _HeldStore:
             if self.store is None:
                 self.store = open_store(self.url, create=create)
                 if isinstance(self.store, SQLiteStore):
-                    self.one_at_a_time = threading.Lock()
-        with self.one_at_a_time or _no_lock():
+                    self.per_thread = threading.local()
+        if self.per_thread is None:
             yield self.store
+            return
+        if not hasattr(self.per_thread, "store"):
+            self.per_thread.store = open_store(self.url, create=create)
+        yield self.per_thread.store

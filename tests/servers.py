@@ -192,7 +192,7 @@ def _consecutive_free_ports(count: int) -> int:
 
 def _start_elasticsearch(nodes: int, secure: bool = False) -> ElasticsearchServer:
     what = f"a {nodes}-node Elasticsearch cluster" if nodes > 1 else "Elasticsearch"
-    if nodes == 1 and os.environ.get("NEARDUP_TEST_ES_URL"):
+    if nodes == 1 and not secure and os.environ.get("NEARDUP_TEST_ES_URL"):
         return ElasticsearchServer(os.environ["NEARDUP_TEST_ES_URL"].rstrip("/"))
     reasons = []
     if shutil.which("java") and shutil.which("mvn"):

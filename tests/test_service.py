@@ -59,6 +59,15 @@ def test_lookup_by_id_and_by_text_with_rules(client: TestClient, indexed_url: st
     assert strict == {"matches": []}
 
 
+def test_lookup_can_collapse_copies(client: TestClient) -> None:
+    copies = {"records": [{"id": f"c{i}", "text": RECORDS["4"]} for i in range(3)]}
+    assert client.post("/records", json=copies).json()["added"] == ["c0", "c1", "c2"]
+    every = client.post("/lookup", json={"id": "4"}).json()["matches"]
+    assert [m["id"] for m in every] == ["c0", "c1", "c2"]
+    one = client.post("/lookup", json={"id": "4", "collapse_copies": True}).json()["matches"]
+    assert [(m["id"], m["copies"]) for m in one] == [("c0", ["c1", "c2"])]
+
+
 def test_records_get_add_and_delete(client: TestClient) -> None:
     assert client.get("/records/a/b c").json()["content"].startswith("an id with a slash")
     added = client.post("/records", json={"records": [{"id": "9", "text": "Brand new place"}]})

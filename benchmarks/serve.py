@@ -1,0 +1,104 @@
+"""`neardup serve` under load: lookups per second and latency over HTTP on loopback.
+
+    python benchmarks/serve.py RECORDS.tsv STORE_URL... [--clients 4] [--lookups 4000]
+
+For each store: a fresh store gets RECORDS with --preset documents, `neardup serve` starts on a
+free loopback port as a user starts it, and --clients threads, each with its own connection,
+send --lookups POST /lookup requests by id in all (ids drawn at random, one seed), as fast as
+the service answers. Latency is each request's round trip as the client sees it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import requests
+
+from neardup import api
+from neardup.readers import RecordReader
+from neardup.stores import open_store
+
+NEARDUP = [sys.executable, "-m", "neardup.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def serving(url: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    process = subprocess.Popen([*NEARDUP, "serve", "--store", url, "--port", str(port)])
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{base}/health", timeout=2).status_code == 200:
+                return process, base
+        except requests.ConnectionError:
+            time.sleep(0.2)
+    process.kill()
+    sys.exit(f"neardup serve on {url} did not answer")
+
+
+def load(base: str, ids: list[str], clients: int) -> tuple[np.ndarray, float]:
+    """Send one lookup per id from ``clients`` threads; (latencies in ms, seconds in all)."""
+    shares = [ids[n::clients] for n in range(clients)]
+
+    def client(share: list[str]) -> list[float]:
+        session, took = requests.Session(), []
+        for record_id in share:
+            started = time.perf_counter()
+            answer = session.post(f"{base}/lookup", json={"id": record_id}, timeout=60)
+            took.append((time.perf_counter() - started) * 1000)
+            assert answer.status_code == 200, answer.text
+        return took
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        latencies = [ms for part in pool.map(client, shares) for ms in part]
+    return np.array(latencies), time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("records", type=Path)
+    parser.add_argument("stores", nargs="+")
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--lookups", type=int, default=4000)
+    args = parser.parse_args()
+    ids = [r.id for r in RecordReader(args.records)]
+    chosen = random.Random(1).choices(ids, k=args.lookups)
+    print(f"{len(ids):,} records, {args.lookups:,} lookups by id from {args.clients} clients")
+    print("| store | lookups/s | p50 ms | p99 ms | mean ms |\n| --- | --- | --- | --- | --- |")
+    for url in args.stores:
+        with open_store(url) as old:
+            old.drop()
+        api.index([args.records], url, preset="documents")
+        process, base = serving(url)
+        try:
+            load(base, chosen[: args.clients * 20], args.clients)  # warm up
+            latencies, seconds = load(base, chosen, args.clients)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+        p50, p99 = np.percentile(latencies, [50, 99])
+        print(
+            f"| {url.split(':')[0]} | {len(latencies) / seconds:,.0f} | {p50:.1f} | {p99:.1f} | "
+            f"{statistics.fmean(latencies):.1f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
