@@ -140,21 +140,15 @@ class Searcher:
     def near_duplicates_many(self, fps: Sequence[Fingerprint]) -> list[list[Match]]:
         """:meth:`near_duplicates` for many fingerprints, with batched store round trips."""
         heads = self.distinct_candidates_many(fps)
-        records = self.store.get(sorted({c.id for found in heads for c in found}))
         # A record can be a candidate of several queries: shingle each one once.
-        shingles = dict(
-            zip(
-                records,
-                shingle_sets([r.content for r in records.values()], self.params),
-                strict=True,
-            )
-        )
+        records = {c.id: c.record for found in heads for c in found}
+        contents = [r.content for r in records.values()]
+        shingles = dict(zip(records, shingle_sets(contents, self.params), strict=True))
         results = []
         for fp, found in zip(fps, heads, strict=True):
-            present = [c for c in found if c.id in records]
             matches = [
                 m
-                for m in self.verify(fp, [records[c.id] for c in present], present, shingles)
+                for m in self.verify(fp, found, shingles)
                 if self.rules.accepts(m.edit_distance, m.similarity)
             ]
             results.append(sorted(matches, key=lambda m: (m.edit_distance, -m.similarity, m.id)))
@@ -197,23 +191,19 @@ class Searcher:
         return heads
 
     def verify(
-        self,
-        fp: Fingerprint,
-        others: Sequence[StoredRecord],
-        candidates: Sequence[Candidate],
-        shingles: Mapping[str, np.ndarray],
+        self, fp: Fingerprint, candidates: Sequence[Candidate], shingles: Mapping[str, np.ndarray]
     ) -> list[Match]:
         """Measure each candidate against the query: word edit distance and exact Jaccard of the
         shingle sets (``shingles`` holds each candidate's, by id)."""
         return [
             Match(
-                id=other.id,
-                content=other.content,
-                md5=other.md5,
+                id=c.id,
+                content=c.record.content,
+                md5=c.md5,
                 exact=False,
-                edit_distance=word_edit_distance(fp.content, other.content),
-                similarity=jaccard(fp.shingles, shingles[other.id]),
-                shared_tokens=candidate.score,
+                edit_distance=word_edit_distance(fp.content, c.record.content),
+                similarity=jaccard(fp.shingles, shingles[c.id]),
+                shared_tokens=c.score,
             )
-            for other, candidate in zip(others, candidates, strict=True)
+            for c in candidates
         ]

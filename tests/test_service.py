@@ -138,6 +138,10 @@ def test_a_body_over_the_limit_is_refused(indexed_url: str) -> None:
         big = {"records": [{"id": str(i), "text": "words " * 50} for i in range(10)]}
         response = small.post("/records", json=big)
         assert response.status_code == 413 and "over 1000 bytes" in response.json()["error"]
+        # A streamed body has no Content-Length: it is counted as it arrives.
+        streamed = small.post("/lookup", content=iter([b'{"text": "', b"word " * 300, b'"}']))
+        assert streamed.status_code == 413 and "over 1000 bytes" in streamed.json()["error"]
+        assert small.post("/lookup", json={"text": "cedar bakery"}).status_code == 200
 
 
 def test_an_api_key_when_one_is_set(indexed_url: str) -> None:

@@ -30,7 +30,9 @@ def test_a_missing_core_is_a_clear_error_for_readers(solr_server) -> None:
         open_store(url, create=False)
 
 
-def test_credentials_from_the_url_or_the_environment(solr_server, solr_url, monkeypatch) -> None:
+def test_credentials_from_the_url_the_environment_or_netrc(
+    solr_server, solr_url, monkeypatch, tmp_path
+) -> None:
     if not solr_server.auth:
         pytest.skip("this Solr does not require credentials")
     with_user = solr_url
@@ -44,6 +46,14 @@ def test_credentials_from_the_url_or_the_environment(solr_server, solr_url, monk
     monkeypatch.setenv("NEARDUP_SOLR_PASSWORD", "wrong")
     with pytest.raises(NeardupError, match="refused the credentials"):
         api.stats(bare)
+    monkeypatch.delenv("NEARDUP_SOLR_USER")
+    monkeypatch.delenv("NEARDUP_SOLR_PASSWORD")
+    logins = tmp_path / "netrc"
+    host, (user, password) = solr_server.host_port.split(":")[0], solr_server.auth
+    logins.write_text(f"machine {host} login {user} password {password}\n")
+    logins.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(logins))
+    assert api.stats(bare)["documents"] == 0
 
 
 def test_an_unreachable_server_is_a_clear_error() -> None:

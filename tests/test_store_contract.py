@@ -15,6 +15,7 @@ from neardup.stores import (
     CandidateQuery,
     Document,
     Store,
+    StoredRecord,
     TokenField,
     open_store,
     sort_candidates,
@@ -68,7 +69,9 @@ def reference_candidates(docs: list[Document], query: CandidateQuery) -> list[Ca
             continue
         score = len(wanted & set(query.field.tokens(d.fingerprint)))
         if score:
-            found.append(Candidate(d.id, score, d.fingerprint.md5))
+            fp = d.fingerprint
+            record = StoredRecord(d.id, fp.content, fp.md5, fp.first_word, fp.num_words)
+            found.append(Candidate(record, score))
     return sort_candidates(found)[: query.rows]
 
 

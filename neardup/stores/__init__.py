@@ -31,6 +31,7 @@ __all__ = [
     "StoredRecord",
     "TokenField",
     "default_store_url",
+    "is_embedded",
     "open_store",
     "sort_candidates",
 ]
@@ -38,6 +39,11 @@ __all__ = [
 
 def default_store_url() -> str:
     return os.environ.get("NEARDUP_STORE") or DEFAULT_STORE_URL
+
+
+def is_embedded(url: str) -> bool:
+    """Whether ``url`` names an embedded store (a file on this machine, not a server)."""
+    return urlsplit(url).scheme == "sqlite"
 
 
 def _engine(name: str) -> ModuleType:
@@ -59,7 +65,7 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
     """
     url = url or default_store_url()
     scheme = urlsplit(url).scheme
-    if scheme == "sqlite":
+    if is_embedded(url):
         from .sqlite import SQLiteStore
 
         path = url[len("sqlite://") :]

@@ -58,9 +58,19 @@ class StoredRecord:
 
 @dataclass(frozen=True)
 class Candidate:
-    id: str
+    """A record that shares tokens with a query, returned whole so that verifying it needs no
+    second round trip."""
+
+    record: StoredRecord
     score: int  # how many of the query's tokens the record shares
-    md5: str
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def md5(self) -> str:
+        return self.record.md5
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def _candidate_search(query: CandidateQuery, name: str) -> dict[str, Any]:
         "query": {"bool": boolean},
         "sort": [{"_score": "desc"}, {"id": "asc"}],
         "size": query.rows,
-        "_source": ["md5_hash"],
+        "_source": RECORD_FIELDS,
         "track_total_hits": False,
     }
 
@@ -180,8 +180,7 @@ class ElasticsearchStore(Store):
                 )
             for doc in response["docs"]:
                 if doc.get("found"):
-                    source = doc["_source"]
-                    found[doc["_id"]] = StoredRecord(*(source[f] for f in RECORD_FIELDS))
+                    found[doc["_id"]] = _record(doc["_source"])
         return found
 
     def _walk(
@@ -258,7 +257,7 @@ class ElasticsearchStore(Store):
                 raise NeardupError(f"Elasticsearch at {self.endpoint}: {_reason(answer)}")
             results.append(
                 [
-                    Candidate(hit["_id"], round(hit["_score"]), hit["_source"]["md5_hash"])
+                    Candidate(_record(hit["_source"]), round(hit["_score"]))
                     for hit in answer["hits"]["hits"]
                 ]
             )
@@ -266,6 +265,10 @@ class ElasticsearchStore(Store):
 
     def close(self) -> None:
         self.es.close()
+
+
+def _record(source: dict[str, Any]) -> StoredRecord:
+    return StoredRecord(*(source[f] for f in RECORD_FIELDS))
 
 
 def _reason(body: Any) -> str | None:

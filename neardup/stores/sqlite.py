@@ -216,12 +216,14 @@ class SQLiteStore(Store):
             args.append(json.dumps(list(q.exclude_md5)))
         where = f"WHERE {' AND '.join(filters)}" if filters else ""
         query = (
-            "SELECT d.id, p.score, d.md5 FROM (SELECT doc, COUNT(*) AS score "
+            "SELECT d.id, d.content, d.md5, d.first_word, d.num_words, p.score "
+            "FROM (SELECT doc, COUNT(*) AS score "
             f"FROM {q.field}_postings WHERE token IN (SELECT value FROM json_each(?)) "
             "GROUP BY doc) p "
             f"JOIN docs d ON d.doc = p.doc {where} ORDER BY p.score DESC, d.id LIMIT ?"
         )
-        return [Candidate(*row) for row in self._conn.execute(query, (*args, q.rows))]
+        rows = self._conn.execute(query, (*args, q.rows))
+        return [Candidate(StoredRecord(*row[:5]), row[5]) for row in rows]
 
     def iter_ids(self) -> Iterator[str]:
         for (record_id,) in self._conn.execute("SELECT id FROM docs ORDER BY id"):
