@@ -25,6 +25,8 @@ from .errors import NeardupError
 from .evaluate import Evaluation, pairs_of, plot, read_pairs
 from .evaluate import evaluate as score
 from .exact import exact_pairs
+from .explain import Explanation
+from .explain import explain as explain_pair
 from .fingerprint import TOKEN_FIELDS, FingerprintParams, normalize
 from .generate import write_corpus
 from .indexer import (
@@ -217,6 +219,27 @@ def lookup(
         searcher = Searcher(source, source.params, rules_for(source, rules, preset))
         found = searcher.lookup_id(id) if id is not None else searcher.lookup_text(text or "")
         return collapse_copies(found) if collapse else found
+
+
+def explain(
+    store: StoreRef = None,
+    *,
+    ids: Sequence[str] = (),
+    texts: Sequence[str] = (),
+    preset: str | None = None,
+    rules: RulesRequest = None,
+) -> Explanation:
+    """Why two records are or are not near-duplicates at the store's settings: the word diff,
+    the similarities, the shared tokens, and the rule that decided. ``ids`` name stored records,
+    ``texts`` new ones; two in all, ids first."""
+    if len(ids) + len(texts) != 2:
+        raise NeardupError(f"explain takes two records (ids or texts), not {len(ids) + len(texts)}")
+    with opened(store) as source:
+        searcher = Searcher(source, source.params, rules_for(source, rules, preset))
+        sides = [searcher.fingerprint_record(i)[1] for i in ids]
+        sides += [searcher.fingerprint_text(t) for t in texts]
+        names = (*ids, None, None)
+        return explain_pair(sides[0], sides[1], source.params, searcher.rules, (names[0], names[1]))
 
 
 def lookup_file(

@@ -166,6 +166,15 @@ def _lookup(args: argparse.Namespace) -> int:
     return 0 if matches else NOTHING_FOUND
 
 
+@command("explain")
+def _explain(args: argparse.Namespace) -> int:
+    """Show why two records are or are not near-duplicates: word diff, similarities, verdict."""
+    texts = [sys.stdin.read() if text == "-" else text for text in args.texts]
+    found = api.explain(args.store, ids=args.ids, texts=texts, **_rules(args))
+    print(json.dumps(found.as_dict(), indent=2) if args.json else output.explanation_table(found))
+    return 0
+
+
 @command("report")
 def _report(args: argparse.Namespace) -> int:
     """Write every near-duplicate pair (or group) in a store."""
@@ -375,6 +384,19 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="each matched content once, with the ids of its other copies (default: every id)",
     )
+
+    explain = add("explain")
+    explain.add_argument("ids", nargs="*", metavar="ID", help="ids of stored records")
+    _store_option(explain)
+    explain.add_argument(
+        "--text",
+        dest="texts",
+        action="append",
+        default=[],
+        help="a new text (twice for two; -: read it from standard input)",
+    )
+    _rule_options(explain)
+    explain.add_argument("--json", action="store_true", help="print JSON")
 
     report = add("report")
     _store_option(report)

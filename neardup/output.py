@@ -9,6 +9,7 @@ from dataclasses import asdict
 from typing import IO, Literal
 
 from .evaluate import Evaluation, tsv_escape
+from .explain import Explanation
 from .report import Pair
 from .searcher import Match
 from .tuning import TUNE_POINTS, Tuning, candidate_probability
@@ -92,6 +93,28 @@ def write_file_matches(found: Iterable[tuple[str, Match]], out: IO[str]) -> int:
 
 def matches_json(matches: Sequence[Match]) -> str:
     return json.dumps([asdict(m) for m in matches], ensure_ascii=False, indent=2)
+
+
+def explanation_table(e: Explanation) -> str:
+    def side(name: str, record_id: str | None, content: str) -> str:
+        return f"{name:<20}{f'id {record_id}: ' if record_id is not None else 'text: '}{content}"
+
+    bands = ", ".join(map(str, e.bands_shared[:12])) + (" ..." if len(e.bands_shared) > 12 else "")
+    return "\n".join(
+        [
+            side("A", e.a_id, e.a_content),
+            side("B", e.b_id, e.b_content),
+            f"{'word diff':<20}{e.marked_diff()}",
+            f"{'word edits':<20}{e.edit_distance}",
+            f"{f'Jaccard ({e.shingle})':<20}{e.similarity:.3f}  ({e.shingles_shared} shingles "
+            f"shared, {e.shingles_only_a} only in A, {e.shingles_only_b} only in B)",
+            f"{'signature estimate':<20}{e.signature_estimate:.3f}  ({e.signature_shared} of "
+            f"{e.num_hashes} positions agree)",
+            f"{'bands':<20}{len(e.bands_shared)} of {e.num_bands} shared"
+            + (f": {bands}" if bands else ""),
+            f"{'verdict':<20}{e.reason}",
+        ]
+    )
 
 
 def evaluation_table(result: Evaluation) -> str:

@@ -115,11 +115,14 @@ class Searcher:
         record, fp = self.fingerprint_record(record_id)
         return self.lookup(fp, exclude_id=record.id)
 
-    def lookup_text(self, text: str) -> list[Match]:
+    def fingerprint_text(self, text: str) -> Fingerprint:
         fp = fingerprint(text, self.params)
         if not fp.num_words:
             raise NeardupError("the text has no words to look up")
-        return self.lookup(fp)
+        return fp
+
+    def lookup_text(self, text: str) -> list[Match]:
+        return self.lookup(self.fingerprint_text(text))
 
     def lookup(self, fp: Fingerprint, exclude_id: str | None = None) -> list[Match]:
         """Exact duplicates first, then the accepted near-duplicates, ranked; every member of

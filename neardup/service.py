@@ -20,9 +20,9 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -149,6 +149,19 @@ def create_app(
             )
         )
         return {"matches": [asdict(m) for m in matches]}
+
+    @app.get("/explain", dependencies=guarded)
+    async def explain(
+        rules: Annotated[Rules, Query()],
+        id: Annotated[list[str], Query(description="a stored record's id")] = [],  # noqa: B006
+        text: Annotated[list[str], Query(description="a new text")] = [],  # noqa: B006
+    ) -> dict[str, Any]:
+        """Why two records (two ``id``, two ``text``, or one of each) are or are not
+        near-duplicates: the word diff, the similarities, the shared tokens, the deciding rule."""
+        found = await held.read(
+            lambda source: api.explain(source, ids=id, texts=text, **rules.request())
+        )
+        return found.as_dict()
 
     @app.post("/records", dependencies=guarded)
     def add(body: AddRequest) -> dict[str, Any]:

@@ -45,6 +45,7 @@ def test_every_command_and_flag_is_in_the_readme(name: str) -> None:
 COMMAND_CALLS = [
     ("index listings.csv --id-field sku", "index"),
     ("lookup --id 12345", "lookup"),
+    ("explain 12345 12346", "explain"),
     ("report -o out.tsv", "report"),
     ("delete 12349", "delete"),
     ("stats", "stats"),
@@ -130,3 +131,14 @@ def test_the_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.Monk
     for body in examples:
         namespace: dict[str, object] = {}
         exec(compile(body, "README.md", "exec"), namespace)
+
+
+def test_the_readme_explain_output_is_what_explain_prints(tmp_path: Path) -> None:
+    (tmp_path / "listings.csv").write_text(LISTINGS)
+    env = {"NEARDUP_STORE": f"sqlite:///{tmp_path / 'neardup.db'}"}
+    assert (
+        neardup("index", "listings.csv", "--id-field", "sku", cwd=tmp_path, env=env).returncode == 0
+    )
+    printed = neardup("explain", "12345", "12346", cwd=tmp_path, env=env).stdout
+    shown = [body for language, body in BLOCKS if body.startswith("A   ")]
+    assert shown == [printed]

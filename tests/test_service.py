@@ -3,6 +3,7 @@ loopback port for what needs a real server: concurrent adds and the process itse
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -131,6 +132,17 @@ def test_errors_are_json_with_the_right_status(
     if status != 200:
         assert message in response.json()["error"]
         assert "Traceback" not in response.text
+
+
+def test_explain_a_pair(client: TestClient, indexed_url: str) -> None:
+    answer = client.get("/explain", params={"id": ["1", "2"]})
+    assert answer.status_code == 200, answer.text
+    expected = api.explain(indexed_url, ids=["1", "2"]).as_dict()
+    assert answer.json() == json.loads(json.dumps(expected)) and expected["accepted"]
+    mixed = client.get("/explain", params={"id": "3", "text": RECORDS["4"], "method": "bands"})
+    assert mixed.json()["candidate"] is False and mixed.json()["b_id"] is None
+    assert client.get("/explain", params={"id": "1"}).status_code == 400
+    assert client.get("/explain", params={"id": ["1", "nine"]}).status_code == 404
 
 
 def test_a_body_over_the_limit_is_refused(indexed_url: str) -> None:

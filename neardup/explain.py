@@ -1,0 +1,166 @@
+"""Why two records are, or are not, near-duplicates at a store's settings: every number the
+searcher uses on a pair, and the rule that decided it. Pure: fingerprints in, an explanation out."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import Levenshtein
+import numpy as np
+
+from .fingerprint import Fingerprint, FingerprintParams, TokenField, estimated_jaccard, jaccard
+from .searcher import MatchRules, word_edit_distance
+
+
+@dataclass(frozen=True)
+class WordChange:
+    """One step of the word-level diff: ``op`` is equal, replace, delete (words only in A) or
+    insert (words only in B)."""
+
+    op: str
+    a: str
+    b: str
+
+
+@dataclass(frozen=True)
+class Explanation:
+    a_id: str | None
+    b_id: str | None
+    a_content: str  # normalised, as stored
+    b_content: str
+    exact: bool  # the same normalised content (MD5)
+    diff: tuple[WordChange, ...]
+    edit_distance: int  # words; the number of words the diff inserts, deletes or replaces
+    shingle: str  # the store's shingling, e.g. word:1 or char:4
+    similarity: float  # exact Jaccard of the shingle sets
+    shingles_shared: int
+    shingles_only_a: int
+    shingles_only_b: int
+    signature_estimate: float  # shared signature positions / num_hashes
+    signature_shared: int
+    num_hashes: int
+    bands_shared: tuple[int, ...]  # the band numbers the two records share
+    num_bands: int
+    candidate: bool  # the store's candidate query (method) can return B for A
+    accepted: bool
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def marked_diff(self) -> str:
+        """The diff as one line: ``[-words only in A-]{+words only in B+}``, as ``git diff
+        --word-diff`` writes it."""
+        parts = []
+        for change in self.diff:
+            if change.op == "equal":
+                parts.append(change.a)
+                continue
+            removed = f"[-{change.a}-]" if change.a else ""
+            added = f"{{+{change.b}+}}" if change.b else ""
+            parts.append(removed + added)
+        return " ".join(parts)
+
+
+def word_diff(a: str, b: str) -> tuple[WordChange, ...]:
+    """The edit operations behind the word edit distance, equal runs included."""
+    left, right = a.split(), b.split()
+    return tuple(
+        WordChange(op, " ".join(left[i1:i2]), " ".join(right[j1:j2]))
+        for op, i1, i2, j1, j2 in Levenshtein.opcodes(left, right)
+    )
+
+
+def explain(
+    a: Fingerprint,
+    b: Fingerprint,
+    params: FingerprintParams,
+    rules: MatchRules,
+    ids: tuple[str | None, str | None] = (None, None),
+) -> Explanation:
+    """What the searcher sees of ``b`` when it looks up ``a`` with ``rules``."""
+    edit_distance = word_edit_distance(a.content, b.content)
+    shared = len(np.intersect1d(a.shingles, b.shingles, assume_unique=True))
+    bands = tuple(int(n) for n in np.flatnonzero(a.bands == b.bands))
+    signature_shared = int(np.count_nonzero(a.signature == b.signature))
+    similarity = jaccard(a.shingles, b.shingles)
+    shared_tokens = {
+        TokenField.SHINGLES: shared,
+        TokenField.SIGNATURE: signature_shared,
+        TokenField.BANDS: len(bands),
+    }[TokenField(rules.method)]
+    candidate, accepted, reason = _verdict(a, b, rules, shared_tokens, edit_distance, similarity)
+    return Explanation(
+        a_id=ids[0],
+        b_id=ids[1],
+        a_content=a.content,
+        b_content=b.content,
+        exact=a.md5 == b.md5,
+        diff=word_diff(a.content, b.content),
+        edit_distance=edit_distance,
+        shingle=params.shingle,
+        similarity=similarity,
+        shingles_shared=shared,
+        shingles_only_a=len(a.shingles) - shared,
+        shingles_only_b=len(b.shingles) - shared,
+        signature_estimate=estimated_jaccard(a, b),
+        signature_shared=signature_shared,
+        num_hashes=params.num_hashes,
+        bands_shared=bands,
+        num_bands=params.bands,
+        candidate=candidate,
+        accepted=accepted,
+        reason=reason,
+    )
+
+
+def _verdict(
+    a: Fingerprint,
+    b: Fingerprint,
+    rules: MatchRules,
+    shared_tokens: int,
+    edit_distance: int,
+    similarity: float,
+) -> tuple[bool, bool, str]:
+    """(a candidate?, accepted?, the rule that decided), in the order the searcher applies them."""
+    if a.md5 == b.md5:
+        return True, True, "exact duplicates: the same normalised content (MD5)"
+    method = TokenField(rules.method)
+    if rules.first_word and a.first_word != b.first_word:
+        return (
+            False,
+            False,
+            (
+                f"not a candidate: the first-word filter is on and the first words differ "
+                f"({a.first_word!r}, {b.first_word!r})"
+            ),
+        )
+    if not shared_tokens:
+        return False, False, f"not a candidate: the two share no {method} token"
+    found = (
+        f"a candidate: {shared_tokens} shared {method} tokens (the query keeps the "
+        f"{rules.rows} records that share most)"
+    )
+    if rules.threshold is not None and similarity < rules.threshold:
+        return (
+            True,
+            False,
+            (
+                f"{found}, rejected: similarity {similarity:.3f} is below the threshold "
+                f"{rules.threshold:g}"
+            ),
+        )
+    if rules.max_edit_distance is not None and edit_distance > rules.max_edit_distance:
+        return (
+            True,
+            False,
+            (
+                f"{found}, rejected: {edit_distance} word edits, over the maximum "
+                f"{rules.max_edit_distance}"
+            ),
+        )
+    passed = [f"similarity {similarity:.3f} >= {rules.threshold:g}"] if rules.threshold else []
+    if rules.max_edit_distance is not None:
+        passed.append(f"{edit_distance} word edits <= {rules.max_edit_distance}")
+    return True, True, f"{found}, accepted" + (f": {', '.join(passed)}" if passed else "")
