@@ -12,6 +12,7 @@ lookup per group; both give the same pairs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import combinations
@@ -195,8 +196,16 @@ def _pairs_by_lookups(
     return pairs
 
 
+def natural_key(record_id: str) -> tuple[list[str | int], str]:
+    """Sorts ids as people read them: ``ad2`` before ``ad10`` (runs of digits compare as
+    numbers; the id itself breaks ties such as ``7`` and ``07``)."""
+    parts = re.split(r"(\d+)", record_id)
+    return [int(p) if n % 2 else p for n, p in enumerate(parts)], record_id
+
+
 def clusters(pairs: Iterable[Pair]) -> list[list[str]]:
-    """Connected components of the pair graph: largest first, then by first id; ids sorted."""
+    """Connected components of the pair graph: largest first, then by first id; ids in
+    natural order (:func:`natural_key`)."""
     parent: dict[str, str] = {}
 
     def root(x: str) -> str:
@@ -213,4 +222,5 @@ def clusters(pairs: Iterable[Pair]) -> list[list[str]]:
     groups: dict[str, list[str]] = {}
     for member in parent:
         groups.setdefault(root(member), []).append(member)
-    return sorted((sorted(g) for g in groups.values()), key=lambda g: (-len(g), g[0]))
+    ordered = (sorted(g, key=natural_key) for g in groups.values())
+    return sorted(ordered, key=lambda g: (-len(g), natural_key(g[0])))

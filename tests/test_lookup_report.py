@@ -144,6 +144,11 @@ def test_clusters_are_connected_components() -> None:
     assert groups == [["a", "b", "e"], ["c", "d", "z"], ["x", "y"]]
 
 
+def test_cluster_ids_are_in_natural_order() -> None:
+    pairs = [Pair(a, b, 1, 0.9, 10, "near") for a, b in [("10", "2"), ("ad10", "ad9"), ("1", "10")]]
+    assert clusters(pairs) == [["1", "2", "10"], ["ad9", "ad10"]]
+
+
 def test_index_files_counts_and_replaces(tmp_path: Path, sqlite_url: str) -> None:
     path = tmp_path / "records.txt"
     path.write_text("".join(f"{i} {t}\n" for i, t in RECORDS.items()) + "9 ...\n\n")
