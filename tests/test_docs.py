@@ -4,6 +4,7 @@ every command and Python example in the README runs as written."""
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 from pathlib import Path
@@ -142,3 +143,16 @@ def test_the_readme_explain_output_is_what_explain_prints(tmp_path: Path) -> Non
     printed = neardup("explain", "12345", "12346", cwd=tmp_path, env=env).stdout
     shown = [body for language, body in BLOCKS if body.startswith("A   ")]
     assert shown == [printed]
+
+
+def test_the_readme_pair_is_found_with_the_defaults(tmp_path: Path) -> None:
+    """The seed pair of the recipe: the long form of a name, same address."""
+    (tmp_path / "deli.txt").write_text(
+        "1 Art's Deli 12224 Ventura Blvd. Studio City\n"
+        "2 Art's Delicatessen 12224 Ventura Blvd. Studio City\n"
+        "3 Arthur's Diner 1224 Ventura Blvd. Sherman Oaks\n"
+    )
+    env = {"NEARDUP_STORE": f"sqlite:///{tmp_path / 'neardup.db'}"}
+    assert neardup("index", "deli.txt", cwd=tmp_path, env=env).returncode == 0
+    found = neardup("lookup", "--id", "1", "--json", cwd=tmp_path, env=env)
+    assert [m["id"] for m in json.loads(found.stdout)] == ["2"]
