@@ -6,9 +6,10 @@ For each store: a fresh store gets RECORDS with --preset documents, `neardup ser
 free loopback port as a user starts it, and --clients threads, each with its own keep-alive
 connection (http.client: the client's own cost stays small next to the service's on shared
 cores), send --lookups POST /lookup requests by id in all (ids drawn at random, one seed), as
-fast as the service answers, after a warm-up of --warm-up lookups that also lets an engine
-finish the merges that indexing started. Latency is each request's round trip as the client
-sees it.
+fast as the service answers. Before that, warm-up rounds of 1,000 lookups run until the rate
+settles (two rounds within 5%, at most 20 rounds): after a bulk index an engine goes on
+merging segments, and its JVM compiling, for a while. Latency is each request's round trip as
+the client sees it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from neardup.readers import RecordReader
 from neardup.stores import open_store
 
 NEARDUP = [sys.executable, "-m", "neardup.cli"]
+WARM_UP, WARM_UP_ROUNDS = 1000, 20
 
 
 def free_port() -> int:
@@ -81,26 +83,40 @@ def load(base: str, ids: list[str], clients: int) -> tuple[np.ndarray, float]:
     return np.array(latencies), time.perf_counter() - started
 
 
+def warm_up(base: str, ids: list[str], clients: int) -> int:
+    """Warm-up rounds until the rate settles; how many it took."""
+    previous = 0.0
+    for n in range(WARM_UP_ROUNDS):
+        latencies, seconds = load(base, ids[n * WARM_UP :][:WARM_UP], clients)
+        rate = len(latencies) / seconds
+        if previous and abs(rate - previous) <= 0.05 * previous:
+            return n + 1
+        previous = rate
+    return WARM_UP_ROUNDS
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", type=Path)
     parser.add_argument("stores", nargs="+")
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--lookups", type=int, default=4000)
-    parser.add_argument("--warm-up", type=int, default=4000)
     args = parser.parse_args()
     ids = [r.id for r in RecordReader(args.records)]
     chosen = random.Random(1).choices(ids, k=args.lookups)
-    warm_up = random.Random(2).choices(ids, k=args.warm_up)
+    warming = random.Random(2).choices(ids, k=WARM_UP * WARM_UP_ROUNDS)
     print(f"{len(ids):,} records, {args.lookups:,} lookups by id from {args.clients} clients")
-    print("| store | lookups/s | p50 ms | p99 ms | mean ms |\n| --- | --- | --- | --- | --- |")
+    print(
+        "| store | lookups/s | p50 ms | p99 ms | mean ms | warm-up rounds |\n"
+        "| --- | --- | --- | --- | --- | --- |"
+    )
     for url in args.stores:
         with open_store(url) as old:
             old.drop()
         api.index([args.records], url, preset="documents")
         process, base = serving(url)
         try:
-            load(base, warm_up, args.clients)
+            rounds = warm_up(base, warming, args.clients)
             latencies, seconds = load(base, chosen, args.clients)
         finally:
             process.terminate()
@@ -108,7 +124,7 @@ def main() -> None:
         p50, p99 = np.percentile(latencies, [50, 99])
         print(
             f"| {url.split(':')[0]} | {len(latencies) / seconds:,.0f} | {p50:.1f} | {p99:.1f} | "
-            f"{statistics.fmean(latencies):.1f} |",
+            f"{statistics.fmean(latencies):.1f} | {rounds} |",
             flush=True,
         )
 

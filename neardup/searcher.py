@@ -126,12 +126,26 @@ class Searcher:
 
     def lookup(self, fp: Fingerprint, exclude_id: str | None = None) -> list[Match]:
         """Exact duplicates first, then the accepted near-duplicates, ranked; every member of
-        each exact-duplicate group is listed, however large the group."""
-        near = self.near_duplicates(fp)
-        groups = self.store.ids_by_md5([fp.md5, *(match.md5 for match in near)])
+        each exact-duplicate group is listed, however large the group.
+
+        The first candidate query leaves ``fp``'s own copies in. When it comes back short of
+        ``rows`` it holds every record that shares a token, copies included, and the lookup
+        needs no other round trip (the usual case); otherwise the distinct contents and their
+        groups are asked for separately."""
+        first = self.store.candidates(self._query(fp, self.rules.rows))
+        if len(first) < self.rules.rows:
+            found: dict[str, list[Candidate]] = {}
+            for candidate in first:  # copies share every token: same score, so in id order
+                found.setdefault(candidate.md5, []).append(candidate)
+            heads = [copies[0] for md5, copies in found.items() if md5 != fp.md5]
+            near = self.accepted(fp, heads, self.shingled(heads))
+            groups = {md5: [c.id for c in copies] for md5, copies in found.items()}
+        else:
+            near = self.near_duplicates(fp)
+            groups = self.store.ids_by_md5([fp.md5, *(match.md5 for match in near)])
         exact = [
             Match(i, fp.content, fp.md5, True, 0, 1.0, self.field.size(fp))
-            for i in groups[fp.md5]
+            for i in groups.get(fp.md5, [])
             if i != exclude_id
         ]
         return exact + [replace(match, id=member) for match in near for member in groups[match.md5]]
@@ -143,19 +157,26 @@ class Searcher:
     def near_duplicates_many(self, fps: Sequence[Fingerprint]) -> list[list[Match]]:
         """:meth:`near_duplicates` for many fingerprints, with batched store round trips."""
         heads = self.distinct_candidates_many(fps)
-        # A record can be a candidate of several queries: shingle each one once.
-        records = {c.id: c.record for found in heads for c in found}
-        contents = [r.content for r in records.values()]
-        shingles = dict(zip(records, shingle_sets(contents, self.params), strict=True))
-        results = []
-        for fp, found in zip(fps, heads, strict=True):
-            matches = [
-                m
-                for m in self.verify(fp, found, shingles)
-                if self.rules.accepts(m.edit_distance, m.similarity)
-            ]
-            results.append(sorted(matches, key=lambda m: (m.edit_distance, -m.similarity, m.id)))
-        return results
+        shingles = self.shingled([c for found in heads for c in found])
+        return [self.accepted(fp, found, shingles) for fp, found in zip(fps, heads, strict=True)]
+
+    def shingled(self, candidates: Sequence[Candidate]) -> dict[str, np.ndarray]:
+        """Each candidate's shingle set, by id; a record that is a candidate of several
+        queries is shingled once."""
+        records = {c.id: c.record.content for c in candidates}
+        return dict(zip(records, shingle_sets(list(records.values()), self.params), strict=True))
+
+    def accepted(
+        self, fp: Fingerprint, candidates: Sequence[Candidate], shingles: Mapping[str, np.ndarray]
+    ) -> list[Match]:
+        """The candidates the rules accept, measured and ranked: fewest word edits, then the
+        highest similarity, then id."""
+        matches = [
+            m
+            for m in self.verify(fp, candidates, shingles)
+            if self.rules.accepts(m.edit_distance, m.similarity)
+        ]
+        return sorted(matches, key=lambda m: (m.edit_distance, -m.similarity, m.id))
 
     def distinct_candidates_many(self, fps: Sequence[Fingerprint]) -> list[list[Candidate]]:
         """For each fingerprint, the top ``rows`` candidates with distinct contents, each its
@@ -166,21 +187,11 @@ class Searcher:
         Only queries whose rows came back full and short of distinct contents go another round.
         """
         rows = self.rules.rows
-        keys = [self.field.keys(fp) for fp in fps]
         seen = [{fp.md5} for fp in fps]
         heads: list[list[Candidate]] = [[] for _ in fps]
         pending = list(range(len(fps)))
         while pending:
-            queries = [
-                CandidateQuery(
-                    self.field,
-                    keys[i],
-                    rows - len(heads[i]),
-                    first_word=fps[i].first_word if self.rules.first_word else None,
-                    exclude_md5=sorted(seen[i]),
-                )
-                for i in pending
-            ]
+            queries = [self._query(fps[i], rows - len(heads[i]), sorted(seen[i])) for i in pending]
             answers = self.store.candidates_many(queries)
             next_round = []
             for i, query, found in zip(pending, queries, answers, strict=True):
@@ -192,6 +203,10 @@ class Searcher:
                     next_round.append(i)
             pending = next_round
         return heads
+
+    def _query(self, fp: Fingerprint, rows: int, exclude_md5: Sequence[str] = ()) -> CandidateQuery:
+        first_word = fp.first_word if self.rules.first_word else None
+        return CandidateQuery(self.field, self.field.keys(fp), rows, first_word, exclude_md5)
 
     def verify(
         self, fp: Fingerprint, candidates: Sequence[Candidate], shingles: Mapping[str, np.ndarray]

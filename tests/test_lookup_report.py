@@ -264,3 +264,24 @@ def test_a_report_shows_its_progress_when_asked(sqlite_url: str, tmp_path: Path,
         assert api.report(sqlite_url, strategy=strategy, progress=True) == quiet
         shown = capsys.readouterr().err
         assert all(f"{what}:" in shown for what in passes), shown
+
+
+def test_one_round_trip_lookups_equal_the_separate_queries(store) -> None:
+    """A lookup whose first candidate query is not full takes its groups from that answer;
+    one that is full asks for distinct contents and groups separately. Both give what the
+    separate queries give, on contents with and without stored copies."""
+    records = dict(RECORDS)
+    records |= {f"copy{n}": RECORDS["3"] for n in range(12)}
+    records |= {f"near{n}": RECORDS["4"] for n in range(3)}
+    fill(store, records)
+    for rows in (2, 5, 50):
+        searcher = Searcher(store, store.params, MatchRules(rows=rows, threshold=0.3))
+        for record_id in records:
+            fp = searcher.fingerprint_record(record_id)[1]
+            near = searcher.near_duplicates(fp)
+            groups = store.ids_by_md5([fp.md5, *(m.md5 for m in near)])
+            expected = [i for i in groups[fp.md5] if i != record_id]
+            expected += [member for m in near for member in groups[m.md5]]
+            found = searcher.lookup(fp, exclude_id=record_id)
+            assert [m.id for m in found] == expected, (rows, record_id)
+            assert [m.exact for m in found] == [m.md5 == fp.md5 for m in found]
