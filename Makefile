@@ -57,13 +57,14 @@ bench-engines: $(VENV)/.installed-bench
 		--runs 1 --lookups 1000 sqlite:///$(abspath .bench)/engines.db \
 		solr://127.0.0.1:8983/solr/bench elasticsearch://127.0.0.1:9200/bench
 
-# neardup serve under 4 concurrent clients on each store (needs `make solr` and `make elasticsearch`).
+# neardup serve under 4 concurrent clients on each store (needs `make solr` and `make elasticsearch`;
+# on a small machine run one engine at a time: make bench-serve SERVE_STORES=solr://…).
+SERVE_STORES ?= sqlite:///$(abspath .bench)/serve.db solr://127.0.0.1:8983/solr/serve \
+	elasticsearch://127.0.0.1:9200/serve
 bench-serve: $(VENV)/.installed-bench
 	mkdir -p .bench && test -f .bench/generated-$(ENGINE_RECORDS).tsv || \
 		$(BIN)/neardup generate $(ENGINE_RECORDS) -o .bench/generated-$(ENGINE_RECORDS).tsv
-	$(BIN)/python benchmarks/serve.py .bench/generated-$(ENGINE_RECORDS).tsv \
-		sqlite:///$(abspath .bench)/serve.db solr://127.0.0.1:8983/solr/serve \
-		elasticsearch://127.0.0.1:9200/serve
+	$(BIN)/python benchmarks/serve.py .bench/generated-$(ENGINE_RECORDS).tsv $(SERVE_STORES)
 
 # Kills the client and the servers mid-run and prints what happened (starts its own servers).
 bench-faults: $(VENV)/.installed-test
