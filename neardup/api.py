@@ -38,7 +38,7 @@ from .indexer import (
     index_records,
 )
 from .readers import FORMATS, Format, Record, RecordReader
-from .report import Pair, Strategy, clusters, find_pairs
+from .report import GROUPINGS, Pair, Strategy, clusters, find_pairs
 from .searcher import Match, MatchRules, Searcher, collapse_copies
 from .settings import (
     PRESETS,
@@ -58,6 +58,7 @@ __all__ = [  # what the CLI and the service use besides the functions
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_STORE_URL",
     "FORMATS",
+    "GROUPINGS",
     "ON_DUPLICATE_ID",
     "PRESETS",
     "SAMPLE",

@@ -181,7 +181,7 @@ def _report(args: argparse.Namespace) -> int:
     pairs = api.report(args.store, exact=args.exact, progress=sys.stderr.isatty(), **_rules(args))
     with _output_file(args.output) as out:
         if args.clusters:
-            groups = api.clusters(pairs)
+            groups = api.clusters(pairs, args.grouping)
             output.write_clusters(groups, out, args.format)
             written = f"{len(groups)} groups from {len(pairs)} pairs"
         else:
@@ -407,8 +407,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="exact Jaccard over all pairs instead of sketches (corpora up to tens of thousands)",
     )
+    report.add_argument("--clusters", action="store_true", help="write groups instead of pairs")
     report.add_argument(
-        "--clusters", action="store_true", help="write groups (connected components) instead"
+        "--grouping",
+        choices=api.GROUPINGS,
+        default="components",
+        help="with --clusters: components (chains of pairs are one group) or center (every "
+        "member a near-duplicate of its group's first id); default: components",
     )
     _rule_options(report)
 

@@ -27,6 +27,8 @@ from .searcher import MatchRules, Searcher, word_edit_distance
 from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs, top_pairs
 from .stores import Store, StoredRecord
 
+Grouping = Literal["center", "components"]
+GROUPINGS: tuple[Grouping, ...] = ("center", "components")
 Strategy = Literal["auto", "join", "lookups"]
 
 
@@ -203,9 +205,20 @@ def natural_key(record_id: str) -> tuple[list[str | int], str]:
     return [int(p) if n % 2 else p for n, p in enumerate(parts)], record_id
 
 
-def clusters(pairs: Iterable[Pair]) -> list[list[str]]:
-    """Connected components of the pair graph: largest first, then by first id; ids in
-    natural order (:func:`natural_key`)."""
+def clusters(pairs: Iterable[Pair], grouping: Grouping = "components") -> list[list[str]]:
+    """Groups of records from their pairs, largest first, then by first id.
+
+    ``components``: the connected components of the pair graph, ids in natural order
+    (:func:`natural_key`); a chain of near-duplicates is one group even when its ends differ.
+    ``center``: every member is a near-duplicate of its group's first id, the center. Pairs are
+    taken from the most similar down: two records in no group yet start one, the first id of
+    the two its center; a record in no group joins a neighbour that is a center; anything else
+    is left (center clustering, as in Haveliwala, Gionis and Indyk's web-page grouping)."""
+    groups = _centers(pairs) if grouping == "center" else _components(pairs)
+    return sorted(groups, key=lambda g: (-len(g), natural_key(g[0])))
+
+
+def _components(pairs: Iterable[Pair]) -> list[list[str]]:
     parent: dict[str, str] = {}
 
     def root(x: str) -> str:
@@ -222,5 +235,24 @@ def clusters(pairs: Iterable[Pair]) -> list[list[str]]:
     groups: dict[str, list[str]] = {}
     for member in parent:
         groups.setdefault(root(member), []).append(member)
-    ordered = (sorted(g, key=natural_key) for g in groups.values())
-    return sorted(ordered, key=lambda g: (-len(g), natural_key(g[0])))
+    return [sorted(g, key=natural_key) for g in groups.values()]
+
+
+def _centers(pairs: Iterable[Pair]) -> list[list[str]]:
+    def strongest_first(p: Pair) -> tuple[float, int, tuple, tuple]:
+        return -p.similarity, p.edit_distance, natural_key(p.left_id), natural_key(p.right_id)
+
+    center_of: dict[str, str] = {}
+    for pair in sorted(pairs, key=strongest_first):
+        a, b = sorted((pair.left_id, pair.right_id), key=natural_key)
+        if a not in center_of and b not in center_of:
+            center_of[a] = center_of[b] = a
+        elif b not in center_of and center_of[a] == a:
+            center_of[b] = a
+        elif a not in center_of and center_of[b] == b:
+            center_of[a] = b
+    members: dict[str, list[str]] = {}
+    for member, center in center_of.items():
+        if member != center:
+            members.setdefault(center, []).append(member)
+    return [[center, *sorted(rest, key=natural_key)] for center, rest in members.items()]

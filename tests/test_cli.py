@@ -186,6 +186,9 @@ def test_report_clusters(indexed: str) -> None:
         {"group": 2, "size": 2, "ids": ["3", "4"]},
     ]
     assert "2 groups from 4 pairs" in result.stderr
+    centered = neardup("report", "--store", indexed, "--clusters", "--grouping", "center")
+    rows = [line.split("\t") for line in centered.stdout.splitlines()[1:]]
+    assert rows == [["1", "3", m] for m in ("1", "2", "6")] + [["2", "2", m] for m in "34"]
 
 
 def test_report_rules(indexed: str) -> None:

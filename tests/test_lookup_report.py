@@ -144,6 +144,20 @@ def test_clusters_are_connected_components() -> None:
     assert groups == [["a", "b", "e"], ["c", "d", "z"], ["x", "y"]]
 
 
+def test_center_groups_do_not_chain() -> None:
+    def pair(a: str, b: str, similarity: float) -> Pair:
+        return Pair(a, b, 1, similarity, 10, "near")
+
+    chain = [pair("a", "b", 0.9), pair("b", "c", 0.8), pair("c", "d", 0.9)]
+    assert clusters(chain, "components") == [["a", "b", "c", "d"]]
+    assert clusters(chain, "center") == [["a", "b"], ["c", "d"]]
+    star = [pair("a", "b", 0.9), pair("b", "c", 0.85), pair("a", "c", 0.8), pair("x10", "x9", 1)]
+    groups = clusters(star, "center")
+    assert groups == [["a", "b", "c"], ["x9", "x10"]]
+    linked = {(p.left_id, p.right_id) for p in star} | {(p.right_id, p.left_id) for p in star}
+    assert all((g[0], member) in linked for g in groups for member in g[1:])
+
+
 def test_cluster_ids_are_in_natural_order() -> None:
     pairs = [Pair(a, b, 1, 0.9, 10, "near") for a, b in [("10", "2"), ("ad10", "ad9"), ("1", "10")]]
     assert clusters(pairs) == [["1", "2", "10"], ["ad9", "ad10"]]
