@@ -11,7 +11,6 @@ lookups and reports use them when they are not given again.
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -48,7 +47,7 @@ from .settings import (
     params_request,
     remembered_rules,
 )
-from .stores import DEFAULT_STORE_URL, MAX_ID_BYTES, Store, StoredRecord, open_store
+from .stores import DEFAULT_STORE_URL, MAX_ID_BYTES, Store, open_store
 from .stores.base import ParamsRequest
 from .tuning import Tuning
 from .tuning import tune as tune_bands
@@ -57,6 +56,7 @@ __version__ = version("neardup")
 __all__ = [  # what the CLI and the service use besides the functions
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_STORE_URL",
+    "DEMO_STORE_URL",
     "FORMATS",
     "GROUPINGS",
     "ON_DUPLICATE_ID",
@@ -434,19 +434,30 @@ def serve(
 
 @dataclass
 class Demo:
+    store: str  # where the sample is indexed, kept for the user's own lookups
     summary: IndexSummary
     pairs: list[Pair]
     groups: list[list[str]]
-    records: dict[str, StoredRecord]
+    originals: dict[str, str]  # each record's text as the sample file has it
+    looked_up: str  # the id of the record the demo looks up
+    matches: list[Match]
+
+
+DEMO_STORE_URL = "sqlite:///neardup-demo.db"
 
 
 def demo(store: StoreRef = None) -> Demo:
-    """Index the bundled sample into ``store`` (default: a temporary file) and report it."""
-    with (
-        tempfile.TemporaryDirectory() as folder,
-        opened(store or f"sqlite:///{Path(folder) / 'demo.db'}", create=True) as target,
-    ):
+    """Index the bundled sample into ``store`` (default: ``neardup-demo.db`` in the current
+    folder, made afresh and kept), report it, and look up the first record of its largest group."""
+    if store is None:
+        store = DEMO_STORE_URL
+        with open_store(store) as old:
+            old.drop()
+    with opened(store, create=True) as target:
         summary = index([SAMPLE], target)
         pairs = report(target)
-        members = sorted({p.left_id for p in pairs} | {p.right_id for p in pairs})
-        return Demo(summary, pairs, clusters(pairs), target.get(members))
+        groups = clusters(pairs)
+        looked_up = groups[0][0]
+        matches = lookup(target, id=looked_up)
+        originals = {r.id: r.text for r in RecordReader(SAMPLE)}
+        return Demo(target.url, summary, pairs, groups, originals, looked_up, matches)

@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -271,16 +272,26 @@ def _serve(args: argparse.Namespace) -> int:
 
 @command("demo")
 def _demo(args: argparse.Namespace) -> int:
-    """Index the bundled sample and print its duplicates."""
+    """Index the bundled sample, print its duplicates and one lookup, and keep the store."""
     result = api.demo(args.store)
-    print(f"Indexed {api.SAMPLE.name}: {result.summary.describe()}\n")
+    store = f"--store {result.store}"
+    print(f"Indexed {api.SAMPLE.name} into {result.store}: {result.summary.describe()}\n")
     print(f"{len(result.pairs)} near-duplicate pairs in {len(result.groups)} groups:\n")
     for number, group in enumerate(result.groups, start=1):
         print(f"group {number} ({len(group)} records)")
         for member in group:
-            print(f"  {member:>4}  {result.records[member].content}")
-    print("\nPairs (neardup report):")
+            print(f"  {member:>4}  {result.originals[member]}")
+    print(f"\nPairs (neardup report {store}):")
     output.write_pairs(result.pairs, sys.stdout)
+    print(f"\nDuplicates of record {result.looked_up} (neardup lookup --id {result.looked_up}):")
+    print(output.match_table(result.matches))
+    first, second = result.groups[0][:2]
+    print("\nThe store is kept: these are the commands the demo stands for.\n")
+    print(f"  neardup index {api.SAMPLE} {store}")
+    print(f"  neardup report {store} --clusters")
+    print(f"  neardup lookup --id {result.looked_up} {store}")
+    print(f"  neardup explain {first} {second} {store}")
+    print(f"  neardup lookup --text {shlex.quote(result.originals[first])} {store}")
     return 0
 
 

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -202,12 +203,23 @@ def test_stats_json(indexed: str) -> None:
     assert data["parameters"]["num_hashes"] == 128
 
 
-def test_demo_prints_groups_and_pairs() -> None:
-    result = neardup("demo")
+def test_demo_prints_groups_a_lookup_and_the_commands_it_stands_for(tmp_path: Path) -> None:
+    result = neardup("demo", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "near-duplicate pairs in" in result.stdout
-    assert "mama rosa s pizzeria" in result.stdout
+    assert "Mama Rosa's Pizzeria" in result.stdout  # the sample's own text
     assert "left_id\tright_id" in result.stdout
+    assert "Duplicates of record 41" in result.stdout
+    assert (tmp_path / "neardup-demo.db").exists()
+    lines = result.stdout.splitlines()
+    commands = [line.strip() for line in lines if line.startswith("  neardup ")]
+    assert len(commands) == 5
+    for command in commands:  # each works on the store the demo kept
+        ran = neardup(*shlex.split(command)[1:], cwd=tmp_path)
+        assert ran.returncode == 0, (command, ran.stderr)
+    assert "exact" in neardup(*shlex.split(commands[2])[1:], cwd=tmp_path).stdout
+    again = neardup("demo", cwd=tmp_path)  # the same answer again (line 1 has timings)
+    assert again.returncode == 0 and again.stdout.splitlines()[1:] == lines[1:]
 
 
 @pytest.mark.parametrize(
