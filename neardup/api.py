@@ -14,9 +14,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
+from typing import IO
 
 from tqdm import tqdm
 
@@ -36,8 +37,9 @@ from .indexer import (
     batches,
     index_records,
 )
-from .readers import FORMATS, Format, Record, RecordReader
-from .report import GROUPINGS, Pair, Strategy, clusters, find_pairs
+from .output import record_writer
+from .readers import FORMATS, Format, Record, RecordReader, SkipLog
+from .report import GROUPINGS, Grouping, Pair, Strategy, clusters, find_pairs
 from .searcher import Match, MatchRules, Searcher, collapse_copies
 from .settings import (
     PRESETS,
@@ -59,6 +61,7 @@ __all__ = [  # what the CLI and the service use besides the functions
     "DEMO_STORE_URL",
     "FORMATS",
     "GROUPINGS",
+    "KEEPS",
     "ON_DUPLICATE_ID",
     "PRESETS",
     "SAMPLE",
@@ -344,6 +347,75 @@ def add(
                 index_records(target, [record], params)
                 result.added.append(record.id)
     return result
+
+
+KEEPS = ("first", "longest")
+
+
+@dataclass
+class DedupSummary:
+    read: int = 0
+    written: int = 0
+    removed: int = 0
+    groups: int = 0
+    keep: str = "first"
+    skipped: SkipLog = field(default_factory=SkipLog)
+
+    def describe(self) -> str:
+        return (
+            f"read {self.read:,}, wrote {self.written:,}, removed {self.removed:,} near-duplicates "
+            f"from {self.groups:,} groups (kept the {self.keep} record of each); "
+            f"skipped {self.skipped.summary()}"
+        )
+
+
+def dedup(
+    path: str | Path,
+    out: IO[str],
+    store: StoreRef = None,
+    *,
+    format: Format | None = None,
+    id_field: str | None = None,
+    text_fields: Sequence[str] = (),
+    keep: str = "first",
+    grouping: Grouping = "components",
+    preset: str | None = None,
+    rules: RulesRequest = None,
+) -> DedupSummary:
+    """Write the records of ``path`` to ``out`` in the file's own format, one record per group
+    of near-duplicates in the store: the group's first id (``keep="first"``) or the one with the
+    longest content (``"longest"``). Records in no group are written as they are.
+
+    A store holds normalised contents, not the records: the file is read again, with the reader
+    settings it was indexed with, so every field of a kept record is written as it was."""
+    if keep not in KEEPS:
+        raise NeardupError(f"keep must be one of {', '.join(KEEPS)}, not {keep!r}")
+    reader = _readers([path], format, id_field, text_fields)[0]
+    with opened(store) as source:
+        groups = clusters(report(source, preset=preset, rules=rules), grouping)
+        length = {}
+        if keep == "longest":
+            stored = source.get([member for group in groups for member in group])
+            length = {i: len(r.content) for i, r in stored.items()}
+    removed: set[str] = set()
+    for group in groups:
+        kept = max(group, key=lambda i: length.get(i, 0)) if keep == "longest" else group[0]
+        removed.update(member for member in group if member != kept)
+    summary = DedupSummary(groups=len(groups), keep=keep, skipped=reader.skipped)
+    write = record_writer(reader.format, reader.fields, out)
+    for record in reader:
+        summary.read += 1
+        if record.id in removed:
+            summary.removed += 1
+            continue
+        write(record)
+        summary.written += 1
+    if removed and not summary.removed:
+        raise NeardupError(
+            f"none of the records of {path} are in the store's groups: read it with the "
+            "settings it was indexed with (--format, --id-field)"
+        )
+    return summary
 
 
 def delete(ids: Sequence[str], store: StoreRef = None) -> int:

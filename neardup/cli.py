@@ -100,6 +100,16 @@ def _reader_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _grouping_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--grouping",
+        choices=api.GROUPINGS,
+        default="components",
+        help="components (a chain of pairs is one group) or center (every member a "
+        "near-duplicate of its group's first id); default: components",
+    )
+
+
 def _rules(args: argparse.Namespace) -> dict[str, Any]:
     return {"preset": args.preset, "rules": _given(args, RULE_FLAGS)}
 
@@ -188,6 +198,25 @@ def _report(args: argparse.Namespace) -> int:
         else:
             written = f"{output.write_pairs(pairs, out, args.format)} pairs"
     print(f"{written}{f' written to {args.output}' if args.output else ''}", file=sys.stderr)
+    return 0
+
+
+@command("dedup")
+def _dedup(args: argparse.Namespace) -> int:
+    """Write a record file back with one record per group of near-duplicates."""
+    with _output_file(args.output) as out:
+        summary = api.dedup(
+            args.file,
+            out,
+            args.store,
+            format=args.format,
+            id_field=args.id_field,
+            text_fields=args.text_fields,
+            keep=args.keep,
+            grouping=args.grouping,
+            **_rules(args),
+        )
+    print(summary.describe(), file=sys.stderr)
     return 0
 
 
@@ -419,14 +448,23 @@ def _parser() -> argparse.ArgumentParser:
         help="exact Jaccard over all pairs instead of sketches (corpora up to tens of thousands)",
     )
     report.add_argument("--clusters", action="store_true", help="write groups instead of pairs")
-    report.add_argument(
-        "--grouping",
-        choices=api.GROUPINGS,
-        default="components",
-        help="with --clusters: components (chains of pairs are one group) or center (every "
-        "member a near-duplicate of its group's first id); default: components",
-    )
+    _grouping_option(report)
     _rule_options(report)
+
+    dedup = add("dedup")
+    dedup.add_argument("file", metavar="FILE", help="the record file the store was indexed from")
+    _store_option(dedup)
+    _reader_options(dedup)
+    dedup.add_argument("-o", "--output", help="file to write (default: stdout)")
+    dedup.add_argument(
+        "--keep",
+        choices=api.KEEPS,
+        default="first",
+        help="which record of a group to write: its first id, or its longest content "
+        "(default: first)",
+    )
+    _grouping_option(dedup)
+    _rule_options(dedup)
 
     delete = add("delete")
     delete.add_argument("ids", nargs="*", metavar="ID")

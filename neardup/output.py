@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict
 from typing import IO, Literal
 
 from .evaluate import Evaluation, tsv_escape
 from .explain import Explanation
+from .readers import Format, Record
 from .report import Pair
 from .searcher import Match
 from .tuning import TUNE_POINTS, Tuning, candidate_probability
@@ -56,6 +57,29 @@ def _write(
     for count, row in enumerate(rows, start=1):  # noqa: B007
         writer.writerow(row)
     return count
+
+
+def record_writer(format: Format, fields: Sequence[str], out: IO[str]) -> Callable[[Record], None]:
+    """Writes records back in their file's format, every field as it was read: ``fields`` is
+    the header of a tsv or csv file (written before the first record)."""
+    if format == "lines":
+        return lambda record: out.write(f"{record.id} {record.text}\n")
+    if format == "jsonl":
+        return lambda record: out.write(json.dumps(record.values, ensure_ascii=False) + "\n")
+    cells = (
+        csv.writer(out).writerow
+        if format == "csv"
+        else lambda row: out.write("\t".join(row) + "\n")
+    )
+    header = [list(fields)]
+
+    def write(record: Record) -> None:
+        if header:
+            cells(header.pop())
+        values = record.values or {}
+        cells([str(values.get(name, "")) for name in fields])
+
+    return write
 
 
 def match_table(matches: Sequence[Match]) -> str:

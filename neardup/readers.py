@@ -16,7 +16,7 @@ import re
 import sys
 import zlib
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, islice
 from pathlib import Path
@@ -53,6 +53,8 @@ class Record:
     id: str
     text: str
     line: int = 0  # where it starts in its file, for messages about it
+    # the row or object as read (tsv, csv, jsonl), to write the record back whole
+    values: Mapping[str, object] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -124,6 +126,7 @@ class RecordReader:
         self.text_fields = list(text_fields)
         self.automatic_text = False  # neardup chooses the text fields (none were named)
         self.left_out: dict[str, str] = {}  # fields it left out of the text, and why
+        self.fields: list[str] = []  # the header's names, or the first JSON object's keys
         self.number_prefix = number_prefix  # for record-number ids, when several files are read
         self.skipped = SkipLog()
         self._raw = self._open()
@@ -310,6 +313,7 @@ class RecordReader:
         )
 
     def _check_fields(self, names: list[str], where: str) -> None:
+        self.fields = names
         if self.id_field is None and "id" in names:
             self.id_field = "id"
         wanted = ([self.id_field] if self.id_field else []) + self.text_fields
@@ -335,7 +339,7 @@ class RecordReader:
         if not text:
             self.skipped.add(line, "no text")
             return None
-        return Record(record_id, text, line)
+        return Record(record_id, text, line, values)
 
 
 def _damage(exc: BaseException) -> str:

@@ -48,6 +48,7 @@ COMMAND_CALLS = [
     ("lookup --id 12345", "lookup"),
     ("explain 12345 12346", "explain"),
     ("report -o out.tsv", "report"),
+    ("dedup listings.csv --id-field sku -o kept.csv", "dedup"),
     ("delete 12349", "delete"),
     ("stats", "stats"),
     ("eval --truth pairs.tsv --report pairs.tsv", "evaluate"),

@@ -1,0 +1,94 @@
+"""`neardup dedup`: a record file written back with one record per group, every field kept."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from neardup import api
+from tests.runner import neardup
+
+LISTINGS = """\
+sku,title,description,price
+12345,Art's Deli,12224 Ventura Blvd. Studio City,10
+12346,Art's Deli,"12224 Ventura Boulevard, Studio City",11
+12347,Golden Lotus Dim Sum,1209 Grant Ave San Francisco CA 94133,12
+12348,Golden Lotus Dim Sum Restaurant,"1209 Grant Avenue, San Francisco CA 94133",13
+12349,Thai Orchid Kitchen,58 Elm Street Northampton MA 01060,14
+12350,Art's Deli,12224 Ventura Blvd. Studio City,10
+"""
+TEXT = ["--text-field", "title", "--text-field", "description"]
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "listings.csv").write_text(LISTINGS, encoding="utf-8")
+    indexed = neardup("index", "listings.csv", "--id-field", "sku", *TEXT, cwd=tmp_path, env=ENV)
+    assert indexed.returncode == 0, indexed.stderr
+    return tmp_path
+
+
+ENV = {"NEARDUP_STORE": "sqlite:///listings.db"}
+
+
+def rows(text: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(text)))
+
+
+def test_one_record_per_group_every_field_as_it_was(folder: Path) -> None:
+    result = neardup("dedup", "listings.csv", "--id-field", "sku", *TEXT, "-o", "kept.csv",
+                     cwd=folder, env=ENV)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    original = rows(LISTINGS)
+    kept = rows((folder / "kept.csv").read_text(encoding="utf-8"))
+    assert kept == [original[0]] + [r for r in original[1:] if r[0] in {"12345", "12347", "12349"}]
+    assert "read 6, wrote 3, removed 3 near-duplicates from 2 groups" in result.stderr
+
+
+def test_keep_longest_and_center_groups(folder: Path) -> None:
+    out = io.StringIO()
+    summary = api.dedup(
+        folder / "listings.csv",
+        out,
+        f"sqlite:///{folder / 'listings.db'}",
+        id_field="sku",
+        text_fields=["title", "description"],
+        keep="longest",
+        grouping="center",
+    )
+    assert [r[0] for r in rows(out.getvalue())[1:]] == ["12346", "12348", "12349"]
+    assert (summary.read, summary.written, summary.removed, summary.groups) == (6, 3, 3, 2)
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "tsv", "lines"])
+def test_other_formats_are_written_in_their_own_format(tmp_path: Path, kind: str) -> None:
+    records = [
+        {"id": "a1", "text": "Blue Heron Cafe 77 Maple Avenue Burlington", "tags": ["x", 1]},
+        {"id": "a2", "text": "Blue Heron Cafe, 77 Maple Ave., Burlington", "tags": []},
+        {"id": "a3", "text": "Rosie's Diner 35 Main St. Keene NH", "tags": None},
+    ]
+    lines = {
+        "jsonl": [json.dumps(r) for r in records],
+        "tsv": ["id\ttext"] + [f"{r['id']}\t{r['text']}" for r in records],
+        "lines": [f"{r['id']} {r['text']}" for r in records],
+    }[kind]
+    path = tmp_path / f"records.{kind if kind != 'lines' else 'txt'}"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env = {"NEARDUP_STORE": f"sqlite:///{tmp_path / 'r.db'}"}
+    assert neardup("index", path.name, cwd=tmp_path, env=env).returncode == 0
+    kept = neardup("dedup", path.name, cwd=tmp_path, env=env)
+    assert kept.returncode == 0, kept.stderr
+    assert kept.stdout.splitlines() == [
+        line for line in lines if not line.startswith(("a2", '{"id": "a2"'))
+    ]
+
+
+def test_a_file_read_with_other_settings_is_an_error_and_writes_nothing(folder: Path) -> None:
+    result = neardup("dedup", "listings.csv", *TEXT, "-o", "kept.csv", cwd=folder, env=ENV)
+    assert result.returncode == 2
+    assert "read it with the settings it was indexed with" in result.stderr
+    assert not (folder / "kept.csv").exists()
