@@ -29,6 +29,8 @@ from .explain import Explanation
 from .explain import explain as explain_pair
 from .fingerprint import TOKEN_FIELDS, FingerprintParams, normalize
 from .generate import write_corpus
+from .html import HtmlReport
+from .html import render as render_page
 from .indexer import (
     DEFAULT_BATCH_SIZE,
     ON_DUPLICATE_ID,
@@ -349,6 +351,44 @@ def add(
     return result
 
 
+def report_page(
+    pairs: Sequence[Pair],
+    store: StoreRef = None,
+    *,
+    grouping: Grouping = "components",
+    preset: str | None = None,
+    rules: RulesRequest = None,
+) -> str:
+    """A report's pairs as one self-contained HTML page (see :mod:`neardup.html`): summary,
+    histogram of similarities with the threshold, groups with their word differences."""
+    groups = clusters(pairs, grouping)
+    with opened(store) as source:
+        chosen = rules_for(source, rules, preset)
+        page = HtmlReport(
+            store=source.url,
+            records=source.count(),
+            settings=f"{source.params.describe()}; {chosen.describe()}",
+            threshold=chosen.threshold,
+            threshold_source=_threshold_source(source, preset, rules),
+            pairs=pairs,
+            groups=groups,
+            contents={
+                i: r.content for i, r in source.get([m for group in groups for m in group]).items()
+            },
+        )
+    return render_page(page)
+
+
+def _threshold_source(store: Store, preset: str | None, rules: RulesRequest) -> str:
+    if isinstance(rules, MatchRules) or "threshold" in (rules or {}):
+        return "given for this report"
+    if preset:
+        return f"the {preset} preset's"
+    if "threshold" in ((store.settings or {}).get("rules") or {}):
+        return "the one the store was indexed for"
+    return "the default"
+
+
 KEEPS = ("first", "longest")
 
 
@@ -513,6 +553,7 @@ class Demo:
     originals: dict[str, str]  # each record's text as the sample file has it
     looked_up: str  # the id of the record the demo looks up
     matches: list[Match]
+    page: str  # the report as an HTML page
 
 
 DEMO_STORE_URL = "sqlite:///neardup-demo.db"
@@ -520,7 +561,8 @@ DEMO_STORE_URL = "sqlite:///neardup-demo.db"
 
 def demo(store: StoreRef = None) -> Demo:
     """Index the bundled sample into ``store`` (default: ``neardup-demo.db`` in the current
-    folder, made afresh and kept), report it, and look up the first record of its largest group."""
+    folder, made afresh and kept), report it (pairs, groups, an HTML page), and look up the
+    first record of its largest group."""
     if store is None:
         store = DEMO_STORE_URL
         with open_store(store) as old:
@@ -532,4 +574,5 @@ def demo(store: StoreRef = None) -> Demo:
         looked_up = groups[0][0]
         matches = lookup(target, id=looked_up)
         originals = {r.id: r.text for r in RecordReader(SAMPLE)}
-        return Demo(target.url, summary, pairs, groups, originals, looked_up, matches)
+        page = report_page(pairs, target)
+        return Demo(target.url, summary, pairs, groups, originals, looked_up, matches, page)

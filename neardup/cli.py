@@ -22,6 +22,7 @@ Command = Callable[[argparse.Namespace], int]
 # Exit statuses, as grep has them: a lookup that finds nothing is 1, an error is 2.
 NOTHING_FOUND, FAILED = 1, 2
 _COMMANDS: dict[str, Command] = {}
+DEMO_PAGE = "neardup-demo.html"
 RULE_FLAGS = ("method", "rows", "first_word", "threshold", "max_edit_distance")
 PARAM_FLAGS = ("shingle", "num_hashes", "bands", "seed", "fields")
 
@@ -190,6 +191,13 @@ def _explain(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     """Write every near-duplicate pair (or group) in a store."""
     pairs = api.report(args.store, exact=args.exact, progress=sys.stderr.isatty(), **_rules(args))
+    if args.html:
+        page = api.report_page(pairs, args.store, grouping=args.grouping, **_rules(args))
+        with _output_file(args.html) as out:
+            out.write(page)
+        print(f"report page written to {args.html} ({len(page.encode()):,} bytes)", file=sys.stderr)
+        if not args.output:
+            return 0
     with _output_file(args.output) as out:
         if args.clusters:
             groups = api.clusters(pairs, args.grouping)
@@ -321,6 +329,9 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"  neardup lookup --id {result.looked_up} {store}")
     print(f"  neardup explain {first} {second} {store}")
     print(f"  neardup lookup --text {shlex.quote(result.originals[first])} {store}")
+    print(f"  neardup report {store} --html {DEMO_PAGE}")
+    Path(DEMO_PAGE).write_text(result.page, encoding="utf-8")
+    print(f"\nThe report as a page, to open in a browser: {Path(DEMO_PAGE).resolve()}")
     return 0
 
 
@@ -449,6 +460,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--clusters", action="store_true", help="write groups instead of pairs")
     _grouping_option(report)
+    report.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the report as one self-contained HTML page (pairs then go only to -o)",
+    )
     _rule_options(report)
 
     dedup = add("dedup")

@@ -52,6 +52,15 @@ class MatchRules:
                 f"max edit distance must be 0 or more, not {self.max_edit_distance}"
             )
 
+    def describe(self) -> str:
+        threshold = "none" if self.threshold is None else f"{self.threshold:g}"
+        edits = "any" if self.max_edit_distance is None else str(self.max_edit_distance)
+        first_word = "on" if self.first_word else "off"
+        return (
+            f"method {self.method}, rows {self.rows}, first word {first_word}, "
+            f"threshold {threshold}, word edits {edits}"
+        )
+
     def accepts(self, edit_distance: int, similarity: float) -> bool:
         if self.threshold is not None and similarity < self.threshold:
             return False

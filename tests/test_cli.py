@@ -213,7 +213,9 @@ def test_demo_prints_groups_a_lookup_and_the_commands_it_stands_for(tmp_path: Pa
     assert (tmp_path / "neardup-demo.db").exists()
     lines = result.stdout.splitlines()
     commands = [line.strip() for line in lines if line.startswith("  neardup ")]
-    assert len(commands) == 5
+    assert len(commands) == 6
+    assert lines[-1].endswith(str(tmp_path / "neardup-demo.html"))
+    assert 'id="count-pairs"' in (tmp_path / "neardup-demo.html").read_text(encoding="utf-8")
     for command in commands:  # each works on the store the demo kept
         ran = neardup(*shlex.split(command)[1:], cwd=tmp_path)
         assert ran.returncode == 0, (command, ran.stderr)

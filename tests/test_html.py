@@ -1,0 +1,81 @@
+"""`neardup report --html`: the page as a person sees it, rendered by a real headless Chromium."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from neardup import api
+from neardup.html import GROUPS_PER_PAGE
+from tests.runner import neardup
+
+RECORDS = {
+    "1": "Bella Napoli Trattoria 418 Harbor Street Portland ME 04101",
+    "2": "Bella Napoli Trattoria 418 Harbor St. Portland, ME 04101",
+    "10": "Bella Napoli Trattoria 418 Harbor Street Portland ME 04101",
+    "3": "Golden Lotus Dim Sum 1209 Grant Ave San Francisco CA 94133",
+    "4": "Golden Lotus Dim Sum Restaurant 1209 Grant Avenue San Francisco CA 94133",
+    "5": "Thai Orchid Kitchen 58 Elm Street Northampton MA 01060",
+    "<i>6</i>": "Thai Orchid Kitchen 58 Elm St Northampton MA 01060",  # an id is only text
+}
+
+
+def browser() -> str | None:
+    return next(
+        (path for name in ("chromium", "chromium-browser") if (path := shutil.which(name))), None
+    )
+
+
+@pytest.fixture
+def page(tmp_path: Path) -> tuple[Path, str]:
+    (tmp_path / "records.txt").write_text("".join(f"{i} {t}\n" for i, t in RECORDS.items()))
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert neardup("index", "records.txt", "--store", url, cwd=tmp_path).returncode == 0
+    written = neardup("report", "--store", url, "--html", "report.html", cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    assert written.stdout == ""  # with --html and no -o, the pairs are not printed
+    return tmp_path / "report.html", url
+
+
+def test_the_page_stands_alone(page: tuple[Path, str]) -> None:
+    text = page[0].read_text(encoding="utf-8")
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", text)  # nothing from the network
+    assert "@import" not in text and "url(" not in text
+    assert "<i>6</i>" not in text  # escaped in the page's data too
+
+
+def test_a_browser_shows_the_reports_figures_and_differences(page: tuple[Path, str]) -> None:
+    chromium = browser()
+    if chromium is None:
+        if os.environ.get("CI"):
+            pytest.fail("no Chromium: `make test` installs Debian's package when run as root")
+        pytest.skip("no Chromium here (apt-get install chromium)")
+    path, url = page
+    pairs = api.report(url)
+    groups = api.clusters(pairs)
+    shot = path.with_suffix(".png")
+    common = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,1600"]
+    dom = subprocess.run(
+        [*common, "--enable-logging=stderr", "--v=0", "--dump-dom", path.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    subprocess.run([*common, f"--screenshot={shot}", path.as_uri()],
+                   capture_output=True, timeout=120, check=True)  # fmt: skip
+    shown = dom.stdout
+    figures = dict(re.findall(r'<span id="count-([a-z-]+)">([\d,]+)</span>', shown))
+    assert figures["records"] == str(len(RECORDS))
+    assert figures["pairs"] == str(len(pairs))
+    assert figures["groups"] == str(len(groups))
+    sections = re.findall(r'<section class="group[^"]*">(.*?)</section>', shown, flags=re.S)
+    assert len(sections) == min(len(groups), GROUPS_PER_PAGE)
+    assert "<del>street</del>" in shown and "<ins>st</ins>" in shown  # 1 against 2, by word
+    assert '<span class="id">10</span>' in sections[0]  # ids in natural order: 1, 2, 10
+    assert sections[0].index('"id">2<') < sections[0].index('"id">10<')
+    assert "&lt;i&gt;6&lt;/i&gt;" in shown and "<i>6</i>" not in shown
+    assert "CONSOLE" not in dom.stderr, dom.stderr  # no errors, no logging from the page
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
