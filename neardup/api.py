@@ -389,6 +389,21 @@ def _threshold_source(store: Store, preset: str | None, rules: RulesRequest) -> 
     return "the default"
 
 
+def record_texts(
+    path: str | Path,
+    ids: Iterable[str],
+    *,
+    format: Format | None = None,
+    id_field: str | None = None,
+    text_fields: Sequence[str] = (),
+) -> dict[str, str]:
+    """The texts of some records as a file has them (not normalised), by id: for reports that
+    people read. Only the ``ids`` asked for are kept in memory."""
+    wanted = set(ids)
+    reader = _readers([path], format, id_field, text_fields)[0]
+    return {r.id: r.text for r in reader if r.id in wanted}
+
+
 KEEPS = ("first", "longest")
 
 

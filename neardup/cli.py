@@ -198,13 +198,21 @@ def _report(args: argparse.Namespace) -> int:
         print(f"report page written to {args.html} ({len(page.encode()):,} bytes)", file=sys.stderr)
         if not args.output:
             return 0
+    texts = None
+    if args.texts_from:
+        texts = api.record_texts(
+            args.texts_from,
+            (i for p in pairs for i in (p.left_id, p.right_id)),
+            id_field=args.id_field,
+            text_fields=args.text_fields,
+        )
     with _output_file(args.output) as out:
         if args.clusters:
             groups = api.clusters(pairs, args.grouping)
-            output.write_clusters(groups, out, args.format)
+            output.write_clusters(groups, out, args.format, texts)
             written = f"{len(groups)} groups from {len(pairs)} pairs"
         else:
-            written = f"{output.write_pairs(pairs, out, args.format)} pairs"
+            written = f"{output.write_pairs(pairs, out, args.format, texts)} pairs"
     print(f"{written}{f' written to {args.output}' if args.output else ''}", file=sys.stderr)
     return 0
 
@@ -460,6 +468,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--clusters", action="store_true", help="write groups instead of pairs")
     _grouping_option(report)
+    report.add_argument(
+        "--texts-from",
+        metavar="FILE",
+        help="the record file the store was indexed from: adds each record's own text "
+        "(not normalised) to the pairs or groups",
+    )
+    report.add_argument("--id-field", help="with --texts-from: as when indexing")
+    report.add_argument(
+        "--text-field",
+        action="append",
+        default=[],
+        dest="text_fields",
+        help="with --texts-from: as when indexing",
+    )
     report.add_argument(
         "--html",
         metavar="FILE",

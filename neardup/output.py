@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from typing import IO, Literal
 
@@ -19,24 +19,50 @@ ReportFormat = Literal["tsv", "csv", "jsonl"]
 REPORT_FORMATS: tuple[ReportFormat, ...] = ("tsv", "csv", "jsonl")
 
 
-def write_pairs(pairs: Iterable[Pair], out: IO[str], format: ReportFormat = "tsv") -> int:
-    fields = list(Pair.__dataclass_fields__)
-    rows = (asdict(p) | {"similarity": round(p.similarity, 6)} for p in pairs)
+def write_pairs(
+    pairs: Iterable[Pair],
+    out: IO[str],
+    format: ReportFormat = "tsv",
+    texts: Mapping[str, str] | None = None,
+) -> int:
+    """One row per pair; with ``texts`` (by id), both records' texts in ``left_text`` and
+    ``right_text``."""
+    fields = list(Pair.__dataclass_fields__) + (["left_text", "right_text"] if texts else [])
+    rows = (
+        asdict(p)
+        | {"similarity": round(p.similarity, 6)}
+        | (
+            {"left_text": texts.get(p.left_id, ""), "right_text": texts.get(p.right_id, "")}
+            if texts
+            else {}
+        )
+        for p in pairs
+    )
     return _write(rows, fields, out, format)
 
 
-def write_clusters(groups: Iterable[list[str]], out: IO[str], format: ReportFormat = "tsv") -> int:
+def write_clusters(
+    groups: Iterable[list[str]],
+    out: IO[str],
+    format: ReportFormat = "tsv",
+    texts: Mapping[str, str] | None = None,
+) -> int:
+    """One row per member (jsonl: per group); ``kept`` marks the group's first id, the one
+    ``neardup dedup`` keeps; with ``texts`` (by id), each member's text."""
     if format == "jsonl":
         rows: Iterator[dict[str, object]] = (
-            {"group": n, "size": len(g), "ids": g} for n, g in enumerate(groups, start=1)
+            {"group": n, "size": len(g), "kept": g[0], "ids": g}
+            | ({"texts": [texts.get(i, "") for i in g]} if texts else {})
+            for n, g in enumerate(groups, start=1)
         )
-        return _write(rows, ["group", "size", "ids"], out, format)
+        return _write(rows, ["group", "size", "kept", "ids"], out, format)
     rows = (
-        {"group": n, "size": len(g), "id": member}
+        {"group": n, "size": len(g), "id": member, "kept": int(k == 0)}
+        | ({"text": texts.get(member, "")} if texts else {})
         for n, g in enumerate(groups, start=1)
-        for member in g
+        for k, member in enumerate(g)
     )
-    return _write(rows, ["group", "size", "id"], out, format)
+    return _write(rows, ["group", "size", "id", "kept"] + (["text"] if texts else []), out, format)
 
 
 def _write(

@@ -183,13 +183,33 @@ def test_report_clusters(indexed: str) -> None:
     result = neardup("report", "--store", indexed, "--clusters", "--format", "jsonl")
     groups = [json.loads(line) for line in result.stdout.splitlines()]
     assert groups == [
-        {"group": 1, "size": 3, "ids": ["1", "2", "6"]},
-        {"group": 2, "size": 2, "ids": ["3", "4"]},
+        {"group": 1, "size": 3, "kept": "1", "ids": ["1", "2", "6"]},
+        {"group": 2, "size": 2, "kept": "3", "ids": ["3", "4"]},
     ]
     assert "2 groups from 4 pairs" in result.stderr
     centered = neardup("report", "--store", indexed, "--clusters", "--grouping", "center")
     rows = [line.split("\t") for line in centered.stdout.splitlines()[1:]]
-    assert rows == [["1", "3", m] for m in ("1", "2", "6")] + [["2", "2", m] for m in "34"]
+    assert rows == [
+        ["1", "3", "1", "1"],
+        ["1", "3", "2", "0"],
+        ["1", "3", "6", "0"],
+        ["2", "2", "3", "1"],
+        ["2", "2", "4", "0"],
+    ]
+
+
+def test_report_with_the_records_own_texts(indexed: str, records: Path) -> None:
+    own = dict(line.split(" ", 1) for line in RECORDS.splitlines())
+    pairs = neardup("report", "--store", indexed, "--texts-from", str(records), "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(pairs.stdout)))
+    assert rows and all(
+        (r["left_text"], r["right_text"]) == (own[r["left_id"]], own[r["right_id"]]) for r in rows
+    )
+    assert "Harbor St. Portland, ME" in pairs.stdout  # as the file has it, not normalised
+    groups = neardup("report", "--store", indexed, "--clusters", "--texts-from", str(records))
+    rows = [line.split("\t") for line in groups.stdout.splitlines()]
+    assert rows[0] == ["group", "size", "id", "kept", "text"]
+    assert all(text == own[record_id] for _, _, record_id, _, text in rows[1:])
 
 
 def test_report_rules(indexed: str) -> None:
@@ -341,7 +361,7 @@ def test_an_interrupted_report_leaves_the_old_file_whole(
     out = tmp_path / "pairs.tsv"
     out.write_text("the old report\n")
 
-    def interrupted(pairs, file, format="tsv"):
+    def interrupted(pairs, file, format="tsv", texts=None):
         file.write("left_id\tright_id\n1\t2\n")
         raise KeyboardInterrupt
 
