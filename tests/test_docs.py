@@ -95,6 +95,16 @@ def test_every_command_is_one_api_call(tmp_path: Path, monkeypatch: pytest.Monke
         assert calls == [function], line
 
 
+def test_every_commands_function_is_in_the_package() -> None:
+    """What a command stands for is importable from ``neardup`` itself, as the README shows."""
+    import neardup
+
+    named = {function for _, function in COMMAND_CALLS} | {"lookup_file", "clusters"}
+    named |= {"report_page", "record_texts"}
+    assert named <= set(neardup.__all__)
+    assert all(getattr(neardup, name) is getattr(api, name) for name in named)
+
+
 def _readme_commands() -> list[str]:
     lines = []
     for language, body in BLOCKS:
