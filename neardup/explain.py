@@ -9,7 +9,14 @@ from typing import Any
 import Levenshtein
 import numpy as np
 
-from .fingerprint import Fingerprint, FingerprintParams, TokenField, estimated_jaccard, jaccard
+from .fingerprint import (
+    Fingerprint,
+    FingerprintParams,
+    TokenField,
+    estimated_jaccard,
+    jaccard,
+    shared_count,
+)
 from .searcher import MatchRules, word_edit_distance
 
 
@@ -81,7 +88,7 @@ def explain(
 ) -> Explanation:
     """What the searcher sees of ``b`` when it looks up ``a`` with ``rules``."""
     edit_distance = word_edit_distance(a.content, b.content)
-    shared = len(np.intersect1d(a.shingles, b.shingles, assume_unique=True))
+    shared = shared_count(a.shingles, b.shingles)
     bands = tuple(int(n) for n in np.flatnonzero(a.bands == b.bands))
     signature_shared = int(np.count_nonzero(a.signature == b.signature))
     similarity = jaccard(a.shingles, b.shingles)

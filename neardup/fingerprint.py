@@ -505,7 +505,7 @@ def shingle_sets(contents: Sequence[str], params: FingerprintParams) -> list[np.
 
 
 @njit(cache=True)
-def _shared_count(a: np.ndarray, b: np.ndarray) -> int:
+def shared_count(a: np.ndarray, b: np.ndarray) -> int:
     """How many values two sorted unique arrays share (a merge, no allocation)."""
     i = j = shared = 0
     while i < len(a) and j < len(b):
@@ -524,7 +524,7 @@ def jaccard(a: np.ndarray, b: np.ndarray) -> float:
     """Exact Jaccard similarity of two sorted unique hash arrays."""
     if not len(a) and not len(b):
         return 1.0
-    shared = _shared_count(a, b)
+    shared = shared_count(a, b)
     return shared / (len(a) + len(b) - shared)
 
 

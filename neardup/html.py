@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .explain import word_diff
-from .report import Pair
+from .report import Pair, ordered_pair
 
 REVIEW_MARGIN = 0.05  # pairs this close above the threshold are flagged for review
 BINS = 20
@@ -71,9 +71,8 @@ def _near_threshold(report: HtmlReport) -> set[tuple[str, str]]:
     if report.threshold is None:
         return set()
     limit = report.threshold + REVIEW_MARGIN
-    return {
-        (p.left_id, p.right_id) for p in report.pairs if p.kind == "near" and p.similarity < limit
-    }
+    near = (p for p in report.pairs if p.kind == "near" and p.similarity < limit)
+    return {ordered_pair(p.left_id, p.right_id) for p in near}
 
 
 def _group(
@@ -85,7 +84,7 @@ def _group(
     rows = [{"id": members[0], "diff": [["equal", first]]}]
     for member in members[1:]:
         changes = word_diff(first, contents.get(member, ""))
-        flagged = (members[0], member) in review or (member, members[0]) in review
+        flagged = ordered_pair(members[0], member) in review
         diff = [
             ["equal", _context(c.a, n == 0, n == len(changes) - 1)]
             if c.op == "equal"
