@@ -93,9 +93,9 @@ class FingerprintParams:
     shingle_kind: ShingleKind = "char"
     shingle_size: int = 4
     num_hashes: int = 128
-    bands: int = 32
+    bands: int = 64
     seed: int = 1
-    fields: tuple[str, ...] = TOKEN_FIELDS
+    fields: tuple[str, ...] = ("bands",)
 
     def __post_init__(self) -> None:
         given = (self.fields,) if isinstance(self.fields, str) else tuple(self.fields)
@@ -140,10 +140,10 @@ class FingerprintParams:
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> FingerprintParams:
-        # A key missing from older stores takes its default (stores made before ``fields``
-        # existed index all three).
+        # Every store writes all of its keys; stores made before ``fields`` existed index all
+        # three token fields.
         known = {key: data[key] for key in cls.__dataclass_fields__ if key in data}
-        return cls(**known)  # type: ignore[arg-type]
+        return cls(**{"fields": TOKEN_FIELDS} | known)  # type: ignore[arg-type]
 
     def describe(self) -> str:
         return (
@@ -500,8 +500,28 @@ def shingle_sets(contents: Sequence[str], params: FingerprintParams) -> list[np.
     without normalising again."""
     if not contents:
         return []
+    return _slices(*shingle_segments(contents, params))
+
+
+def shingle_texts(content: str, params: FingerprintParams) -> dict[int, str]:
+    """Each shingle of a normalised content, by its hash: the text behind a hash, for people."""
+    if params.shingle_kind == "char":
+        grams = [content[i : i + params.shingle_size] for i in range(len(content))]
+    else:
+        words = content.split(" ")
+        grams = [" ".join(words[i : i + params.shingle_size]) for i in range(len(words))]
+    hashes, offsets = shingle_segments(grams, params)
+    return {
+        int(hashes[offsets[i]]): gram for i, gram in enumerate(grams) if offsets[i + 1] > offsets[i]
+    }
+
+
+def shingle_segments(
+    contents: Sequence[str], params: FingerprintParams
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`shingle_sets` as one array of every set, set after set, and each set's offsets."""
     hashes, offsets, _, _ = _sketch_contents(contents, params)
-    return _slices(*_sorted_unique_segments(hashes, offsets))
+    return _sorted_unique_segments(hashes, offsets)
 
 
 @njit(cache=True)
@@ -584,3 +604,87 @@ def jaccard_pairs(
 def estimated_jaccard(a: Fingerprint, b: Fingerprint) -> float:
     """The signature's estimate: the share of positions where the two signatures agree."""
     return float(np.mean(a.signature == b.signature))
+
+
+# --- rarity-weighted similarity -------------------------------------------------------------------
+
+
+# Records that hold none of the shingles, added to every store's count: a store of a handful of
+# records says little about which shingles are rare, and this keeps its weights near equal (the
+# similarity then near the unweighted cosine) until the store has records enough to tell.
+PRIOR_RECORDS = 100
+
+
+def idf(document_frequency: np.ndarray, records: int) -> np.ndarray:
+    """Inverse document frequency as Lucene's BM25 scores it (Solr's and Elasticsearch's default),
+    ln(1 + (N - n + 0.5) / (n + 0.5)) for a shingle held by n of N records, with N counting
+    :data:`PRIOR_RECORDS` more. A shingle no record holds weighs most; one every record holds,
+    least but above zero."""
+    n = np.asarray(document_frequency, dtype=np.float64)
+    return np.log1p((max(records, 0) + PRIOR_RECORDS - n + 0.5) / (n + 0.5))
+
+
+@njit(cache=True)
+def weighted_similarity(a: np.ndarray, wa: np.ndarray, b: np.ndarray, wb: np.ndarray) -> float:
+    """Cosine of two shingle sets whose shingles weigh their IDF (sorted unique hashes ``a``
+    and ``b``, each shingle's weight in ``wa`` and ``wb``): the share of the two texts' weight
+    they have in common, so a shared house number counts more than a shared ``st``. 1.0 for two
+    empty sets, as :func:`jaccard`."""
+    norm_a = norm_b = shared = 0.0
+    for w in wa:
+        norm_a += w * w
+    for w in wb:
+        norm_b += w * w
+    if norm_a == 0.0 or norm_b == 0.0:
+        return 1.0 if len(a) == 0 and len(b) == 0 else 0.0
+    i = j = 0
+    while i < len(a) and j < len(b):
+        if a[i] < b[j]:
+            i += 1
+        elif a[i] > b[j]:
+            j += 1
+        else:
+            shared += wa[i] * wb[j]
+            i += 1
+            j += 1
+    return min(shared / np.sqrt(norm_a * norm_b), 1.0)
+
+
+@njit(cache=True)
+def weighted_pairs(
+    sets: np.ndarray, weights: np.ndarray, offsets: np.ndarray, left: np.ndarray, right: np.ndarray
+) -> np.ndarray:
+    """:func:`weighted_similarity` of segments left[i] and right[i] of ``sets`` (sorted unique
+    shingles, set after set, as :func:`shingle_segments` gives them), for many pairs at once."""
+    result = np.empty(len(left), dtype=np.float64)
+    for p in range(len(left)):
+        a0, a1 = offsets[left[p]], offsets[left[p] + 1]
+        b0, b1 = offsets[right[p]], offsets[right[p] + 1]
+        result[p] = weighted_similarity(sets[a0:a1], weights[a0:a1], sets[b0:b1], weights[b0:b1])
+    return result
+
+
+def frequency_counts(shingle_sets: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(shingle keys, how many of the sets hold each): document frequencies of some records,
+    keys as :meth:`TokenField.keys` gives them (int64)."""
+    if not shingle_sets:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    keys, counts = np.unique(np.concatenate(shingle_sets).view(np.int64), return_counts=True)
+    return keys, counts.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Frequencies:
+    """How many of a store's ``records`` hold each of some shingles (``keys``, sorted int64
+    as :meth:`TokenField.keys` gives them; ``counts`` in the same order)."""
+
+    records: int
+    keys: np.ndarray
+    counts: np.ndarray
+
+    def weights(self, shingles: np.ndarray) -> np.ndarray:
+        """The IDF of each shingle of a set; a shingle not among ``keys`` is held by none."""
+        wanted = np.asarray(shingles).view(np.int64)
+        at = np.minimum(np.searchsorted(self.keys, wanted), max(len(self.keys) - 1, 0))
+        held = self.keys[at] == wanted if len(self.keys) else np.zeros(len(wanted), dtype=bool)
+        return idf(np.where(held, self.counts[at] if len(self.keys) else 0, 0), self.records)

@@ -34,7 +34,7 @@ def test_a_failing_batch_rolls_back_and_a_rerun_completes(
     assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     # Two whole batches, none of the third: its records and their postings are rolled back.
     assert database.execute("SELECT COUNT(*) FROM docs").fetchone() == (20,)
-    tokens = database.execute("SELECT COUNT(DISTINCT doc) FROM signature_postings").fetchone()
+    tokens = database.execute("SELECT COUNT(DISTINCT doc) FROM bands_postings").fetchone()
     assert tokens == (20,)
     database.close()
     monkeypatch.setattr(SQLiteStore, "_insert_postings", insert)

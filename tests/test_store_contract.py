@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from neardup.errors import NeardupError, ParameterMismatch, StoreUnavailable
-from neardup.fingerprint import Fingerprint, FingerprintParams, fingerprint_batch
+from neardup.fingerprint import TOKEN_FIELDS, Fingerprint, FingerprintParams, fingerprint_batch
 from neardup.stores import (
     Candidate,
     CandidateQuery,
@@ -21,7 +21,7 @@ from neardup.stores import (
     sort_candidates,
 )
 
-PARAMS = FingerprintParams("word", 1, 16, 4)
+PARAMS = FingerprintParams("word", 1, 16, 4, fields=TOKEN_FIELDS)
 HOSTILE = [
     'a:b (c) "d" \\e *f ?g [h] {i} ~j ^k',
     "AND OR NOT && || !",
@@ -134,6 +134,39 @@ def test_upsert_get_count_and_idempotence(store: Store) -> None:
         5,
     )
     assert record.md5 == docs[0].fingerprint.md5
+
+
+def test_shingle_frequencies_count_the_live_records(store_url_factory) -> None:
+    """What the weighted similarity weighs by: exact after replacements and deletes."""
+
+    def key(word: str) -> int:
+        return int(TokenField.SHINGLES.keys(documents({"q": word})[0].fingerprint)[0])
+
+    words = ["alpha", "beta", "gamma", "delta"]
+    keys = np.array([key(w) for w in words], dtype=np.int64)
+    with open_store(store_url_factory()) as store:
+        store.ensure_params(PARAMS)
+        store.upsert(documents({"1": "alpha beta", "2": "alpha gamma", "3": "beta alpha"}))
+        store.flush()
+        counted = store.frequencies(keys)
+        assert counted.records == 3
+        assert dict(zip(counted.keys.tolist(), counted.counts.tolist(), strict=True)) == {
+            key("alpha"): 3,
+            key("beta"): 2,
+            key("gamma"): 1,
+            key("delta"): 0,
+        }
+        store.upsert(documents({"2": "beta delta"}))  # replaced: gamma goes, delta comes
+        store.delete(["3"])
+        store.flush()
+        counted = store.frequencies(keys)
+        assert counted.records == 2
+        assert dict(zip(counted.keys.tolist(), counted.counts.tolist(), strict=True)) == {
+            key("alpha"): 1,
+            key("beta"): 2,
+            key("gamma"): 0,
+            key("delta"): 1,
+        }
 
 
 def test_upsert_replaces_by_id_and_moves_tokens(store_url_factory) -> None:

@@ -22,16 +22,18 @@ from typing import Any
 import numpy as np
 
 from ..errors import NeardupError, ParameterMismatch
-from ..fingerprint import Fingerprint, FingerprintParams, TokenField
+from ..fingerprint import Fingerprint, FingerprintParams, Frequencies, TokenField
 
 ParamsRequest = FingerprintParams | Mapping[str, object] | None
 
 # The longest id every store holds, in UTF-8 bytes (Elasticsearch's limit; Solr's is 32 KB).
 MAX_ID_BYTES = 512
 
-# Stores written before the token fields had one name everywhere lack "layout" in their settings;
-# the engines then use the old field names (see neardup.stores.schema).
-LAYOUT = 2
+# What a store's settings say about how it was written: stores from before the token fields had
+# one name everywhere lack "layout" (the engines then use the old field names, see
+# neardup.stores.schema); from layout 3 on, every store keeps its shingles' document frequencies.
+LAYOUT = 3
+FREQUENCIES_LAYOUT = 3
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,28 @@ class Store(ABC):
         Only records whose first word is the query's ``first_word`` (when given) and whose MD5
         is not in its ``exclude_md5`` count.
         """
+
+    @property
+    def keeps_frequencies(self) -> bool:
+        """Whether the store counts its shingles (stores made before layout 3 do not)."""
+        return int((self.settings or {}).get("layout", 1)) >= FREQUENCIES_LAYOUT
+
+    def frequencies(self, keys: np.ndarray) -> Frequencies:
+        """How many stored records hold each shingle of ``keys`` (int64, as
+        :meth:`TokenField.keys`), counting live records only, and how many records there are:
+        what the weighted similarity weighs shingles by."""
+        if not self.keeps_frequencies:
+            raise NeardupError(
+                f"{self.url} was made before neardup counted shingles, so it cannot weigh them: "
+                "use --similarity jaccard, or index into a new store"
+            )
+        unique = np.unique(np.asarray(keys, dtype=np.int64))
+        records, counts = self._frequencies(unique)
+        return Frequencies(records, unique, counts)
+
+    @abstractmethod
+    def _frequencies(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
+        """(records in the store, how many hold each of the sorted unique ``keys``)."""
 
     def candidates(self, query: CandidateQuery) -> list[Candidate]:
         """One candidate query (see :meth:`candidates_many`)."""

@@ -17,12 +17,18 @@ from contextlib import contextmanager
 from typing import Any
 
 import elastic_transport
+import numpy as np
 from elasticsearch import ApiError, Elasticsearch, helpers
 
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams
-from .base import Candidate, CandidateQuery, Document, Store, StoredRecord
-from .schema import elasticsearch_mapping, engine_document, field_names
+from .base import Candidate, CandidateQuery, Document, Store, StoredRecord, TokenField
+from .schema import (
+    FREQUENCY_REQUEST_KEYS,
+    elasticsearch_mapping,
+    engine_document,
+    field_names,
+)
 from .url import RETRY_STATUSES, parse_engine_url
 
 RECORD_FIELDS = ["id", "content", "md5_hash", "first_word", "num_words"]
@@ -136,9 +142,9 @@ class ElasticsearchStore(Store):
     # --- writing ----------------------------------------------------------------------------------
 
     def _upsert(self, documents: Mapping[str, Document], params: FingerprintParams) -> None:
-        names = field_names(self.settings)
+        names, counted = field_names(self.settings), self.keeps_frequencies
         actions = (
-            {"_index": self.index, "_id": d.id, "_source": engine_document(d, names)}
+            {"_index": self.index, "_id": d.id, "_source": engine_document(d, names, counted)}
             for d in documents.values()
         )
         self._bulk(actions)
@@ -235,6 +241,27 @@ class ElasticsearchStore(Store):
     def count(self) -> int:
         with self._errors():
             return int(self.es.count(index=self.index)["count"])
+
+    def _frequencies(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
+        """A filters aggregation, one term filter per shingle: counts of live documents (the
+        terms' own statistics still count deleted ones until their segments merge)."""
+        name = field_names(self.settings)[TokenField.SHINGLES]
+        tokens = TokenField.SHINGLES.strings(keys)
+        counts, records = [], 0
+        for start in range(0, max(len(tokens), 1), FREQUENCY_REQUEST_KEYS):
+            chunk = tokens[start : start + FREQUENCY_REQUEST_KEYS]
+            filters = {f"s{n}": {"term": {name: t}} for n, t in enumerate(chunk)}
+            with self._errors():
+                body = self.es.search(
+                    index=self.index,
+                    size=0,
+                    track_total_hits=True,
+                    aggs={"held": {"filters": {"filters": filters}}} if filters else None,
+                )
+            records = int(body["hits"]["total"]["value"])
+            buckets = body.get("aggregations", {}).get("held", {}).get("buckets", {})
+            counts += [int(buckets[f"s{n}"]["doc_count"]) for n in range(len(chunk))]
+        return records, np.array(counts, dtype=np.int64)
 
     def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
         """All queries in one _msearch round trip."""

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .base import LAYOUT, Document, TokenField
+from .base import Document, TokenField
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schema"
 SOLR_CONFIGSET = SCHEMA_DIR / "solr" / "conf"
@@ -29,13 +29,16 @@ LEGACY_FIELD_NAMES = {
 
 def field_names(settings: Mapping[str, Any] | None) -> dict[TokenField, str]:
     """The engine field of each token field, for a store with these settings."""
-    if settings and settings.get("layout", 1) < LAYOUT:
+    if settings and settings.get("layout", 1) < 2:
         return LEGACY_FIELD_NAMES
     return {field: field.value for field in TokenField}
 
 
-def engine_document(document: Document, names: Mapping[TokenField, str]) -> dict[str, object]:
-    """A record as a Solr or Elasticsearch document."""
+def engine_document(
+    document: Document, names: Mapping[TokenField, str], counted: bool = False
+) -> dict[str, object]:
+    """A record as a Solr or Elasticsearch document. In a store that ``counted`` its shingles'
+    document frequencies, the shingles field is always indexed: the engine counts it."""
     fp = document.fingerprint
     return {
         "id": document.id,
@@ -43,8 +46,17 @@ def engine_document(document: Document, names: Mapping[TokenField, str]) -> dict
         "md5_hash": fp.md5,
         "first_word": fp.first_word,
         "num_words": fp.num_words,
-        **{names[field]: field.tokens(fp) for field in TokenField if document.indexed(field)},
+        **{
+            names[field]: field.tokens(fp)
+            for field in TokenField
+            if document.indexed(field) or (counted and field is TokenField.SHINGLES)
+        },
     }
+
+
+# Shingles per frequency request: each is one query (Solr) or filter (Elasticsearch) counting
+# the records that hold it.
+FREQUENCY_REQUEST_KEYS = 1000
 
 
 def solr_schema() -> tuple[list[dict[str, object]], list[dict[str, object]]]:

@@ -24,13 +24,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+import numpy as np
 import urllib3
 from urllib3.util.retry import Retry
 
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams
-from .base import Candidate, CandidateQuery, Document, Store, StoredRecord
-from .schema import engine_document, field_names, solr_schema
+from .base import Candidate, CandidateQuery, Document, Store, StoredRecord, TokenField
+from .schema import FREQUENCY_REQUEST_KEYS, engine_document, field_names, solr_schema
 from .url import RETRY_STATUSES, parse_engine_url
 
 RECORD_FIELDS = "id,content,md5_hash,first_word,num_words"
@@ -239,7 +240,7 @@ class SolrStore(Store):
         if PARAMS_ID in documents:
             raise NeardupError(f"the id {PARAMS_ID!r} is reserved by the Solr store")
         names = field_names(self.settings)
-        docs = [engine_document(d, names) for d in documents.values()]
+        docs = [engine_document(d, names, self.keeps_frequencies) for d in documents.values()]
         for start in range(0, len(docs), REQUEST_DOCUMENTS):
             self._update(docs[start : start + REQUEST_DOCUMENTS])
 
@@ -299,6 +300,22 @@ class SolrStore(Store):
 
     def count(self) -> int:
         return int(self._search(q=RECORDS, rows=0)["response"]["numFound"])
+
+    def _frequencies(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
+        """One query facet per shingle (JSON Facet API): facets count live documents only,
+        where the terms component's document frequencies still count deleted ones until their
+        segments merge."""
+        name = field_names(self.settings)[TokenField.SHINGLES]
+        tokens = TokenField.SHINGLES.strings(keys)
+        counts, records = [], 0
+        for start in range(0, max(len(tokens), 1), FREQUENCY_REQUEST_KEYS):
+            chunk = tokens[start : start + FREQUENCY_REQUEST_KEYS]
+            facets = {f"s{n}": {"type": "query", "q": f"{name}:{t}"} for n, t in enumerate(chunk)}
+            body = self._search(q=RECORDS, rows=0, **{"json.facet": json.dumps(facets)})
+            records = int(body["response"]["numFound"])
+            found = body.get("facets", {})
+            counts += [int(found.get(f"s{n}", {}).get("count", 0)) for n in range(len(chunk))]
+        return records, np.array(counts, dtype=np.int64)
 
     def _candidates(self, q: CandidateQuery) -> list[Candidate]:
         if not len(q.keys):

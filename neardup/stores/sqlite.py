@@ -2,9 +2,11 @@
 
 Records live in ``docs``; each token field has an inverted index ``<field>_postings(token, doc)``,
 a clustered (WITHOUT ROWID) table keyed by the token's 64-bit key (``TokenField.keys``), so an
-OR-query is one index range scan per token plus a GROUP BY. Every batch is one transaction: a
-killed run leaves the store consistent, and indexing again completes it. The store's settings
-are one JSON value in ``meta``.
+OR-query is one index range scan per token plus a GROUP BY. ``frequencies(token, records)`` counts
+the records holding each shingle, whatever fields are indexed: one row per distinct shingle
+instead of one per shingle and record, which indexing the shingles field would cost. Every batch
+is one transaction: a killed run leaves the store consistent, and indexing again completes it.
+The store's settings are one JSON value in ``meta``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import StoreUnavailable
-from ..fingerprint import FingerprintParams, fingerprint_batch
+from ..fingerprint import Fingerprint, FingerprintParams, fingerprint_batch, frequency_counts
 from .base import Candidate, CandidateQuery, Document, Store, StoredRecord, TokenField
 
 SCHEMA_VERSION = "1"
@@ -35,6 +37,10 @@ CREATE TABLE IF NOT EXISTS docs (
     num_words INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS docs_md5 ON docs (md5, id);
+CREATE TABLE IF NOT EXISTS frequencies (
+    token INTEGER PRIMARY KEY,
+    records INTEGER NOT NULL
+) WITHOUT ROWID;
 """ + "".join(
     f"CREATE TABLE IF NOT EXISTS {field}_postings (token INTEGER NOT NULL, doc INTEGER NOT NULL, "
     "PRIMARY KEY (token, doc)) WITHOUT ROWID;\n"
@@ -119,7 +125,9 @@ class SQLiteStore(Store):
                 rows.append((doc, record_id, fp.content, fp.md5, fp.first_word, fp.num_words))
                 keys.append(doc)
             self._conn.executemany("INSERT OR REPLACE INTO docs VALUES (?, ?, ?, ?, ?, ?)", rows)
-            self._insert_postings(keys, [latest[row[1]] for row in rows])
+            stored = [latest[row[1]] for row in rows]
+            self._insert_postings(keys, stored)
+            self._count([d.fingerprint for d in stored], +1)
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -160,11 +168,25 @@ class SQLiteStore(Store):
     def _delete_postings(
         self, docs: Sequence[int], contents: Sequence[str], params: FingerprintParams
     ) -> None:
-        """Remove these documents' postings: their tokens are those of their stored contents."""
+        """Remove these documents' postings and counts: their tokens are those of their stored
+        contents."""
         old = fingerprint_batch(contents, params, normalized=True) if contents else []
         stored = [Document("", fp, params.fields) for fp in old]
         for table, pairs in self._postings(docs, stored):
             self._conn.executemany(f"DELETE FROM {table} WHERE token = ? AND doc = ?", pairs)
+        self._count(old, -1)
+
+    def _count(self, fingerprints: Sequence[Fingerprint], sign: int) -> None:
+        """Add (+1) or remove (-1) these records' shingles from the frequencies. A count that
+        falls to 0 stays as a row: it means what a missing row means."""
+        if not self.keeps_frequencies:
+            return
+        keys, counts = frequency_counts([fp.shingles for fp in fingerprints])
+        self._conn.executemany(
+            "INSERT INTO frequencies VALUES (?, ?) "
+            "ON CONFLICT (token) DO UPDATE SET records = records + excluded.records",
+            zip(keys.tolist(), (sign * counts).tolist(), strict=True),
+        )
 
     def delete(self, ids: Sequence[str]) -> int:
         with self._transaction():
@@ -224,6 +246,22 @@ class SQLiteStore(Store):
         )
         rows = self._conn.execute(query, (*args, q.rows))
         return [Candidate(StoredRecord(*row[:5]), row[5]) for row in rows]
+
+    def _frequencies(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
+        self._conn.execute("BEGIN")  # one snapshot for the counts and the total
+        try:
+            found = dict(
+                self._conn.execute(
+                    "SELECT token, records FROM frequencies "
+                    "WHERE token IN (SELECT value FROM json_each(?))",
+                    (json.dumps(keys.tolist()),),
+                ).fetchall()
+            )
+            records = self.count()
+        finally:
+            self._conn.execute("COMMIT")
+        counts = np.fromiter((found.get(k, 0) for k in keys.tolist()), np.int64, len(keys))
+        return records, counts
 
     def iter_ids(self) -> Iterator[str]:
         for (record_id,) in self._conn.execute("SELECT id FROM docs ORDER BY id"):
