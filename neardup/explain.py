@@ -3,7 +3,7 @@ searcher uses on a pair, and the rule that decided it. Pure: fingerprints in, an
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import Levenshtein
@@ -12,12 +12,21 @@ import numpy as np
 from .fingerprint import (
     Fingerprint,
     FingerprintParams,
+    Frequencies,
     TokenField,
     estimated_jaccard,
     jaccard,
     shared_count,
+    shingle_texts,
+    weighted_similarity,
 )
 from .searcher import MatchRules, word_edit_distance
+
+RAREST_SHOWN = 8
+
+
+# A token of each field, as a sentence names it.
+TOKEN_NOUNS = {"shingles": "shingle", "signature": "signature", "bands": "band"}
 
 
 @dataclass(frozen=True)
@@ -40,7 +49,10 @@ class Explanation:
     diff: tuple[WordChange, ...]
     edit_distance: int  # words; the number of words the diff inserts, deletes or replaces
     shingle: str  # the store's shingling, e.g. word:1 or char:4
-    similarity: float  # exact Jaccard of the shingle sets
+    similarity: float  # the rules' similarity: one of the two below
+    jaccard: float  # exact Jaccard of the shingle sets
+    weighted: float | None  # the shingles weighing their rarity (None: a store that cannot)
+    rarest_shared: tuple[tuple[str, int], ...]  # shared shingles held by fewest records
     shingles_shared: int
     shingles_only_a: int
     shingles_only_b: int
@@ -85,13 +97,23 @@ def explain(
     params: FingerprintParams,
     rules: MatchRules,
     ids: tuple[str | None, str | None] = (None, None),
+    frequencies: Frequencies | None = None,
 ) -> Explanation:
-    """What the searcher sees of ``b`` when it looks up ``a`` with ``rules``."""
+    """What the searcher sees of ``b`` when it looks up ``a`` with ``rules``; ``frequencies``
+    (the store's, for both records' shingles) weigh the shingles."""
     edit_distance = word_edit_distance(a.content, b.content)
     shared = shared_count(a.shingles, b.shingles)
     bands = tuple(int(n) for n in np.flatnonzero(a.bands == b.bands))
     signature_shared = int(np.count_nonzero(a.signature == b.signature))
-    similarity = jaccard(a.shingles, b.shingles)
+    plain = jaccard(a.shingles, b.shingles)
+    weighted, rarest = None, ()
+    if frequencies is not None:
+        weights = frequencies.weights(a.shingles), frequencies.weights(b.shingles)
+        weighted = weighted_similarity(a.shingles, weights[0], b.shingles, weights[1])
+        rarest = _rarest_shared(a, b, params, frequencies)
+    if rules.similarity == "weighted" and weighted is None:
+        rules = replace(rules, similarity="jaccard")  # nothing to weigh the shingles by
+    similarity = weighted if rules.similarity == "weighted" else plain
     shared_tokens = {
         TokenField.SHINGLES: shared,
         TokenField.SIGNATURE: signature_shared,
@@ -108,6 +130,9 @@ def explain(
         edit_distance=edit_distance,
         shingle=params.shingle,
         similarity=similarity,
+        jaccard=plain,
+        weighted=weighted,
+        rarest_shared=rarest,
         shingles_shared=shared,
         shingles_only_a=len(a.shingles) - shared,
         shingles_only_b=len(b.shingles) - shared,
@@ -120,6 +145,17 @@ def explain(
         accepted=accepted,
         reason=reason,
     )
+
+
+def _rarest_shared(
+    a: Fingerprint, b: Fingerprint, params: FingerprintParams, frequencies: Frequencies
+) -> tuple[tuple[str, int], ...]:
+    """The shared shingles that the fewest stored records hold, as text, with that number."""
+    both = np.intersect1d(a.shingles, b.shingles)
+    held = frequencies.counts[np.searchsorted(frequencies.keys, both.view(np.int64))]
+    texts = shingle_texts(a.content, params)
+    order = sorted(range(len(both)), key=lambda i: (int(held[i]), texts[int(both[i])]))
+    return tuple((texts[int(both[i])], int(held[i])) for i in order[:RAREST_SHOWN])
 
 
 def _verdict(
@@ -143,10 +179,11 @@ def _verdict(
                 f"({a.first_word!r}, {b.first_word!r})"
             ),
         )
+    noun = TOKEN_NOUNS[method]
     if not shared_tokens:
-        return False, False, f"not a candidate: the two share no {method} token"
+        return False, False, f"not a candidate: the two share no {noun} token"
     found = (
-        f"a candidate: {shared_tokens} shared {method} tokens (the query keeps the "
+        f"a candidate: {shared_tokens} shared {noun} tokens (the query keeps the "
         f"{rules.rows} records that share most)"
     )
     if rules.threshold is not None and similarity < rules.threshold:
@@ -154,8 +191,8 @@ def _verdict(
             True,
             False,
             (
-                f"{found}, rejected: similarity {similarity:.3f} is below the threshold "
-                f"{rules.threshold:g}"
+                f"{found}, rejected: {rules.similarity} similarity {similarity:.3f} is below "
+                f"the threshold {rules.threshold:g}"
             ),
         )
     if rules.max_edit_distance is not None and edit_distance > rules.max_edit_distance:
@@ -167,7 +204,11 @@ def _verdict(
                 f"{rules.max_edit_distance}"
             ),
         )
-    passed = [f"similarity {similarity:.3f} >= {rules.threshold:g}"] if rules.threshold else []
+    passed = (
+        [f"{rules.similarity} similarity {similarity:.3f} >= {rules.threshold:g}"]
+        if rules.threshold
+        else []
+    )
     if rules.max_edit_distance is not None:
         passed.append(f"{edit_distance} word edits <= {rules.max_edit_distance}")
     return True, True, f"{found}, accepted" + (f": {', '.join(passed)}" if passed else "")

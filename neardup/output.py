@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from typing import IO, Literal
@@ -156,8 +157,22 @@ def explanation_table(e: Explanation) -> str:
             side("B", e.b_id, e.b_content),
             f"{'word diff':<20}{e.marked_diff()}",
             f"{'word edits':<20}{e.edit_distance}",
-            f"{f'Jaccard ({e.shingle})':<20}{e.similarity:.3f}  ({e.shingles_shared} shingles "
+            f"{f'Jaccard ({e.shingle})':<20}{e.jaccard:.3f}  ({e.shingles_shared} shingles "
             f"shared, {e.shingles_only_a} only in A, {e.shingles_only_b} only in B)",
+            *(
+                [f"{'weighted':<20}{e.weighted:.3f}  (each shingle weighing its rarity)"]
+                if e.weighted is not None
+                else []
+            ),
+            *(
+                [
+                    f"{'rarest shared':<20}"
+                    + ", ".join(f"{text!r} ({held})" for text, held in e.rarest_shared)
+                    + "  (records holding each)"
+                ]
+                if e.rarest_shared
+                else []
+            ),
             f"{'signature estimate':<20}{e.signature_estimate:.3f}  ({e.signature_shared} of "
             f"{e.num_hashes} positions agree)",
             f"{'bands':<20}{len(e.bands_shared)} of {e.num_bands} shared"
@@ -207,3 +222,22 @@ def tuning_table(tuning: Tuning) -> str:
 def tuning_json(tuning: Tuning) -> str:
     rows = [asdict(c) | {"recommended": c == tuning.recommended} for c in tuning.choices]
     return json.dumps(rows, indent=2)
+
+
+HISTOGRAM_WIDTH = 40
+
+
+def histogram_text(histogram: Sequence[int], threshold: float | None, how: str) -> str:
+    """Candidate pairs by similarity, two bins a row, bars on a log scale (the unrelated pairs
+    outnumber the near-duplicates by orders of magnitude), the threshold's row marked."""
+    rows = [(2 * i, sum(histogram[2 * i : 2 * i + 2])) for i in range((len(histogram) + 1) // 2)]
+    largest = math.log1p(max((n for _, n in rows), default=0)) or 1.0
+    shown = "none" if threshold is None else f"{threshold:g}"
+    lines = [f"threshold {shown} ({how})", "similarity  candidate pairs (log scale)"]
+    step = 1 / len(histogram) if histogram else 0.02
+    for first, count in rows:
+        low, high = first * step, (first + 2) * step
+        bar = "#" * round(HISTOGRAM_WIDTH * math.log1p(count) / largest)
+        mark = "  <- threshold" if threshold is not None and low <= threshold < high else ""
+        lines.append(f"{low:4.2f}-{high:4.2f}  {count:>8,} {bar}{mark}")
+    return "\n".join(lines)

@@ -3,8 +3,9 @@ verified and ranked by word-level edit distance and shingle-set Jaccard similari
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 import Levenshtein
 import numpy as np
@@ -18,10 +19,14 @@ from .fingerprint import (
     fingerprint,
     jaccard,
     shingle_sets,
+    weighted_similarity,
 )
 from .stores import Candidate, CandidateQuery, Store, StoredRecord
 
 MAX_ROWS = 10_000
+Similarity = Literal["jaccard", "weighted"]
+SIMILARITIES: tuple[Similarity, ...] = ("jaccard", "weighted")
+Measure = Callable[[np.ndarray, np.ndarray], float]
 
 
 @dataclass(frozen=True)
@@ -30,18 +35,28 @@ class MatchRules:
 
     Every rule that is set is a filter: a candidate is accepted when it passes all of them.
     ``method`` is the token field the candidate query ORs over: ``signature`` (the recipe's
-    MinHash query), ``bands`` (LSH) or ``shingles``.
+    MinHash query), ``bands`` (LSH) or ``shingles``. ``similarity`` is what the threshold
+    bounds: ``jaccard`` of the shingle sets, or ``weighted``, the cosine of the sets with each
+    shingle weighing its rarity in the store (see :func:`neardup.fingerprint.idf`).
     """
 
-    method: str = TokenField.SIGNATURE
+    method: str = TokenField.BANDS
     rows: int = 10
     first_word: bool = False
     threshold: float | None = 0.5
     max_edit_distance: int | None = None
+    similarity: Similarity = "weighted"
+    # The report chooses ``threshold`` from the data (see neardup.tuning.choose_threshold);
+    # until it has, ``threshold`` is the store's last choice or the fallback.
+    auto_threshold: bool = False
 
     def __post_init__(self) -> None:
         if self.method not in TOKEN_FIELDS:
             raise InvalidParameter(f"unknown method {self.method!r}: use {', '.join(TOKEN_FIELDS)}")
+        if self.similarity not in SIMILARITIES:
+            raise InvalidParameter(
+                f"unknown similarity {self.similarity!r}: use {' or '.join(SIMILARITIES)}"
+            )
         object.__setattr__(self, "method", TokenField(self.method))
         if not 1 <= self.rows <= MAX_ROWS:  # an engine allocates a queue of this size
             raise InvalidParameter(f"rows must be between 1 and {MAX_ROWS}, not {self.rows}")
@@ -54,11 +69,13 @@ class MatchRules:
 
     def describe(self) -> str:
         threshold = "none" if self.threshold is None else f"{self.threshold:g}"
+        if self.auto_threshold:
+            threshold = f"auto ({threshold})"
         edits = "any" if self.max_edit_distance is None else str(self.max_edit_distance)
         first_word = "on" if self.first_word else "off"
         return (
             f"method {self.method}, rows {self.rows}, first word {first_word}, "
-            f"threshold {threshold}, word edits {edits}"
+            f"{self.similarity} similarity >= {threshold}, word edits {edits}"
         )
 
     def accepts(self, edit_distance: int, similarity: float) -> bool:
@@ -147,7 +164,8 @@ class Searcher:
             for candidate in first:  # copies share every token: same score, so in id order
                 found.setdefault(candidate.md5, []).append(candidate)
             heads = [copies[0] for md5, copies in found.items() if md5 != fp.md5]
-            near = self.accepted(fp, heads, self.shingled(heads))
+            shingles = self.shingled(heads)
+            near = self.accepted(fp, heads, shingles, self.measure([fp], shingles))
             groups = {md5: [c.id for c in copies] for md5, copies in found.items()}
         else:
             near = self.near_duplicates(fp)
@@ -167,7 +185,11 @@ class Searcher:
         """:meth:`near_duplicates` for many fingerprints, with batched store round trips."""
         heads = self.distinct_candidates_many(fps)
         shingles = self.shingled([c for found in heads for c in found])
-        return [self.accepted(fp, found, shingles) for fp, found in zip(fps, heads, strict=True)]
+        measure = self.measure(fps, shingles)
+        return [
+            self.accepted(fp, found, shingles, measure)
+            for fp, found in zip(fps, heads, strict=True)
+        ]
 
     def shingled(self, candidates: Sequence[Candidate]) -> dict[str, np.ndarray]:
         """Each candidate's shingle set, by id; a record that is a candidate of several
@@ -175,14 +197,31 @@ class Searcher:
         records = {c.id: c.record.content for c in candidates}
         return dict(zip(records, shingle_sets(list(records.values()), self.params), strict=True))
 
+    def measure(self, fps: Sequence[Fingerprint], shingles: Mapping[str, np.ndarray]) -> Measure:
+        """The rules' similarity, ready for pairs among these fingerprints and candidates: for
+        ``weighted``, the store's frequencies of all their shingles, in one request."""
+        if self.rules.similarity == "jaccard" or not shingles:  # no candidate: nothing to weigh
+            return jaccard
+        sets = [fp.shingles for fp in fps] + list(shingles.values())
+        frequencies = self.store.frequencies(np.concatenate(sets).view(np.int64))
+
+        def weighted(a: np.ndarray, b: np.ndarray) -> float:
+            return weighted_similarity(a, frequencies.weights(a), b, frequencies.weights(b))
+
+        return weighted
+
     def accepted(
-        self, fp: Fingerprint, candidates: Sequence[Candidate], shingles: Mapping[str, np.ndarray]
+        self,
+        fp: Fingerprint,
+        candidates: Sequence[Candidate],
+        shingles: Mapping[str, np.ndarray],
+        measure: Measure,
     ) -> list[Match]:
         """The candidates the rules accept, measured and ranked: fewest word edits, then the
         highest similarity, then id."""
         matches = [
             m
-            for m in self.verify(fp, candidates, shingles)
+            for m in self.verify(fp, candidates, shingles, measure)
             if self.rules.accepts(m.edit_distance, m.similarity)
         ]
         return sorted(matches, key=lambda m: (m.edit_distance, -m.similarity, m.id))
@@ -218,10 +257,14 @@ class Searcher:
         return CandidateQuery(self.field, self.field.keys(fp), rows, first_word, exclude_md5)
 
     def verify(
-        self, fp: Fingerprint, candidates: Sequence[Candidate], shingles: Mapping[str, np.ndarray]
+        self,
+        fp: Fingerprint,
+        candidates: Sequence[Candidate],
+        shingles: Mapping[str, np.ndarray],
+        measure: Measure,
     ) -> list[Match]:
-        """Measure each candidate against the query: word edit distance and exact Jaccard of the
-        shingle sets (``shingles`` holds each candidate's, by id)."""
+        """Measure each candidate against the query: word edit distance and the ``measure`` of
+        the shingle sets (``shingles`` holds each candidate's, by id)."""
         return [
             Match(
                 id=c.id,
@@ -229,7 +272,7 @@ class Searcher:
                 md5=c.md5,
                 exact=False,
                 edit_distance=word_edit_distance(fp.content, c.record.content),
-                similarity=jaccard(fp.shingles, shingles[c.id]),
+                similarity=measure(fp.shingles, shingles[c.id]),
                 shared_tokens=c.score,
             )
             for c in candidates

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -28,7 +28,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import api
@@ -57,13 +57,19 @@ STATUS = {
 
 
 class Rules(BaseModel):
-    """The match rules a request may give; what it leaves out, the store's own settings fill."""
+    """The match rules a request may give; what it leaves out, the store's own settings fill.
+    A name it does not know is an error, so that a misspelt rule is not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
 
     preset: str | None = None
     method: str | None = None
     rows: int | None = None
     first_word: bool | None = None
-    threshold: float | None = Field(None, description="0 turns it off")
+    threshold: float | Literal["auto"] | None = Field(
+        None, description='0 turns it off; "auto": the threshold the last report chose'
+    )
+    similarity: str | None = Field(None, description="weighted or jaccard")
     max_edit_distance: int | None = None
 
     def request(self) -> dict[str, Any]:
@@ -77,6 +83,11 @@ class LookupRequest(Rules):
     collapse_copies: bool = Field(
         False, description="each matched content once, its other ids in copies"
     )
+
+
+class ExplainQuery(Rules):
+    id: list[str] = Field([], description="a stored record's id")
+    text: list[str] = Field([], description="a new text")
 
 
 class RecordIn(BaseModel):
@@ -151,15 +162,11 @@ def create_app(
         return {"matches": [asdict(m) for m in matches]}
 
     @app.get("/explain", dependencies=guarded)
-    async def explain(
-        rules: Annotated[Rules, Query()],
-        id: Annotated[list[str], Query(description="a stored record's id")] = [],  # noqa: B006
-        text: Annotated[list[str], Query(description="a new text")] = [],  # noqa: B006
-    ) -> dict[str, Any]:
+    async def explain(query: Annotated[ExplainQuery, Query()]) -> dict[str, Any]:
         """Why two records (two ``id``, two ``text``, or one of each) are or are not
         near-duplicates: the word diff, the similarities, the shared tokens, the deciding rule."""
         found = await held.read(
-            lambda source: api.explain(source, ids=id, texts=text, **rules.request())
+            lambda source: api.explain(source, ids=query.id, texts=query.text, **query.request())
         )
         return found.as_dict()
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from neardup import api
+from neardup.fingerprint import TOKEN_FIELDS
 from neardup.report import Strategy
 from neardup.searcher import MatchRules
 from neardup.stores import open_store
@@ -20,19 +21,22 @@ from tests.corpora import corpus
 def report_of(
     url: str, records: Path, rules: MatchRules, strategy: Strategy = "lookups"
 ) -> tuple[int, list]:
-    api.index([records], url)
+    api.index([records], url, params={"fields": TOKEN_FIELDS})
     with open_store(url, create=False) as store:
         return store.count(), api.report(store, rules=rules, strategy=strategy)
 
 
 RULES = [
-    MatchRules(),
-    MatchRules(method="bands", rows=5),
+    MatchRules(),  # bands, weighted similarity
+    MatchRules(method="signature", similarity="jaccard"),
+    MatchRules(method="bands", rows=5, similarity="jaccard"),
     MatchRules(method="shingles", threshold=0.3),
 ]
 
 
-@pytest.mark.parametrize("rules", RULES, ids=["signature", "bands", "shingles"])
+@pytest.mark.parametrize(
+    "rules", RULES, ids=["bands-weighted", "signature-jaccard", "bands-jaccard", "shingles"]
+)
 @pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
 def test_engine_report_equals_the_embedded_report(
     request, kind, sqlite_url, tmp_path, rules

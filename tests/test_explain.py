@@ -6,11 +6,12 @@ import itertools
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from neardup import api
 from neardup.explain import explain
-from neardup.fingerprint import FingerprintParams, fingerprint, jaccard
+from neardup.fingerprint import FingerprintParams, fingerprint, jaccard, shingle_texts
 from neardup.searcher import MatchRules, word_edit_distance
 from tests.runner import neardup
 
@@ -56,13 +57,15 @@ def test_the_verdict_names_the_rule_that_decided() -> None:
     same = pair(RECORDS["1"], "ART'S deli, 12224 Ventura Blvd Studio City")
     assert same.exact and same.accepted and "exact duplicates" in same.reason
     near = pair(RECORDS["4"], RECORDS["5"])
-    assert near.accepted and "accepted: similarity" in near.reason
+    assert near.accepted and "accepted: jaccard similarity" in near.reason
     strict = pair(RECORDS["4"], RECORDS["5"], threshold=0.99)
-    assert strict.candidate and not strict.accepted and "below the threshold 0.99" in strict.reason
+    assert (
+        strict.candidate and not strict.accepted and "is below the threshold 0.99" in strict.reason
+    )
     edits = pair(RECORDS["4"], RECORDS["5"], threshold=None, max_edit_distance=0)
     assert not edits.accepted and "1 word edits, over the maximum 0" in edits.reason
     apart = pair(RECORDS["1"], RECORDS["6"], method="bands")
-    assert not apart.candidate and "share no bands token" in apart.reason
+    assert not apart.candidate and "share no band token" in apart.reason
     first = pair(RECORDS["1"], "The " + RECORDS["1"], first_word=True)
     assert not first.candidate and "first words differ" in first.reason
 
@@ -77,7 +80,12 @@ def indexed(store_url_factory, tmp_path: Path) -> str:
 
 
 def test_explain_accepts_exactly_the_pairs_a_lookup_returns(indexed: str) -> None:
-    for rules in ({}, {"threshold": 0.6}, {"method": "bands", "threshold": 0.3}):
+    for rules in (
+        {},
+        {"threshold": 0.6},
+        {"method": "bands", "threshold": 0.3},
+        {"similarity": "jaccard", "threshold": 0.5},
+    ):
         for a, b in itertools.permutations(RECORDS, 2):
             found = {m.id: m for m in api.lookup(indexed, id=a, rules=rules)}
             explained = api.explain(indexed, ids=[a, b], rules=rules)
@@ -85,6 +93,20 @@ def test_explain_accepts_exactly_the_pairs_a_lookup_returns(indexed: str) -> Non
             if b in found:
                 assert explained.similarity == found[b].similarity
                 assert explained.edit_distance == found[b].edit_distance
+
+
+def test_explain_weighs_shingles_by_the_stores_counts(indexed: str) -> None:
+    explained = api.explain(indexed, ids=["1", "2"])
+    assert explained.similarity == explained.weighted != explained.jaccard
+    assert explained.rarest_shared, "two near-duplicates share shingles"
+    counts = [held for _, held in explained.rarest_shared]
+    assert counts == sorted(counts) and counts[0] >= 2  # both records hold each of them
+    with api.opened(indexed) as store:
+        hashes = {text: h for h, text in shingle_texts(explained.a_content, store.params).items()}
+        for text, held in explained.rarest_shared:
+            assert text in explained.a_content and text in explained.b_content
+            key = np.array([hashes[text]], dtype=np.uint64).view(np.int64)
+            assert store.frequencies(key).counts.tolist() == [held]
 
 
 def test_the_command_prints_a_table_or_json(indexed: str) -> None:
