@@ -11,6 +11,7 @@ from .api import (
     explain,
     generate,
     index,
+    last_report,
     lookup,
     lookup_file,
     opened,
@@ -20,6 +21,7 @@ from .api import (
     serve,
     stats,
     tune,
+    tune_store,
 )
 from .errors import NeardupError
 from .fingerprint import Fingerprint, FingerprintParams, fingerprint, fingerprint_batch, normalize
@@ -54,6 +56,7 @@ __all__ = [
     "generate",
     "index",
     "index_records",
+    "last_report",
     "lookup",
     "lookup_file",
     "normalize",
@@ -65,4 +68,5 @@ __all__ = [
     "serve",
     "stats",
     "tune",
+    "tune_store",
 ]

@@ -12,13 +12,15 @@ lookups and reports use them when they are not given again.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib.metadata import version
+from itertools import chain, islice
 from pathlib import Path
 from typing import IO
 
+import numpy as np
 from tqdm import tqdm
 
 from .errors import NeardupError
@@ -29,7 +31,7 @@ from .explain import Explanation
 from .explain import explain as explain_pair
 from .fingerprint import TOKEN_FIELDS, FingerprintParams, normalize
 from .generate import write_corpus
-from .html import HtmlReport
+from .html import HtmlReport, pair_histogram
 from .html import render as render_page
 from .indexer import (
     DEFAULT_BATCH_SIZE,
@@ -42,31 +44,37 @@ from .indexer import (
 from .output import record_writer
 from .readers import FORMATS, Format, Record, RecordReader, SkipLog
 from .report import GROUPINGS, Grouping, Pair, Strategy, clusters, find_pairs
-from .searcher import Match, MatchRules, Searcher, collapse_copies
+from .searcher import SIMILARITIES, Match, MatchRules, Searcher, collapse_copies
 from .settings import (
+    AUTO,
+    FALLBACK_THRESHOLD,
     PRESETS,
     RulesRequest,
     check_threshold,
+    default_bands,
     match_rules,
     params_request,
     remembered_rules,
 )
 from .stores import DEFAULT_STORE_URL, MAX_ID_BYTES, Store, open_store
 from .stores.base import ParamsRequest
-from .tuning import Tuning
+from .tuning import MIN_CANDIDATES, Tuning
 from .tuning import tune as tune_bands
 
 __version__ = version("neardup")
 __all__ = [  # what the CLI and the service use besides the functions
+    "AUTO",
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_STORE_URL",
     "DEMO_STORE_URL",
+    "FALLBACK_THRESHOLD",
     "FORMATS",
     "GROUPINGS",
     "KEEPS",
     "ON_DUPLICATE_ID",
     "PRESETS",
     "SAMPLE",
+    "SIMILARITIES",
     "TOKEN_FIELDS",
     "FingerprintParams",
     "MatchRules",
@@ -127,6 +135,8 @@ def index(
     files = readers()  # every file is opened and its header checked before the store is
     summary = IndexSummary()
     with opened(store, create=True) as target:
+        if target.read_params() is None and isinstance(asked, Mapping | None):
+            asked = _with_bands(asked, paths, format, id_field, text_fields)
         chosen = target.ensure_params(asked)
         if preset or threshold is not None:
             rules = {"threshold": threshold} if threshold is not None else None
@@ -156,6 +166,28 @@ def index(
                 if chosen_text := reader.fields_chosen():
                     summary.text.append(chosen_text)
     return summary
+
+
+def _with_bands(
+    asked: Mapping[str, object] | None,
+    paths: Sequence[str | Path],
+    format: Format | None,
+    id_field: str | None,
+    text_fields: Sequence[str],
+    sample: int = 1000,
+) -> Mapping[str, object] | None:
+    """A new store's settings with bands chosen for the length of its first records, when
+    nothing chose them (see :func:`neardup.settings.default_bands`); standard input cannot be
+    read twice, so it keeps the short records' default."""
+    if "bands" in (asked or {}):
+        return asked
+    mean = None
+    if "-" not in map(str, paths):
+        files = _readers(paths, format, id_field, text_fields)
+        first = [len(normalize(r.text)) for r in islice(chain.from_iterable(files), sample)]
+        mean = sum(first) / len(first) if first else None
+    num_hashes = int((asked or {}).get("num_hashes", FingerprintParams().num_hashes))
+    return {**(asked or {}), "bands": default_bands(num_hashes, mean)}
 
 
 def _readers(
@@ -204,7 +236,7 @@ def _add_unique(
 
 def rules_for(store: Store, rules: RulesRequest = None, preset: str | None = None) -> MatchRules:
     """The rules a lookup or report on ``store`` uses (see :func:`neardup.settings.match_rules`)."""
-    return match_rules(store.params, (store.settings or {}).get("rules"), rules, preset_name=preset)
+    return match_rules(store.params, store.settings, rules, preset_name=preset)
 
 
 def lookup(
@@ -245,7 +277,13 @@ def explain(
         sides = [searcher.fingerprint_record(i)[1] for i in ids]
         sides += [searcher.fingerprint_text(t) for t in texts]
         names = (*ids, None, None)
-        return explain_pair(sides[0], sides[1], source.params, searcher.rules, (names[0], names[1]))
+        frequencies = None
+        if source.keeps_frequencies:
+            both = np.concatenate([sides[0].shingles, sides[1].shingles]).view(np.int64)
+            frequencies = source.frequencies(both)
+        return explain_pair(
+            sides[0], sides[1], source.params, searcher.rules, (names[0], names[1]), frequencies
+        )
 
 
 def lookup_file(
@@ -293,11 +331,59 @@ def report(
     with opened(store) as source:
         chosen = rules_for(source, rules, preset)
         if exact:
-            if not chosen.threshold:
-                raise NeardupError("the exact report needs a --threshold above 0")
-            records = [r for batch in source.iter_records() for r in batch]
-            return exact_pairs(records, source.params, chosen)
-        return find_pairs(source, source.params, chosen, strategy, progress=progress)
+            return _exact_report(source, chosen)
+        found = find_pairs(source, source.params, chosen, strategy, progress=progress)
+        how = _threshold_source(source, preset, rules)
+        if found.choice:
+            how = f"auto: {found.choice.reason}"
+            if not found.choice.found_valley:
+                how += f"; the fallback {found.choice.threshold:g}"
+        measured = Measured(found.histogram.tolist(), found.rules.threshold, how)
+        changes: dict[str, object] = {"last_report": asdict(measured)}
+        if found.choice:  # later lookups use it: they agree with this report
+            changes["chosen_threshold"] = found.choice.threshold
+        source.update_settings(changes)
+        return found.pairs
+
+
+def _exact_report(source: Store, chosen: MatchRules) -> list[Pair]:
+    """The exact baseline measures Jaccard; an automatic threshold, chosen on other
+    similarities, gives way to the fallback."""
+    threshold = FALLBACK_THRESHOLD if chosen.auto_threshold else chosen.threshold
+    if not threshold:
+        raise NeardupError("the exact report needs a --threshold above 0")
+    exact_rules = replace(chosen, similarity="jaccard", threshold=threshold, auto_threshold=False)
+    records = [r for batch in source.iter_records() for r in batch]
+    return exact_pairs(records, source.params, exact_rules)
+
+
+@dataclass
+class Measured:
+    """What a store's last report measured: how many candidate pairs fell in each bin of
+    similarity (0.02 wide, from 0 to 1), the threshold it applied, and how that was chosen."""
+
+    histogram: list[int]
+    threshold: float | None
+    how: str
+
+    @property
+    def readable(self) -> bool:
+        """Whether the histogram holds enough pairs to be worth showing."""
+        return sum(self.histogram) >= MIN_CANDIDATES
+
+
+def last_report(store: StoreRef = None) -> Measured | None:
+    """What the store's last report measured (None before its first report)."""
+    with opened(store) as source:
+        remembered = (source.settings or {}).get("last_report")
+        return Measured(**remembered) if remembered else None
+
+
+def tune_store(store: StoreRef = None, *, preset: str | None = None) -> Measured:
+    """Measure the store's candidate pairs and choose its threshold from them, as
+    ``report --threshold auto`` does (and remembers), without writing the pairs."""
+    report(store, preset=preset, rules={"threshold": AUTO})
+    return last_report(store) or Measured([], None, "no report")
 
 
 @dataclass
@@ -358,18 +444,34 @@ def report_page(
     grouping: Grouping = "components",
     preset: str | None = None,
     rules: RulesRequest = None,
+    measured: Measured | None = None,
 ) -> str:
     """A report's pairs as one self-contained HTML page (see :mod:`neardup.html`): summary,
-    histogram of similarities with the threshold, groups with their word differences."""
+    histogram of similarities with the threshold, groups with their word differences.
+
+    ``measured`` is what the report measured (:func:`last_report`, after :func:`report`): the
+    page then shows every candidate pair's similarity and how the threshold was chosen; without
+    it, the reported pairs' similarities."""
     groups = clusters(pairs, grouping)
     with opened(store) as source:
         chosen = rules_for(source, rules, preset)
+        if measured is None:
+            measured = Measured(
+                pair_histogram([p.similarity for p in pairs]),
+                chosen.threshold,
+                _threshold_source(source, preset, rules),
+            )
+            histogram_of = "reported pairs"
+        else:
+            histogram_of = "candidate pairs"
         page = HtmlReport(
             store=source.url,
             records=source.count(),
             settings=f"{source.params.describe()}; {chosen.describe()}",
-            threshold=chosen.threshold,
-            threshold_source=_threshold_source(source, preset, rules),
+            threshold=measured.threshold,
+            threshold_source=measured.how,
+            histogram=measured.histogram,
+            histogram_of=histogram_of,
             pairs=pairs,
             groups=groups,
             contents={
@@ -492,15 +594,19 @@ def evaluate(
     plot_file: str | Path | None = None,
 ) -> Evaluation:
     """Precision and recall of a report against a file of true pairs. The report is
-    ``report_file``, else a fresh report of ``store``; ``plot_file`` draws them over thresholds."""
+    ``report_file``, else a fresh report of ``store``; ``plot_file`` draws them over thresholds,
+    and a fresh report's candidate similarities with the threshold it applied."""
     true_pairs = read_pairs(truth)
+    measured = None
     if report_file is not None:
         reported = read_pairs(report_file)
     else:
         reported = pairs_of(report(store, preset=preset, rules=rules))
+        measured = last_report(store)
     result = score(true_pairs, reported)
     if plot_file is not None:
-        plot(result, plot_file)
+        drawn = (measured.histogram, measured.threshold) if measured else (None, None)
+        plot(result, plot_file, *drawn)
     return result
 
 
@@ -589,5 +695,5 @@ def demo(store: StoreRef = None) -> Demo:
         looked_up = groups[0][0]
         matches = lookup(target, id=looked_up)
         originals = {r.id: r.text for r in RecordReader(SAMPLE)}
-        page = report_page(pairs, target)
+        page = report_page(pairs, target, measured=last_report(target))
         return Demo(target.url, summary, pairs, groups, originals, looked_up, matches, page)

@@ -12,6 +12,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,8 +24,18 @@ Command = Callable[[argparse.Namespace], int]
 NOTHING_FOUND, FAILED = 1, 2
 _COMMANDS: dict[str, Command] = {}
 DEMO_PAGE = "neardup-demo.html"
-RULE_FLAGS = ("method", "rows", "first_word", "threshold", "max_edit_distance")
+RULE_FLAGS = ("method", "rows", "first_word", "threshold", "max_edit_distance", "similarity")
 PARAM_FLAGS = ("shingle", "num_hashes", "bands", "seed", "fields")
+
+
+def _threshold(value: str) -> float | str:
+    """A --threshold: ``auto`` or a number."""
+    if value == api.AUTO:
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"use auto or a number, not {value!r}") from None
 
 
 def _given(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
@@ -74,9 +85,18 @@ def _rule_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--threshold",
-        type=float,
-        help="least Jaccard similarity of the shingle sets (default: what the store was indexed "
-        f"for, else {defaults.threshold}; 0 turns it off)",
+        type=_threshold,
+        help="least similarity of a near-duplicate, or auto: the report reads it from the "
+        "valley in its candidates' similarities, and the store remembers it for lookups "
+        f"(default: what the store was indexed for, else auto; 0 turns it off; auto's "
+        f"fallback and, before a report, its value: {api.FALLBACK_THRESHOLD})",
+    )
+    parser.add_argument(
+        "--similarity",
+        choices=api.SIMILARITIES,
+        help="what the threshold bounds: jaccard of the shingle sets, or weighted, their cosine "
+        "with each shingle weighing its rarity in the store (IDF) (default: "
+        f"{defaults.similarity})",
     )
     parser.add_argument(
         "--max-edit-distance", type=int, help="most word-level edit distance (default: no limit)"
@@ -192,11 +212,15 @@ def _report(args: argparse.Namespace) -> int:
     """Write every near-duplicate pair (or group) in a store."""
     pairs = api.report(args.store, exact=args.exact, progress=sys.stderr.isatty(), **_rules(args))
     if args.html:
-        page = api.report_page(pairs, args.store, grouping=args.grouping, **_rules(args))
+        measured = None if args.exact else api.last_report(args.store)
+        page = api.report_page(
+            pairs, args.store, grouping=args.grouping, measured=measured, **_rules(args)
+        )
         with _output_file(args.html) as out:
             out.write(page)
         print(f"report page written to {args.html} ({len(page.encode()):,} bytes)", file=sys.stderr)
         if not args.output:
+            _print_threshold(args)
             return 0
     texts = None
     if args.texts_from:
@@ -214,7 +238,18 @@ def _report(args: argparse.Namespace) -> int:
         else:
             written = f"{output.write_pairs(pairs, out, args.format, texts)} pairs"
     print(f"{written}{f' written to {args.output}' if args.output else ''}", file=sys.stderr)
+    _print_threshold(args)
     return 0
+
+
+def _print_threshold(args: argparse.Namespace) -> None:
+    """The threshold the report applied and how it was chosen; an automatic one with the
+    histogram it was read from."""
+    measured = None if args.exact else api.last_report(args.store)
+    if measured:
+        text = output.histogram_text(measured.histogram, measured.threshold, measured.how)
+        shown = measured.how.startswith(api.AUTO) and measured.readable
+        print(text if shown else text.splitlines()[0], file=sys.stderr)
 
 
 @command("dedup")
@@ -273,7 +308,14 @@ def _eval(args: argparse.Namespace) -> int:
 
 @command("tune")
 def _tune(args: argparse.Namespace) -> int:
-    """Choose LSH bands for a similarity threshold."""
+    """Choose a store's threshold from its candidate pairs, or LSH bands for a threshold."""
+    if (args.store is None) == (args.threshold is None):
+        raise NeardupError("give --store to measure a store, or --threshold to choose bands")
+    if args.store:
+        measured = api.tune_store(args.store, preset=args.preset)
+        text = output.histogram_text(measured.histogram, measured.threshold, measured.how)
+        print(json.dumps(asdict(measured), indent=2) if args.json else text)
+        return 0
     tuning = api.tune(args.threshold, args.num_hashes)
     print(output.tuning_json(tuning) if args.json else output.tuning_table(tuning))
     return 0
@@ -389,7 +431,7 @@ def _parser() -> argparse.ArgumentParser:
     index.add_argument(
         "--bands",
         type=int,
-        help="LSH bands B, dividing K (new store default: tuned for --threshold, else K/4: "
+        help="LSH bands B, dividing K (new store default: tuned for --threshold, else K/2: "
         f"{defaults.bands})",
     )
     index.add_argument("--seed", type=int, help=f"hash seed (new store default: {defaults.seed})")
@@ -397,13 +439,13 @@ def _parser() -> argparse.ArgumentParser:
         "--fields",
         help="token fields to index, comma-separated, each the --method that queries it: "
         f"{', '.join(api.TOKEN_FIELDS)}; fewer fields, smaller and faster stores "
-        "(new store default: all; the presets: bands)",
+        "(new store default: bands)",
     )
     index.add_argument(
         "--threshold",
-        type=float,
-        help="least Jaccard similarity the store is for: tunes the bands, and later lookups "
-        "and reports use it",
+        type=_threshold,
+        help="least similarity the store is for: a number tunes the bands, and later lookups "
+        "and reports use it (default: auto, see report --threshold)",
     )
     _preset_option(index)
     index.add_argument(
@@ -464,7 +506,8 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--exact",
         action="store_true",
-        help="exact Jaccard over all pairs instead of sketches (corpora up to tens of thousands)",
+        help="exact Jaccard over all pairs instead of sketches (corpora up to tens of thousands); "
+        f"an auto threshold is {api.FALLBACK_THRESHOLD} here",
     )
     report.add_argument("--clusters", action="store_true", help="write groups instead of pairs")
     _grouping_option(report)
@@ -522,7 +565,15 @@ def _parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--plot", help="write precision and recall over thresholds to a PNG")
 
     tune = add("tune")
-    tune.add_argument("--threshold", type=float, required=True)
+    tune.add_argument(
+        "--store",
+        help="measure this store's candidate pairs, show their similarities and choose its "
+        "threshold (remembered for lookups), as report --threshold auto does",
+    )
+    _preset_option(tune)
+    tune.add_argument(
+        "--threshold", type=float, help="show every bands x rows split for this threshold"
+    )
     tune.add_argument("--num-hashes", type=int, default=defaults.num_hashes)
     tune.add_argument("--json", action="store_true", help="print JSON")
 

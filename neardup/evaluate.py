@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -163,8 +163,15 @@ def evaluate(
     return result
 
 
-def plot(result: Evaluation, path: str | Path) -> None:
-    """Precision and recall over thresholds as a PNG (needs the ``plot`` extra: matplotlib)."""
+def plot(
+    result: Evaluation,
+    path: str | Path,
+    histogram: Sequence[int] | None = None,
+    threshold: float | None = None,
+) -> None:
+    """Precision and recall over thresholds as a PNG (needs the ``plot`` extra: matplotlib);
+    with the report's ``histogram`` of candidate similarities, a second panel draws it and the
+    ``threshold`` the report applied."""
     try:
         import matplotlib
 
@@ -175,14 +182,25 @@ def plot(result: Evaluation, path: str | Path) -> None:
     if not result.by_threshold:
         raise NeardupError("--plot needs a report with a similarity column")
     thresholds = [t for t, _ in result.by_threshold]
-    figure, axes = plt.subplots(figsize=(6, 4))
-    axes.plot(thresholds, [s.precision for _, s in result.by_threshold], label="precision")
-    axes.plot(thresholds, [s.recall for _, s in result.by_threshold], label="recall")
-    axes.plot(thresholds, [s.f1 for _, s in result.by_threshold], label="F1", linestyle="--")
-    axes.set_xlabel("similarity threshold")
-    axes.set_ylim(0, 1.02)
-    axes.grid(alpha=0.3)
-    axes.legend()
+    panels = 2 if histogram else 1
+    figure, axes = plt.subplots(panels, 1, figsize=(6, 4 * panels), squeeze=False, sharex=True)
+    scores = axes[0][0]
+    scores.plot(thresholds, [s.precision for _, s in result.by_threshold], label="precision")
+    scores.plot(thresholds, [s.recall for _, s in result.by_threshold], label="recall")
+    scores.plot(thresholds, [s.f1 for _, s in result.by_threshold], label="F1", linestyle="--")
+    scores.set_ylim(0, 1.02)
+    if histogram:
+        counts = axes[1][0]
+        width = 1 / len(histogram)
+        counts.bar([i * width for i in range(len(histogram))], histogram, width, align="edge")
+        counts.set_yscale("symlog")
+        counts.set_ylabel("candidate pairs")
+    for panel in (row[0] for row in axes):
+        if threshold is not None:
+            panel.axvline(threshold, color="grey", linestyle=":", label=f"threshold {threshold:g}")
+        panel.grid(alpha=0.3)
+        panel.legend()
+    axes[-1][0].set_xlabel("similarity")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,10 @@ class HtmlReport:
     settings: str  # the fingerprint settings and the match rules, in words
     threshold: float | None
     threshold_source: str  # how the threshold was chosen
+    # Pairs per similarity bin over [0, 1]: every candidate pair the report measured, or,
+    # for a report that kept no such count (an exact one), the reported pairs.
+    histogram: Sequence[int]
+    histogram_of: str  # "candidate pairs" or "reported pairs"
     pairs: Sequence[Pair]
     groups: Sequence[Sequence[str]]
     contents: Mapping[str, str]  # normalised content by id, for every grouped record
@@ -60,7 +65,8 @@ def render(report: HtmlReport) -> str:
         threshold=threshold,
         threshold_source=html.escape(report.threshold_source),
         margin=f"{REVIEW_MARGIN:g}",
-        histogram=_histogram([p.similarity for p in report.pairs], report.threshold),
+        histogram_of=report.histogram_of,
+        histogram=_histogram(report.histogram, report.threshold, report.histogram_of),
         data=json.dumps(data, ensure_ascii=False).replace("</", "<\\/"),
         script=_SCRIPT,
         style=_STYLE,
@@ -108,17 +114,25 @@ def _context(words: str, first: bool, last: bool) -> str:
     return " ".join([*head, "…", *tail])
 
 
-def _histogram(similarities: Sequence[float], threshold: float | None) -> str:
-    """An SVG bar chart of the pair similarities over [0, 1], the threshold drawn as a line."""
-    counts = [0] * BINS
+def pair_histogram(similarities: Sequence[float], bins: int = BINS) -> list[int]:
+    """How many of these similarities fall in each of ``bins`` equal bins of [0, 1]."""
+    counts = [0] * bins
     for s in similarities:
-        counts[min(int(s * BINS), BINS - 1)] += 1
-    tallest = max(counts, default=0) or 1
-    width, height, bar = 600, 160, 600 / BINS
+        counts[min(int(s * bins), bins - 1)] += 1
+    return counts
+
+
+def _histogram(counts: Sequence[int], threshold: float | None, of: str) -> str:
+    """An SVG bar chart of pairs by similarity over [0, 1], the threshold drawn as a line. The
+    heights are on a log scale: unrelated candidates outnumber near-duplicates by orders of
+    magnitude, and both humps must show."""
+    tallest = math.log1p(max(counts, default=0)) or 1.0
+    width, height, bar = 600, 160, 600 / max(len(counts), 1)
     bars = "".join(
-        f'<rect class="bar" x="{n * bar + 1:.1f}" y="{height - c / tallest * height:.1f}" '
-        f'width="{bar - 2:.1f}" height="{c / tallest * height:.1f}">'
-        f"<title>{n / BINS:.2f} to {(n + 1) / BINS:.2f}: {c:,} pairs</title></rect>"
+        f'<rect class="bar" x="{n * bar + 0.5:.1f}" '
+        f'y="{height - math.log1p(c) / tallest * height:.1f}" width="{max(bar - 1, 1):.1f}" '
+        f'height="{math.log1p(c) / tallest * height:.1f}">'
+        f"<title>{n / len(counts):.2f} to {(n + 1) / len(counts):.2f}: {c:,} {of}</title></rect>"
         for n, c in enumerate(counts)
     )
     line = ""
@@ -134,7 +148,7 @@ def _histogram(similarities: Sequence[float], threshold: float | None) -> str:
     )
     return (
         f'<svg viewBox="-10 0 {width + 20} {height + 20}" role="img" '
-        f'aria-label="similarities of the reported pairs">{bars}{line}{axis}</svg>'
+        f'aria-label="similarities of the {of}">{bars}{line}{axis}</svg>'
     )
 
 
@@ -220,7 +234,7 @@ _PAGE = """<!doctype html>
 {margin} above it are flagged for review. Contents are shown normalised, as the store keeps
 them; in each group, the words that differ from its first record are struck out
 (<del>first record</del>) or added (<ins>this record</ins>).</p>
-<h2>Similarities of the reported pairs</h2>
+<h2>Similarities of the {histogram_of} (log scale)</h2>
 {histogram}
 <h2>Groups, largest first</h2>
 <nav><button id="previous">previous</button><button id="next">next</button>

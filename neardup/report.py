@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import Literal
 
@@ -22,10 +22,18 @@ import numpy as np
 from tqdm import tqdm
 
 from .errors import NeardupError
-from .fingerprint import FingerprintParams, TokenField, fingerprint_batch, jaccard_pairs
-from .searcher import MatchRules, Searcher, word_edit_distance
+from .fingerprint import (
+    FingerprintParams,
+    TokenField,
+    fingerprint_batch,
+    jaccard_pairs,
+    shingle_segments,
+    weighted_pairs,
+)
+from .searcher import Match, MatchRules, Searcher, word_edit_distance
 from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs, top_pairs
 from .stores import Store, StoredRecord
+from .tuning import ThresholdChoice, choose_threshold, similarity_histogram
 
 Grouping = Literal["center", "components"]
 GROUPINGS: tuple[Grouping, ...] = ("center", "components")
@@ -62,6 +70,16 @@ def _near_pairs(
             yield Pair(*ordered_pair(a, b), distance, similarity, shared_tokens, "near")
 
 
+@dataclass
+class Found:
+    """A report's pairs, and what it measured on the way."""
+
+    pairs: list[Pair]
+    rules: MatchRules  # as applied: with an automatic threshold, the one it chose
+    histogram: np.ndarray  # the similarities of every candidate pair of records, exact ones aside
+    choice: ThresholdChoice | None  # how the threshold was chosen, when it was automatic
+
+
 def find_pairs(
     store: Store,
     params: FingerprintParams,
@@ -69,14 +87,17 @@ def find_pairs(
     strategy: Strategy = "auto",
     pair_budget: int = PAIR_BUDGET,
     progress: bool = False,
-) -> list[Pair]:
+) -> Found:
     """All accepted pairs, sorted by (left id, right id).
 
-    ``strategy``: "join" computes every group's candidates at once, "lookups" queries the store
-    per group, "auto" joins when the join counts at most ``pair_budget`` bucket pairs.
-    ``progress`` shows a progress bar on stderr for each pass over the store or the pairs.
+    Every candidate pair is measured first; with ``rules.auto_threshold`` the threshold is then
+    chosen from their similarities (:func:`neardup.tuning.choose_threshold`, falling back to
+    ``rules.threshold``), and the rules are applied. ``strategy``: "join" computes every group's
+    candidates at once, "lookups" queries the store per group, "auto" joins when the join
+    counts at most ``pair_budget`` bucket pairs. ``progress`` shows a progress bar on stderr
+    for each pass over the store or the pairs.
     """
-    searcher = Searcher(store, params, rules)  # checks that the store indexes the method's field
+    Searcher(store, params, rules)  # checks that the store indexes the method's field
     total = store.count() if progress else None
     if strategy != "lookups":
         with _bar("reading", total, " records", progress) as bar:
@@ -88,16 +109,47 @@ def find_pairs(
             )
         scored = scored_pairs(contents, rules.first_word, pair_budget)
         if scored is not None:
-            chosen = top_pairs(*scored, rules.rows)
-            with _bar("verifying", len(chosen[0]), " pairs", progress) as bar:
-                return _joined_pairs(store, params, rules, contents, *chosen, bar=bar)
+            low, high, shared = top_pairs(*scored, rules.rows)
+            with _bar("measuring", len(low), " pairs", progress) as bar:
+                similarities = _measured(store, params, rules, contents, low, high, bar)
+            copies = np.array([len(contents.ids(g)) for g in range(len(contents.heads))])
+            histogram = similarity_histogram(similarities, copies[low] * copies[high])
+            applied, choice = _applied(rules, histogram)
+            with _bar("verifying", len(low), " pairs", progress) as bar:
+                pairs = _joined_pairs(
+                    store, applied, contents, (low, high, shared, similarities), bar
+                )
+            return Found(pairs, applied, histogram, choice)
         if strategy == "join":
             raise NeardupError(
                 f"the {rules.method} tokens are too common for a self-join "
                 "(a bucket shared by many records): report by lookups"
             )
+    # Every candidate measured, whatever the rules: they are applied once the threshold is known.
+    loose = Searcher(store, params, replace(rules, threshold=None, max_edit_distance=None))
     with _bar("looking up", total, " records", progress) as bar:
-        return _pairs_by_lookups(_counted(store.iter_records(256), bar), store, searcher)
+        exact, near = _looked_up(_counted(store.iter_records(256), bar), store, loose)
+    histogram = similarity_histogram(
+        np.array([match.similarity for _, _, match in near], dtype=np.float64),
+        np.array([len(group) * len(other) for group, other, _ in near]),
+    )
+    applied, choice = _applied(rules, histogram)
+    pairs = exact + [
+        pair
+        for group, other, m in near
+        if applied.accepts(m.edit_distance, m.similarity)
+        for pair in _near_pairs(group, other, m.edit_distance, m.similarity, m.shared_tokens)
+    ]
+    pairs.sort()
+    return Found(pairs, applied, histogram, choice)
+
+
+def _applied(rules: MatchRules, histogram: np.ndarray) -> tuple[MatchRules, ThresholdChoice | None]:
+    """The rules with their threshold: chosen from the candidates' similarities when automatic."""
+    if not rules.auto_threshold:
+        return rules, None
+    choice = choose_threshold(histogram, rules.threshold or 0.0)
+    return replace(rules, threshold=choice.threshold), choice
 
 
 def _bar(what: str, total: int | None, unit: str, shown: bool) -> tqdm:
@@ -110,58 +162,110 @@ def _counted(batches: Iterable[list[StoredRecord]], bar: tqdm) -> Iterator[list[
         bar.update(len(batch))
 
 
-def _joined_pairs(
+def _texts(store: Store, contents: Contents, groups: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The contents of these groups, each once, and where each group's is in that list."""
+    needed, where = np.unique(groups, return_inverse=True)
+    heads = [contents.heads[g] for g in needed.tolist()]
+    records = store.get(heads)
+    return [records[head].content for head in heads], where
+
+
+def _measured(
     store: Store,
     params: FingerprintParams,
     rules: MatchRules,
     contents: Contents,
     low: np.ndarray,
     high: np.ndarray,
-    shared: np.ndarray,
+    bar: tqdm,
+    chunk: int = 200_000,
+) -> np.ndarray:
+    """The rules' similarity of each chosen group pair, a chunk at a time: large chunks, so that
+    a content that is in many pairs is shingled and weighed once for all of them."""
+    measured = []
+    for start in range(0, len(low), chunk):
+        part = slice(start, start + chunk)
+        size = len(low[part])
+        texts, where = _texts(store, contents, np.concatenate([low[part], high[part]]))
+        measured.append(_similarities(store, params, rules, texts, where[:size], where[size:]))
+        bar.update(size)
+    return np.concatenate(measured) if measured else np.empty(0, dtype=np.float64)
+
+
+def _joined_pairs(
+    store: Store,
+    rules: MatchRules,
+    contents: Contents,
+    measured: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    bar: tqdm,
     chunk: int = 10_000,
-    bar: tqdm | None = None,
 ) -> list[Pair]:
-    """Verify the chosen group pairs a chunk at a time and expand them into record pairs."""
+    """Apply the rules to the measured group pairs (the similarity first: the word edit distance
+    only for pairs that pass it) and expand them into record pairs."""
     pairs = [
         pair
         for group, members in contents.members.items()
         for pair in _exact_pairs(members, int(contents.sizes[group]))
     ]
-    for start in range(0, len(low), chunk):
-        part = (low[start : start + chunk], high[start : start + chunk])
-        needed, where = np.unique(np.concatenate(part), return_inverse=True)
-        heads = [contents.heads[g] for g in needed.tolist()]
-        records = store.get(heads)
-        texts = [records[head].content for head in heads]
-        size = len(part[0])
-        similarities = jaccard_pairs(texts, where[:size], where[size:], params)
+    low, high, shared, similarities = measured
+    keep = np.flatnonzero(_passing(rules, similarities))
+    bar.update(len(low) - len(keep))
+    for start in range(0, len(keep), chunk):
+        part = keep[start : start + chunk]
+        texts, where = _texts(store, contents, np.concatenate([low[part], high[part]]))
         for a, b, text_a, text_b, count, similarity in zip(
-            *(p.tolist() for p in part),
-            where[:size].tolist(),
-            where[size:].tolist(),
-            shared[start : start + chunk].tolist(),
-            similarities.tolist(),
+            low[part].tolist(),
+            high[part].tolist(),
+            where[: len(part)].tolist(),
+            where[len(part) :].tolist(),
+            shared[part].tolist(),
+            similarities[part].tolist(),
             strict=True,
         ):
-            if not rules.accepts(0, similarity):
-                continue  # cheap test first: the edit distance only for likely pairs
             distance = word_edit_distance(texts[text_a], texts[text_b])
             if rules.accepts(distance, similarity):
                 pairs.extend(
                     _near_pairs(contents.ids(a), contents.ids(b), distance, similarity, count)
                 )
-        if bar is not None:
-            bar.update(size)
+        bar.update(len(part))
     pairs.sort()
     return pairs
 
 
-def _pairs_by_lookups(
+def _passing(rules: MatchRules, similarities: np.ndarray) -> np.ndarray:
+    if rules.threshold is None:
+        return np.ones(len(similarities), dtype=bool)
+    return similarities >= rules.threshold
+
+
+def _similarities(
+    store: Store,
+    params: FingerprintParams,
+    rules: MatchRules,
+    texts: list[str],
+    left: np.ndarray,
+    right: np.ndarray,
+) -> np.ndarray:
+    """The rules' similarity of texts[left[i]] and texts[right[i]]: the same values as a
+    lookup's (:meth:`Searcher.measure`), many pairs at once."""
+    if rules.similarity == "jaccard":
+        return jaccard_pairs(texts, left, right, params)
+    sets, offsets = shingle_segments(texts, params)
+    # Each distinct shingle is looked up and weighed once: the texts share most of theirs.
+    distinct, where = np.unique(sets.view(np.int64), return_inverse=True)
+    weights = store.frequencies(distinct).weights(distinct)[where]
+    return weighted_pairs(sets, weights, offsets, np.asarray(left), np.asarray(right))
+
+
+def _looked_up(
     batches: Iterable[list[StoredRecord]], store: Store, searcher: Searcher
-) -> list[Pair]:
+) -> tuple[list[Pair], list[tuple[list[str], list[str], Match]]]:
+    """One lookup per distinct content: the exact pairs, and each candidate pair of distinct
+    contents once, as (the one group's ids, the other's, the measured match)."""
     visited_md5: set[bytes] = set()
     emitted_groups: set[tuple[str, str]] = set()
-    pairs: list[Pair] = []
+    exact: list[Pair] = []
+    near: list[tuple[list[str], list[str], Match]] = []
     for batch in batches:
         leaders = []
         for record in batch:
@@ -172,30 +276,20 @@ def _pairs_by_lookups(
         fingerprints = fingerprint_batch(
             [r.content for r in leaders], searcher.params, normalized=True
         )
-        near = searcher.near_duplicates_many(fingerprints)
+        found = searcher.near_duplicates_many(fingerprints)
         # Every group this batch touches, in one round trip.
         groups = store.ids_by_md5(
-            [leader.md5 for leader in leaders] + [m.md5 for found in near for m in found]
+            [leader.md5 for leader in leaders] + [m.md5 for matches in found for m in matches]
         )
-        for leader, fp, matches in zip(leaders, fingerprints, near, strict=True):
+        for leader, fp, matches in zip(leaders, fingerprints, found, strict=True):
             group = groups[leader.md5]
-            pairs.extend(_exact_pairs(group, searcher.field.size(fp)))
+            exact.extend(_exact_pairs(group, searcher.field.size(fp)))
             for match in matches:
                 key = ordered_pair(leader.md5, match.md5)
-                if key in emitted_groups:
-                    continue
-                emitted_groups.add(key)
-                pairs.extend(
-                    _near_pairs(
-                        group,
-                        groups[match.md5],
-                        match.edit_distance,
-                        match.similarity,
-                        match.shared_tokens,
-                    )
-                )
-    pairs.sort()
-    return pairs
+                if key not in emitted_groups:
+                    emitted_groups.add(key)
+                    near.append((group, groups[match.md5], match))
+    return exact, near
 
 
 def natural_key(record_id: str) -> tuple[list[str | int], str]:

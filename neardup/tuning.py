@@ -85,3 +85,85 @@ class Tuning:
 def tune(threshold: float, num_hashes: int) -> Tuning:
     choices = band_choices(threshold, num_hashes)
     return Tuning(threshold, num_hashes, choices, recommend_bands(threshold, num_hashes))
+
+
+# --- a threshold read from the data -----------------------------------------------------------
+
+HISTOGRAM_BINS = 50  # bins of 0.02 over [0, 1]
+MIN_CANDIDATES = 20  # fewer candidate pairs than this make no histogram to read
+MIN_UPPER_SHARE = 0.005  # a hump above a valley holds at least this share of the pairs
+
+
+def similarity_histogram(
+    similarities: np.ndarray, weights: np.ndarray | None = None, bins: int = HISTOGRAM_BINS
+) -> np.ndarray:
+    """How many candidate pairs fall in each of ``bins`` equal bins of [0, 1]; a pair of
+    contents counts ``weights`` times (the pairs of records holding them)."""
+    counts, _ = np.histogram(
+        np.asarray(similarities, dtype=np.float64), bins=bins, range=(0, 1), weights=weights
+    )
+    return counts.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class ThresholdChoice:
+    """The threshold ``auto`` chose from a histogram of candidate similarities, and why."""
+
+    threshold: float
+    found_valley: bool
+    reason: str
+    histogram: tuple[int, ...]
+
+
+def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
+    """The threshold in the valley between two humps of candidate similarities: near-duplicates
+    high up, and records that merely share common shingles (a street, a template) lower down.
+
+    On the histogram smoothed over 3 bins, every local minimum is a possible valley. It counts
+    when it dips to at most half the height of the highest bins on either side of it and at
+    least MIN_UPPER_SHARE of the pairs lie above it (a dip in the tail of one hump, with a
+    handful of pairs beyond it, is no valley). Of those, the valley below the hump highest up
+    wins, since the near-duplicates are the hump nearest 1; then the deepest (its height
+    against the lower of the two peaks), then the one with more pairs on its lighter side. The
+    winner's middle is the threshold; with no valley there are not two humps (no
+    near-duplicates, or nothing else), and ``fallback`` is the threshold.
+    Measured on Febrl 1, 3, 4, the Kijiji ads and generated documents (benchmarks/README.md).
+    """
+    counts = np.asarray(histogram, dtype=np.float64)
+    bins, kept = len(counts), tuple(int(c) for c in counts)
+    total = counts.sum()
+    if total < MIN_CANDIDATES:
+        return ThresholdChoice(
+            fallback, False, f"{int(counts.sum())} candidate pairs, too few to read", kept
+        )
+    smooth = np.convolve(counts, np.ones(3) / 3, mode="same")
+    best: tuple[tuple[int, float, float], int, int] | None = None  # rank, valley bin, peak bin
+    for start, end in _minimum_runs(smooth):
+        left, right = int(smooth[:start].argmax()), end + int(smooth[end:].argmax())
+        lower_peak = min(smooth[left], smooth[right])
+        if smooth[start] > 0.5 * lower_peak or counts[end:].sum() < MIN_UPPER_SHARE * total:
+            continue
+        # The hump highest up first, then the deepest valley below it, then the heavier split.
+        rank = (right, -smooth[start] / lower_peak, min(counts[:start].sum(), counts[end:].sum()))
+        if best is None or rank > best[0]:
+            best = (rank, (start + end - 1) // 2, right)
+    if best is None:
+        return ThresholdChoice(fallback, False, "no valley between two humps", kept)
+    _, valley, peak = best
+    peaks = f"below the hump at {(peak + 0.5) / bins:.2f}"
+    return ThresholdChoice(round((valley + 0.5) / bins, 2), True, f"the valley {peaks}", kept)
+
+
+def _minimum_runs(values: np.ndarray) -> list[tuple[int, int]]:
+    """The local minima of ``values`` away from its ends, as [start, end) runs of equal values
+    (a flat valley floor is one minimum)."""
+    runs = []
+    start = 1
+    while start < len(values) - 1:
+        end = start + 1
+        while end < len(values) - 1 and values[end] == values[start]:
+            end += 1
+        if values[start - 1] > values[start] < values[end]:
+            runs.append((start, end))
+        start = end
+    return runs

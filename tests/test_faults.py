@@ -112,7 +112,8 @@ def test_a_full_disk_is_one_line_and_the_store_keeps_its_batches(tmp_path: Path)
         database.close()
         assert 0 < kept < 20_000 and kept % 500 == 0
         assert api.stats(url)["documents"] == kept
-        assert api.lookup(url, id="r0")
+        found = api.lookup(url, text="listing number 0 on street 0 in town 0")
+        assert [(m.id, m.exact) for m in found[:1]] == [("r0", True)]
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
 

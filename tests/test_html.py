@@ -71,6 +71,12 @@ def test_a_browser_shows_the_reports_figures_and_differences(page: tuple[Path, s
     assert figures["records"] == str(len(RECORDS))
     assert figures["pairs"] == str(len(pairs))
     assert figures["groups"] == str(len(groups))
+    # The histogram is of every candidate pair the report measured, with its threshold.
+    measured = api.last_report(url)
+    assert "Similarities of the candidate pairs" in shown
+    assert shown.count('class="bar"') == len(measured.histogram)
+    assert f'<strong id="threshold">{measured.threshold:g}</strong>: {measured.how}' in shown
+    assert 'id="threshold-line"' in shown
     sections = re.findall(r'<section class="group[^"]*">(.*?)</section>', shown, flags=re.S)
     assert len(sections) == min(len(groups), GROUPS_PER_PAGE)
     assert "<del>street</del>" in shown and "<ins>st</ins>" in shown  # 1 against 2, by word

@@ -108,8 +108,11 @@ def test_exact_report_needs_a_threshold(store) -> None:
     index_records(store, [Record("1", "one two three"), Record("2", "one two four")])
     with pytest.raises(NeardupError, match="needs a --threshold"):
         api.report(store, rules=MatchRules(threshold=None), exact=True)
+    # The exact baseline measures Jaccard, whatever the similarity of the rules;
+    # an automatic threshold, read from another similarity, is the fallback 0.5 there.
     exact = api.report(store, rules=MatchRules(threshold=0.3), exact=True)
-    assert [(p.left_id, p.right_id) for p in exact] == [("1", "2")]
+    assert [(p.left_id, p.right_id, round(p.similarity, 3)) for p in exact] == [("1", "2", 0.357)]
+    assert api.report(store, rules={"threshold": "auto"}, exact=True) == []
 
 
 # --- eval -----------------------------------------------------------------------------------------
@@ -200,7 +203,7 @@ def test_the_api_takes_the_number_of_hashes_alone(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'k.db'}"
     api.index([records], url, params={"num_hashes": 100})
     params = api.stats(url)["parameters"]
-    assert (params["num_hashes"], params["bands"]) == (100, 25)  # 4 rows per band
+    assert (params["num_hashes"], params["bands"]) == (100, 50)  # 2 rows per band
     assert api.index([records], f"sqlite:///{tmp_path / 'j.db'}", params={"num_hashes": 7})
 
 
@@ -216,6 +219,8 @@ def test_a_store_remembers_its_preset_and_threshold(tmp_path: Path) -> None:
         "first_word": False,
         "threshold": 0.8,
         "max_edit_distance": None,
+        "similarity": "jaccard",
+        "auto_threshold": False,
     }
     plain = api.report(documents)
     assert plain == api.report(documents, preset="documents")
