@@ -19,8 +19,11 @@ from .tuning import recommend_bands
 
 RulesRequest = MatchRules | Mapping[str, Any] | None
 RULE_NAMES = tuple(f.name for f in fields(MatchRules))
+AUTO = "auto"  # the threshold read from the data
+# The threshold while no report has chosen one, and when the similarities show no valley.
+FALLBACK_THRESHOLD = 0.5
 # The default method: the first of these the store indexes.
-_METHOD_ORDER = (TokenField.SIGNATURE, TokenField.BANDS, TokenField.SHINGLES)
+_METHOD_ORDER = (TokenField.BANDS, TokenField.SIGNATURE, TokenField.SHINGLES)
 
 
 @dataclass(frozen=True)
@@ -36,15 +39,16 @@ PRESETS = {
     for preset in [
         # Both presets look up by LSH bands, so they index the band tokens alone: 16 or 64
         # rows per record instead of ~550, which makes indexing several times faster.
-        # Person, address and product records: character 4-grams survive typos; a low Jaccard
-        # threshold suits short texts, where one typo changes a large share of the shingles;
-        # 64 bands of 2 rows catch pairs down to that threshold. Febrl 1 and 3: F1 1.000 and
-        # 0.995, precision 1.000.
+        # Person, address and product records: character 4-grams survive typos; 64 bands of 2
+        # rows make pairs down to a similarity of ~0.2 candidates, and the threshold is read
+        # from the valley of their weighted similarities: a fixed low threshold (Jaccard 0.3
+        # once) also accepts different places that share a street and a city. Febrl 1, 3, 4:
+        # F1 0.999, 0.997, 0.999 (benchmarks/README.md).
         Preset(
             "records",
             "short name, address or product records",
             FingerprintParams("char", 4, 128, 64, fields=("bands",)),
-            MatchRules(method="bands", threshold=0.3),
+            MatchRules(method="bands", auto_threshold=True),
         ),
         # Articles, ads, tickets: character 5-grams, Jaccard >= 0.8, bands tuned for 0.8
         # (16 of 8 rows). Kijiji ads: recall 1.000 of pairs >= 0.85, precision 1.000.
@@ -52,7 +56,7 @@ PRESETS = {
             "documents",
             "long texts: articles, ads, tickets",
             FingerprintParams("char", 5, 128, 16, fields=("bands",)),
-            MatchRules(method="bands", threshold=0.8),
+            MatchRules(method="bands", threshold=0.8, similarity="jaccard"),
         ),
     ]
 }
@@ -67,20 +71,34 @@ def preset(name: str) -> Preset:
         ) from None
 
 
-def default_bands(num_hashes: int) -> int:
-    """Bands for K hashes when nothing else decides: 4 rows per band where K allows it, else one
-    row each (a band per hash)."""
-    return num_hashes // 4 if num_hashes % 4 == 0 else num_hashes
+# The mean normalised length, in characters, from which records count as long texts.
+LONG_TEXT = 200
+
+
+def default_bands(num_hashes: int, mean_length: float | None = None) -> int:
+    """Bands for K hashes when nothing else decides. Short records get 2 rows per band: one
+    typo changes a large share of a short record's shingles, and 2-row bands make pairs down
+    to a similarity of ~0.2 candidates, below any valley the threshold is read from. Long texts
+    (``mean_length`` of LONG_TEXT characters or more) get 4: their near-duplicates keep most
+    of their shingles, and the many low-similarity pairs of templated texts would make 2-row
+    buckets so large that a report could not join them (see benchmarks/README.md). One row
+    per band when K is not divisible."""
+    rows = 4 if mean_length is not None and mean_length >= LONG_TEXT else 2
+    return num_hashes // rows if num_hashes % rows == 0 else num_hashes
 
 
 def params_request(
-    params: ParamsRequest = None, *, preset_name: str | None = None, threshold: float | None = None
+    params: ParamsRequest = None,
+    *,
+    preset_name: str | None = None,
+    threshold: float | str | None = None,
 ) -> ParamsRequest:
     """The fingerprint settings a run asks for: the preset's, then ``params`` (complete
     parameters, or a mapping of the settings given; ``shingle`` may be ``"char:5"``).
 
-    Bands that are not given follow from the rest: tuned for ``threshold`` when there is one
-    (see :mod:`neardup.tuning`), else :func:`default_bands` of a given number of hashes.
+    Bands that are not given are tuned for ``threshold`` when there is one (see
+    :mod:`neardup.tuning`; ``"auto"`` tunes nothing); else a new store takes
+    :func:`default_bands` for its records (see :func:`neardup.api.index`).
     """
     if isinstance(params, FingerprintParams):
         return params
@@ -92,11 +110,9 @@ def params_request(
     asked = (preset(preset_name).params.to_dict() if preset_name else {}) | given
     if "bands" not in given:
         num_hashes = int(asked.get("num_hashes", FingerprintParams().num_hashes))
-        if threshold:
+        if threshold and threshold != AUTO:
             asked["num_hashes"] = num_hashes
-            asked["bands"] = recommend_bands(check_threshold(threshold), num_hashes).bands
-        elif "num_hashes" in given:
-            asked["bands"] = default_bands(num_hashes)
+            asked["bands"] = recommend_bands(check_threshold(float(threshold)), num_hashes).bands
     _check(asked)
     return asked or None
 
@@ -107,6 +123,8 @@ def _check(asked: Mapping[str, Any]) -> None:
     probe = FingerprintParams().to_dict() | dict(asked)
     if "bands" in asked and "num_hashes" not in asked:
         probe["num_hashes"] = max(int(asked["bands"]), 1)
+    if "num_hashes" in asked and "bands" not in asked:
+        probe["bands"] = default_bands(int(asked["num_hashes"]))
     FingerprintParams.from_dict(probe)
 
 
@@ -118,28 +136,37 @@ def check_threshold(threshold: float) -> float:
 
 def match_rules(
     params: FingerprintParams,
-    remembered: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
     rules: RulesRequest = None,
     *,
     preset_name: str | None = None,
 ) -> MatchRules:
-    """The rules of a lookup or report on a store with ``params``: the defaults, what the store
-    ``remembered``, the preset's, then ``rules`` (complete, or a mapping of the rules given).
+    """The rules of a lookup or report on a store with ``params`` and ``settings``: the
+    defaults, the rules the store remembers, the preset's, then ``rules`` (complete, or a
+    mapping of the rules given).
 
     The default method is the first of signature, bands and shingles the store indexes, so a
-    store indexed with fewer fields is queried the way it can answer.
+    store indexed with fewer fields is queried the way it can answer. A ``threshold`` of
+    ``"auto"`` (the default) stands for the one the store's last report chose, else
+    :data:`FALLBACK_THRESHOLD`; 0 turns the threshold off.
     """
     if isinstance(rules, MatchRules):
         return rules
-    base = MatchRules(method=next(f for f in _METHOD_ORDER if f in params.fields))
+    chosen = float((settings or {}).get("chosen_threshold", FALLBACK_THRESHOLD))
+    base = MatchRules(
+        method=next(f for f in _METHOD_ORDER if f in params.fields), auto_threshold=True
+    )
     if preset_name:
         base = preset(preset_name).rules
-    elif remembered:
+    elif remembered := (settings or {}).get("rules"):
         base = replace(base, **remembered)
     given = dict(rules or {})
-    if given.get("threshold") == 0:
-        given["threshold"] = None  # 0 turns the threshold off
-    return replace(base, **given)
+    if "threshold" in given:
+        threshold = given["threshold"]
+        given["auto_threshold"] = threshold == AUTO
+        given["threshold"] = None if threshold in (0, AUTO) else threshold
+    asked = replace(base, **given)
+    return replace(asked, threshold=chosen) if asked.auto_threshold else asked
 
 
 def remembered_rules(rules: MatchRules) -> dict[str, Any]:

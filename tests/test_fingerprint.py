@@ -7,6 +7,7 @@ import pytest
 
 from neardup.errors import InvalidParameter
 from neardup.fingerprint import (
+    TOKEN_FIELDS,
     FingerprintParams,
     TokenField,
     estimated_jaccard,
@@ -240,7 +241,8 @@ def test_params_round_trip() -> None:
 
 
 def test_indexed_fields_are_validated_and_canonical() -> None:
-    assert FingerprintParams().fields == ("shingles", "signature", "bands")
+    assert FingerprintParams().fields == ("bands",)
+    assert FingerprintParams.from_dict({}).fields == ("shingles", "signature", "bands")
     assert FingerprintParams(fields=["bands", "shingles"]).fields == ("shingles", "bands")
     assert FingerprintParams(fields="bands").fields == ("bands",)
     for wrong in [(), ("bands", "words")]:
@@ -250,7 +252,7 @@ def test_indexed_fields_are_validated_and_canonical() -> None:
     assert FingerprintParams.from_dict(params.to_dict()) == params
     # Stores written before the setting existed index every field.
     older = {k: v for k, v in params.to_dict().items() if k != "fields"}
-    assert FingerprintParams.from_dict(older).fields == FingerprintParams().fields
+    assert FingerprintParams.from_dict(older).fields == TOKEN_FIELDS
     assert "indexed fields signature" in params.describe()
 
 

@@ -1,37 +1,51 @@
-"""What the quality scripts share: run a fresh index + report on records and time it."""
+"""What the quality scripts share: run a fresh index + report on records, as a user runs them,
+and time it."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from neardup import api
 from neardup.fingerprint import FingerprintParams
-from neardup.indexer import index_records
 from neardup.readers import Record
 from neardup.report import Pair
 from neardup.searcher import MatchRules
-from neardup.stores import open_store
 
 
 def report(
-    records: list[Record], params: FingerprintParams, rules: MatchRules
+    records: list[Record],
+    params: FingerprintParams | None = None,
+    rules: MatchRules | Mapping[str, object] | None = None,
+    **index_options: object,
 ) -> tuple[list[Pair], float]:
-    """Index the records into a new embedded store and report; returns (pairs, seconds)."""
+    """Index the records into a new embedded store and report; returns (pairs, seconds).
+    Whatever is not given is what `neardup index` and `neardup report` choose by themselves:
+    the records go through a JSON lines file, as a user's file would."""
     with tempfile.TemporaryDirectory() as folder:
-        store = open_store(f"sqlite:///{Path(folder) / 'eval.db'}")
+        source = Path(folder) / "records.jsonl"
+        with source.open("w", encoding="utf-8") as out:
+            for record in records:
+                out.write(json.dumps({"id": record.id, "text": record.text}) + "\n")
+        url = f"sqlite:///{Path(folder) / 'eval.db'}"
         started = time.perf_counter()
-        index_records(store, records, params)
-        pairs = api.report(store, rules=rules)
+        api.index(
+            [source], url, id_field="id", text_fields=["text"], params=params, **index_options
+        )
+        pairs = api.report(url, rules=rules)
         seconds = time.perf_counter() - started
-        store.close()
     return pairs, seconds
 
 
 def reported_pairs(
-    records: list[Record], params: FingerprintParams, rules: MatchRules
+    records: list[Record],
+    params: FingerprintParams | None = None,
+    rules: MatchRules | Mapping[str, object] | None = None,
+    **index_options: object,
 ) -> tuple[set[tuple[str, str]], float]:
     """:func:`report`'s pairs as id pairs."""
-    pairs, seconds = report(records, params, rules)
+    pairs, seconds = report(records, params, rules, **index_options)
     return {(p.left_id, p.right_id) for p in pairs}, seconds

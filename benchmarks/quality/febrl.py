@@ -18,16 +18,17 @@ from neardup.fingerprint import FingerprintParams
 from neardup.readers import Record
 from neardup.searcher import MatchRules
 
+# The recipe: an OR-query over the whole signature, first-word filter, word edit distance <= 2.
 RECIPE = (
-    FingerprintParams("word", 3, 20, 5),
-    MatchRules(first_word=True, threshold=None, max_edit_distance=2),
+    FingerprintParams("word", 3, 20, 5, fields=("signature",)),
+    MatchRules("signature", first_word=True, threshold=None, max_edit_distance=2),
 )
 SETTINGS: dict[str, tuple[FingerprintParams, MatchRules]] = {
     "recipe (word:3, 20 hashes, first word, edit<=2)": RECIPE,
     **{
         f"{kind}:{size}, 128 hashes, J>={threshold}": (
             FingerprintParams(kind, size, 128, 32),
-            MatchRules(threshold=threshold),
+            MatchRules(threshold=threshold, similarity="jaccard"),
         )
         for kind, size, threshold in [
             ("char", 3, 0.5),

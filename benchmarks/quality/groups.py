@@ -21,10 +21,7 @@ from common import report
 from febrl import load as load_febrl
 from kijiji import load as load_kijiji
 
-from neardup.fingerprint import FingerprintParams
 from neardup.report import GROUPINGS, clusters
-from neardup.searcher import MatchRules
-from neardup.settings import PRESETS
 
 
 def grouped_pairs(groups: list[list[str]]) -> set[tuple[str, str]]:
@@ -46,30 +43,18 @@ def main() -> None:
     datasets = []
     for number in args.febrl:
         records, truth = load_febrl(number)
-        defaults = (FingerprintParams(), MatchRules())
-        datasets.append((f"Febrl {number}", records, truth, truth, *defaults))
+        datasets.append((f"Febrl {number}", records, truth, truth, {}))
     if args.kijiji:
         records, similarities = load_kijiji(*args.kijiji)
         wanted = {p for p, j in similarities.items() if j >= 0.85}
         right = {p for p, j in similarities.items() if j >= 0.7}
-        documents = PRESETS["documents"]
-        datasets.append(
-            ("Kijiji, defaults", records, wanted, right, FingerprintParams(), MatchRules())
-        )
-        datasets.append(
-            (
-                "Kijiji, --preset documents",
-                records,
-                wanted,
-                right,
-                documents.params,
-                documents.rules,
-            )
-        )
+        datasets.append(("Kijiji, defaults", records, wanted, right, {}))
+        documents = {"preset": "documents"}
+        datasets.append(("Kijiji, --preset documents", records, wanted, right, documents))
     print("| dataset | grouping | groups | largest | precision | recall | F1 |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    for name, records, wanted, right, params, rules in datasets:
-        pairs, _ = report(records, params, rules)
+    for name, records, wanted, right, options in datasets:
+        pairs, _ = report(records, **options)
         for grouping in GROUPINGS:
             groups = clusters(pairs, grouping)
             precision, recall, f1 = scores(grouped_pairs(groups), wanted, right)

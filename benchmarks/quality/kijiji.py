@@ -44,11 +44,11 @@ def evaluate(records, truth, params, rules, recall_at=0.85, right_at=0.7) -> dic
     }
 
 
-SETTINGS: dict[str, tuple[FingerprintParams, MatchRules]] = {
-    "defaults (char:4, 128 hashes, J>=0.5)": (FingerprintParams(), MatchRules()),
+SETTINGS: dict[str, tuple[FingerprintParams | None, MatchRules | None]] = {
+    "defaults": (None, None),
     "char:5, 128 hashes, J>=0.8": (
         FingerprintParams("char", 5, 128, 32),
-        MatchRules(threshold=0.8),
+        MatchRules(threshold=0.8, similarity="jaccard"),
     ),
 }
 
