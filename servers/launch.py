@@ -147,19 +147,19 @@ def start_solr(
 
 
 def _spawn(name: str, command: list[str], log: Path, env: dict[str, str] | None = None) -> Server:
-    """Run ``command`` in the background, in its own process group, with its pid kept."""
+    """Run ``command`` in the background, in its own process group, with its pid kept. Its
+    output goes to ``log``, never to a pipe: a pipe nobody reads once the server is up fills,
+    and a server that logs to the console then blocks (Elasticsearch's master thread did)."""
     STATE.mkdir(exist_ok=True)
     with log.open("wb") as log_file:
         process = subprocess.Popen(
             command,
-            stdout=subprocess.PIPE,
-            stderr=log_file,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
             env={**os.environ, **(env or {})},
         )
     (STATE / f"{name}.pid").write_text(str(process.pid))
-    assert process.stdout is not None
-    os.set_blocking(process.stdout.fileno(), False)
     return Server(name, [], process, log)
 
 
@@ -168,9 +168,8 @@ def _wait(
 ) -> list[str]:
     """Wait until ``ready`` (given the first server's output so far) returns the URLs; if a server
     exits or time runs out, stop them all and raise with the end of the log."""
-    output = b""
     deadline = time.monotonic() + timeout
-    while (urls := ready(output)) is None:
+    while (urls := ready(servers[0].log.read_bytes())) is None:
         failed = next((s for s in servers if s.process.poll() is not None), None)
         if failed or time.monotonic() > deadline:
             culprit = failed or servers[0]
@@ -180,8 +179,6 @@ def _wait(
             tail = "\n".join(text.splitlines()[-20:])
             why = "exited" if failed else f"did not answer within {timeout:.0f} s"
             raise RuntimeError(f"{culprit.name} {why} (see {culprit.log}):\n{tail}")
-        assert servers[0].process.stdout is not None
-        output += servers[0].process.stdout.read() or b""
         time.sleep(0.3)
     return urls
 

@@ -12,6 +12,7 @@ from neardup import api
 from neardup.errors import NeardupError, StoreUnavailable
 from neardup.fingerprint import FingerprintParams, fingerprint
 from neardup.stores import Document, open_store
+from neardup.stores.base import LAYOUT
 
 
 def test_parameters_live_in_the_mapping_meta(elasticsearch_server, elasticsearch_url) -> None:
@@ -22,7 +23,7 @@ def test_parameters_live_in_the_mapping_meta(elasticsearch_server, elasticsearch
     index = url.rsplit("/", 1)[-1]
     mapping = elasticsearch_server.request("GET", f"{index}/_mapping").json()
     meta = mapping[index]["mappings"]["_meta"]
-    assert meta["neardup_params"] == params.to_dict() | {"layout": 2}
+    assert meta["neardup_params"] == params.to_dict() | {"layout": LAYOUT}
     assert mapping[index]["mappings"]["properties"]["signature"]["type"] == "keyword"
     with open_store(url) as store:
         assert store.read_params() == params
