@@ -10,9 +10,13 @@ Every side uses character 5-shingles of the normalised text and 128 hashes, on o
 - fingerprinting: neardup's fingerprint_batch (normalise, shingle, hash, sign: everything from
   the raw text) against the peers' MinHash on the shingles, given already made: datasketch's
   MinHash.update_batch (bytes), rensa's RMinHash.update (str; rensa is MinHash in Rust);
-- whole process: `neardup index` + `neardup report` (--preset documents) on the embedded store
-  against each peer's MinHash + its LSH index at threshold 0.8 (rensa: 16 bands, as neardup),
-  shingling included: insert every document, then query every one, in memory.
+- index + report: `neardup index` + `neardup report` (--preset documents) on the embedded store,
+  through the API, against each peer's MinHash + its LSH index at threshold 0.8 (rensa: 16
+  bands, as neardup), shingling included: insert every document, then query every one, in
+  memory;
+- the CLI rows: the same as two `neardup` processes, as a user runs them, from a TSV file:
+  `index --shingle char:5 --num-hashes 128` and `report --threshold 0.8` (no preset: the
+  defaults choose the bands and the method), then `--preset documents`.
 
 Medians over --runs; x is the peer's time over neardup's.
 """
@@ -23,6 +27,8 @@ import argparse
 import csv
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -128,6 +134,28 @@ def neardup_whole(texts: list[str], timings: dict[str, list[float]]) -> int:
     return len(pairs)
 
 
+NEARDUP = Path(sys.executable).with_name("neardup")
+# The two commands of each CLI row: index flags, then report flags.
+CLI_ROWS = {
+    "CLI, no preset": (["--shingle", "char:5", "--num-hashes", "128"], ["--threshold", "0.8"]),
+    "CLI, documents": (["--preset", "documents"], []),
+}
+
+
+def neardup_cli(documents: Path, index_flags: list[str], report_flags: list[str]) -> int:
+    """`neardup index` then `neardup report` as two processes on a new embedded store; returns
+    the pairs written."""
+    with tempfile.TemporaryDirectory() as folder:
+        store = ["--store", f"sqlite:///{Path(folder) / 'cli.db'}"]
+        pairs = Path(folder) / "pairs.tsv"
+        for command in (
+            ["index", str(documents), *store, *index_flags],
+            ["report", *store, *report_flags, "-o", str(pairs)],
+        ):
+            subprocess.run([NEARDUP, *command], check=True, capture_output=True)
+        return sum(1 for _ in pairs.open()) - 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("ads", type=Path)
@@ -140,6 +168,15 @@ def main() -> None:
     as_bytes = [[x.encode() for x in s] for s in shingled]
     neardup_fingerprints(texts[:10])  # load the compiled kernels before the clock starts
     timings: dict[str, list[float]] = {"index": [], "report": []}
+    folder = tempfile.TemporaryDirectory()
+    documents = Path(folder.name) / "documents.tsv"
+    documents.write_text(
+        "id\ttext\n" + "".join(f"{n}\t{' '.join(t.split())}\n" for n, t in enumerate(texts))
+    )
+    peers = (
+        median_seconds(lambda: datasketch_whole(normalize_batch(texts)), args.runs),
+        median_seconds(lambda: rensa_whole(normalize_batch(texts)), args.runs),
+    )
     rows = [
         (
             "fingerprinting",
@@ -150,8 +187,11 @@ def main() -> None:
         (
             "index + report",
             median_seconds(lambda: neardup_whole(texts, timings), args.runs),
-            median_seconds(lambda: datasketch_whole(normalize_batch(texts)), args.runs),
-            median_seconds(lambda: rensa_whole(normalize_batch(texts)), args.runs),
+            *peers,
+        ),
+        *(
+            (label, median_seconds(lambda f=flags: neardup_cli(documents, *f), args.runs), *peers)
+            for label, flags in CLI_ROWS.items()
         ),
     ]
     print(
@@ -166,6 +206,7 @@ def main() -> None:
         print(f"{label:<16}" + "".join(f"{c:>13}" for c in cells))
     index_s, report_s = (statistics.median(timings[k]) for k in ("index", "report"))
     print(f"neardup index {index_s:.2f} s + report {report_s:.2f} s (medians)")
+    folder.cleanup()
 
 
 if __name__ == "__main__":
