@@ -78,7 +78,7 @@ class TokenField(StrEnum):
         return len(fp.signature if self is TokenField.SIGNATURE else fp.bands)
 
 
-TOKEN_FIELDS: tuple[str, ...] = tuple(TokenField)
+TOKEN_FIELDS: tuple[str, ...] = tuple(f.value for f in TokenField)
 
 
 @dataclass(frozen=True)
@@ -105,8 +105,8 @@ class FingerprintParams:
                 f"indexed fields must be some of {', '.join(TOKEN_FIELDS)}, "
                 f"not {', '.join(unknown) or repr(self.fields)}"
             )
-        # Stored as JSON lists and given in any order: one canonical tuple compares equal.
-        object.__setattr__(self, "fields", tuple(f for f in TOKEN_FIELDS if f in given))
+        # Stored as JSON lists and given in any order: one canonical tuple of plain names.
+        object.__setattr__(self, "fields", tuple(f.value for f in TokenField if f in given))
         if self.shingle_kind not in ("word", "char"):
             raise InvalidParameter(
                 f"shingle kind must be 'word' or 'char', not {self.shingle_kind!r}"

@@ -244,6 +244,18 @@ def test_demo_prints_groups_a_lookup_and_the_commands_it_stands_for(tmp_path: Pa
     assert again.returncode == 0 and again.stdout.splitlines()[1:] == lines[1:]
 
 
+def test_a_bare_path_names_an_embedded_store(records: Path, tmp_path: Path) -> None:
+    assert neardup("index", str(records), "--store", "plain.db", cwd=tmp_path).returncode == 0
+    stats = json.loads(neardup("stats", "--store", "plain.db", "--json", cwd=tmp_path).stdout)
+    same = json.loads(
+        neardup("stats", "--json", "--store", f"sqlite:///{tmp_path / 'plain.db'}").stdout
+    )
+    assert stats["documents"] == same["documents"] == len(RECORDS.splitlines())
+    assert stats["parameters"]["fields"] == ["bands"]
+    printed = neardup("stats", "--store", "plain.db", cwd=tmp_path).stdout
+    assert "'fields': ['bands']" in printed  # plain names, not the enum's
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -41,9 +41,14 @@ def default_store_url() -> str:
     return os.environ.get("NEARDUP_STORE") or DEFAULT_STORE_URL
 
 
+def store_url(url: str) -> str:
+    """``url`` as a store URL: a bare file path (no ``scheme://``) names an embedded store."""
+    return url if "://" in url else f"sqlite:///{url}"
+
+
 def is_embedded(url: str) -> bool:
     """Whether ``url`` names an embedded store (a file on this machine, not a server)."""
-    return urlsplit(url).scheme == "sqlite"
+    return urlsplit(store_url(url)).scheme == "sqlite"
 
 
 def _engine(name: str) -> ModuleType:
@@ -59,11 +64,11 @@ def _engine(name: str) -> ModuleType:
 def open_store(url: str | None = None, *, create: bool = True) -> Store:
     """Open the store a URL names.
 
-    ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``, ``solr://host:port/solr/NAME``,
-    ``elasticsearch://host:port/INDEX``. With ``create=False`` a missing embedded store is an error
-    instead of a new empty file (for lookups and reports).
+    ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` (or the path alone),
+    ``solr://host:port/solr/NAME``, ``elasticsearch://host:port/INDEX``. With ``create=False`` a
+    missing embedded store is an error instead of a new empty file (for lookups and reports).
     """
-    url = url or default_store_url()
+    url = store_url(url or default_store_url())
     scheme = urlsplit(url).scheme
     if is_embedded(url):
         from .sqlite import SQLiteStore
