@@ -143,30 +143,21 @@ def test_shingle_frequencies_count_the_live_records(store_url_factory) -> None:
         return int(TokenField.SHINGLES.keys(documents({"q": word})[0].fingerprint)[0])
 
     words = ["alpha", "beta", "gamma", "delta"]
-    keys = np.array([key(w) for w in words], dtype=np.int64)
+
+    def counted(store) -> tuple[int, dict[str, int]]:
+        found = store.frequencies(np.array([key(w) for w in words], dtype=np.int64))
+        by_key = dict(zip(found.keys.tolist(), found.counts.tolist(), strict=True))
+        return found.records, {w: by_key[key(w)] for w in words}
+
     with open_store(store_url_factory()) as store:
         store.ensure_params(PARAMS)
         store.upsert(documents({"1": "alpha beta", "2": "alpha gamma", "3": "beta alpha"}))
         store.flush()
-        counted = store.frequencies(keys)
-        assert counted.records == 3
-        assert dict(zip(counted.keys.tolist(), counted.counts.tolist(), strict=True)) == {
-            key("alpha"): 3,
-            key("beta"): 2,
-            key("gamma"): 1,
-            key("delta"): 0,
-        }
+        assert counted(store) == (3, {"alpha": 3, "beta": 2, "gamma": 1, "delta": 0})
         store.upsert(documents({"2": "beta delta"}))  # replaced: gamma goes, delta comes
         store.delete(["3"])
         store.flush()
-        counted = store.frequencies(keys)
-        assert counted.records == 2
-        assert dict(zip(counted.keys.tolist(), counted.counts.tolist(), strict=True)) == {
-            key("alpha"): 1,
-            key("beta"): 2,
-            key("gamma"): 0,
-            key("delta"): 1,
-        }
+        assert counted(store) == (2, {"alpha": 1, "beta": 2, "gamma": 0, "delta": 1})
 
 
 def test_upsert_replaces_by_id_and_moves_tokens(store_url_factory) -> None:

@@ -33,6 +33,7 @@ MAX_ID_BYTES = 512
 # one name everywhere lack "layout" (the engines then use the old field names, see
 # neardup.stores.schema); from layout 3 on, every store keeps its shingles' document frequencies.
 LAYOUT = 3
+NAMED_FIELDS_LAYOUT = 2
 FREQUENCIES_LAYOUT = 3
 
 

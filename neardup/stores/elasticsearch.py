@@ -22,13 +22,8 @@ from elasticsearch import ApiError, Elasticsearch, helpers
 
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams
-from .base import Candidate, CandidateQuery, Document, Store, StoredRecord, TokenField
-from .schema import (
-    FREQUENCY_REQUEST_KEYS,
-    elasticsearch_mapping,
-    engine_document,
-    field_names,
-)
+from .base import Candidate, CandidateQuery, Document, Store, StoredRecord
+from .schema import elasticsearch_mapping, engine_document, engine_frequencies, field_names
 from .url import RETRY_STATUSES, parse_engine_url
 
 RECORD_FIELDS = ["id", "content", "md5_hash", "first_word", "num_words"]
@@ -245,12 +240,9 @@ class ElasticsearchStore(Store):
     def _frequencies(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
         """A filters aggregation, one term filter per shingle: counts of live documents (the
         terms' own statistics still count deleted ones until their segments merge)."""
-        name = field_names(self.settings)[TokenField.SHINGLES]
-        tokens = TokenField.SHINGLES.strings(keys)
-        counts, records = [], 0
-        for start in range(0, max(len(tokens), 1), FREQUENCY_REQUEST_KEYS):
-            chunk = tokens[start : start + FREQUENCY_REQUEST_KEYS]
-            filters = {f"s{n}": {"term": {name: t}} for n, t in enumerate(chunk)}
+
+        def count(name: str, tokens: list[str]) -> tuple[int, list[int]]:
+            filters = {f"s{n}": {"term": {name: t}} for n, t in enumerate(tokens)}
             with self._errors():
                 body = self.es.search(
                     index=self.index,
@@ -258,10 +250,11 @@ class ElasticsearchStore(Store):
                     track_total_hits=True,
                     aggs={"held": {"filters": {"filters": filters}}} if filters else None,
                 )
-            records = int(body["hits"]["total"]["value"])
             buckets = body.get("aggregations", {}).get("held", {}).get("buckets", {})
-            counts += [int(buckets[f"s{n}"]["doc_count"]) for n in range(len(chunk))]
-        return records, np.array(counts, dtype=np.int64)
+            held = [int(buckets[f"s{n}"]["doc_count"]) for n in range(len(tokens))]
+            return int(body["hits"]["total"]["value"]), held
+
+        return engine_frequencies(self.settings, keys, count)
 
     def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
         """All queries in one _msearch round trip."""

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .base import Document, TokenField
+import numpy as np
+
+from .base import NAMED_FIELDS_LAYOUT, Document, TokenField
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schema"
 SOLR_CONFIGSET = SCHEMA_DIR / "solr" / "conf"
@@ -29,7 +31,7 @@ LEGACY_FIELD_NAMES = {
 
 def field_names(settings: Mapping[str, Any] | None) -> dict[TokenField, str]:
     """The engine field of each token field, for a store with these settings."""
-    if settings and settings.get("layout", 1) < 2:
+    if settings and settings.get("layout", 1) < NAMED_FIELDS_LAYOUT:
         return LEGACY_FIELD_NAMES
     return {field: field.value for field in TokenField}
 
@@ -57,6 +59,24 @@ def engine_document(
 # Shingles per frequency request: each is one query (Solr) or filter (Elasticsearch) counting
 # the records that hold it.
 FREQUENCY_REQUEST_KEYS = 1000
+# (the engine field, its tokens) -> (records in the store, how many hold each token)
+CountRequest = Callable[[str, list[str]], tuple[int, list[int]]]
+
+
+def engine_frequencies(
+    settings: Mapping[str, Any] | None, keys: np.ndarray, count: CountRequest
+) -> tuple[int, np.ndarray]:
+    """What an engine store's ``_frequencies`` answers: the shingle ``keys`` as the engine's
+    tokens, asked ``FREQUENCY_REQUEST_KEYS`` at a time (at least one request, for the number
+    of records)."""
+    name = field_names(settings)[TokenField.SHINGLES]
+    tokens = TokenField.SHINGLES.strings(keys)
+    counts: list[int] = []
+    records = 0
+    for start in range(0, max(len(tokens), 1), FREQUENCY_REQUEST_KEYS):
+        records, held = count(name, tokens[start : start + FREQUENCY_REQUEST_KEYS])
+        counts += held
+    return records, np.array(counts, dtype=np.int64)
 
 
 def solr_schema() -> tuple[list[dict[str, object]], list[dict[str, object]]]:

@@ -30,8 +30,8 @@ from urllib3.util.retry import Retry
 
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams
-from .base import Candidate, CandidateQuery, Document, Store, StoredRecord, TokenField
-from .schema import FREQUENCY_REQUEST_KEYS, engine_document, field_names, solr_schema
+from .base import Candidate, CandidateQuery, Document, Store, StoredRecord
+from .schema import engine_document, engine_frequencies, field_names, solr_schema
 from .url import RETRY_STATUSES, parse_engine_url
 
 RECORD_FIELDS = "id,content,md5_hash,first_word,num_words"
@@ -305,17 +305,15 @@ class SolrStore(Store):
         """One query facet per shingle (JSON Facet API): facets count live documents only,
         where the terms component's document frequencies still count deleted ones until their
         segments merge."""
-        name = field_names(self.settings)[TokenField.SHINGLES]
-        tokens = TokenField.SHINGLES.strings(keys)
-        counts, records = [], 0
-        for start in range(0, max(len(tokens), 1), FREQUENCY_REQUEST_KEYS):
-            chunk = tokens[start : start + FREQUENCY_REQUEST_KEYS]
-            facets = {f"s{n}": {"type": "query", "q": f"{name}:{t}"} for n, t in enumerate(chunk)}
+
+        def count(name: str, tokens: list[str]) -> tuple[int, list[int]]:
+            facets = {f"s{n}": {"type": "query", "q": f"{name}:{t}"} for n, t in enumerate(tokens)}
             body = self._search(q=RECORDS, rows=0, **{"json.facet": json.dumps(facets)})
-            records = int(body["response"]["numFound"])
             found = body.get("facets", {})
-            counts += [int(found.get(f"s{n}", {}).get("count", 0)) for n in range(len(chunk))]
-        return records, np.array(counts, dtype=np.int64)
+            held = [int(found.get(f"s{n}", {}).get("count", 0)) for n in range(len(tokens))]
+            return int(body["response"]["numFound"]), held
+
+        return engine_frequencies(self.settings, keys, count)
 
     def _candidates(self, q: CandidateQuery) -> list[Candidate]:
         if not len(q.keys):
