@@ -685,6 +685,7 @@ class Frequencies:
     def weights(self, shingles: np.ndarray) -> np.ndarray:
         """The IDF of each shingle of a set; a shingle not among ``keys`` is held by none."""
         wanted = np.asarray(shingles).view(np.int64)
-        at = np.minimum(np.searchsorted(self.keys, wanted), max(len(self.keys) - 1, 0))
-        held = self.keys[at] == wanted if len(self.keys) else np.zeros(len(wanted), dtype=bool)
-        return idf(np.where(held, self.counts[at] if len(self.keys) else 0, 0), self.records)
+        if not len(self.keys):
+            return idf(np.zeros(len(wanted)), self.records)
+        at = np.minimum(np.searchsorted(self.keys, wanted), len(self.keys) - 1)
+        return idf(np.where(self.keys[at] == wanted, self.counts[at], 0), self.records)

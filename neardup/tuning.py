@@ -112,7 +112,6 @@ class ThresholdChoice:
     threshold: float
     found_valley: bool
     reason: str
-    histogram: tuple[int, ...]
 
 
 def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
@@ -130,12 +129,9 @@ def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
     Measured on Febrl 1, 3, 4, the Kijiji ads and generated documents (benchmarks/README.md).
     """
     counts = np.asarray(histogram, dtype=np.float64)
-    bins, kept = len(counts), tuple(int(c) for c in counts)
-    total = counts.sum()
+    bins, total = len(counts), counts.sum()
     if total < MIN_CANDIDATES:
-        return ThresholdChoice(
-            fallback, False, f"{int(counts.sum())} candidate pairs, too few to read", kept
-        )
+        return ThresholdChoice(fallback, False, f"{int(total)} candidate pairs, too few to read")
     smooth = np.convolve(counts, np.ones(3) / 3, mode="same")
     best: tuple[tuple[int, float, float], int, int] | None = None  # rank, valley bin, peak bin
     for start, end in _minimum_runs(smooth):
@@ -148,10 +144,10 @@ def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
         if best is None or rank > best[0]:
             best = (rank, (start + end - 1) // 2, right)
     if best is None:
-        return ThresholdChoice(fallback, False, "no valley between two humps", kept)
+        return ThresholdChoice(fallback, False, "no valley between two humps")
     _, valley, peak = best
     peaks = f"below the hump at {(peak + 0.5) / bins:.2f}"
-    return ThresholdChoice(round((valley + 0.5) / bins, 2), True, f"the valley {peaks}", kept)
+    return ThresholdChoice(round((valley + 0.5) / bins, 2), True, f"the valley {peaks}")
 
 
 def _minimum_runs(values: np.ndarray) -> list[tuple[int, int]]:
