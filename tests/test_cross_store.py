@@ -14,16 +14,20 @@ from neardup import api
 from neardup.fingerprint import TOKEN_FIELDS
 from neardup.report import Strategy
 from neardup.searcher import MatchRules
+from neardup.settings import RulesRequest
 from neardup.stores import open_store
 from tests.corpora import corpus
 
 
 def report_of(
-    url: str, records: Path, rules: MatchRules, strategy: Strategy = "lookups"
-) -> tuple[int, list]:
+    url: str, records: Path, rules: RulesRequest, strategy: Strategy = "lookups"
+) -> tuple[int, list, api.Measured | None]:
+    """The store's size, its report's pairs, and what the report measured (the candidates'
+    histogram and the threshold applied)."""
     api.index([records], url, params={"fields": TOKEN_FIELDS})
     with open_store(url, create=False) as store:
-        return store.count(), api.report(store, rules=rules, strategy=strategy)
+        pairs = api.report(store, rules=rules, strategy=strategy)
+        return store.count(), pairs, api.last_report(store)
 
 
 RULES = [
@@ -31,11 +35,14 @@ RULES = [
     MatchRules(method="signature", similarity="jaccard"),
     MatchRules(method="bands", rows=5, similarity="jaccard"),
     MatchRules(method="shingles", threshold=0.3),
+    {"threshold": "auto"},  # the store's defaults: weighted, the threshold read from the data
 ]
 
 
 @pytest.mark.parametrize(
-    "rules", RULES, ids=["bands-weighted", "signature-jaccard", "bands-jaccard", "shingles"]
+    "rules",
+    RULES,
+    ids=["bands-weighted", "signature-jaccard", "bands-jaccard", "shingles", "auto"],
 )
 @pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
 def test_engine_report_equals_the_embedded_report(
@@ -45,6 +52,8 @@ def test_engine_report_equals_the_embedded_report(
     records = corpus(tmp_path / "records.txt")
     expected = report_of(sqlite_url, records, rules, "join")
     assert len(expected[1]) > 50
+    if rules == {"threshold": "auto"}:  # read from the data, not the fallback
+        assert expected[2].how.startswith("auto: the valley")
     try:
         assert report_of(server.new_store_url(), records, rules) == expected
     finally:

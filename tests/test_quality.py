@@ -8,6 +8,7 @@ import random
 from itertools import combinations
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from neardup import api
@@ -22,7 +23,16 @@ from neardup.readers import Record
 from neardup.report import Pair
 from neardup.searcher import MatchRules
 from neardup.stores import StoredRecord
-from neardup.tuning import band_choices, candidate_probability, recommend_bands
+from neardup.tuning import (
+    HISTOGRAM_BINS,
+    MIN_CANDIDATES,
+    ThresholdChoice,
+    band_choices,
+    candidate_probability,
+    choose_threshold,
+    recommend_bands,
+)
+from tests.corpora import corpus
 from tests.runner import assert_user_error, neardup
 
 # --- tuning ---------------------------------------------------------------------------------------
@@ -66,6 +76,53 @@ def test_tune_cli_json_is_the_formula() -> None:
     table = neardup("tune", "--threshold", "0.7", "--num-hashes", "64").stdout
     assert "<- recommended" in table
     assert_user_error(neardup("tune", "--threshold", "1.5"), "between 0 and 1")
+
+
+# --- a threshold read from the data ---------------------------------------------------------------
+
+
+def test_the_threshold_sits_in_the_valley_between_two_humps() -> None:
+    histogram = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
+    histogram[3:12] = [40, 300, 900, 700, 300, 120, 40, 10, 2]  # records sharing a street
+    histogram[40:50] = [3, 8, 20, 40, 60, 80, 90, 95, 99, 120]  # the near-duplicates
+    choice = choose_threshold(histogram, 0.5)
+    assert choice.found_valley and "the valley below the hump at" in choice.reason
+    assert 0.24 <= choice.threshold <= 0.80  # in the empty run between the humps
+
+
+def test_no_valley_or_too_few_pairs_fall_back() -> None:
+    one_hump = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
+    one_hump[2:10] = [50, 400, 900, 600, 300, 100, 30, 5]
+    assert choose_threshold(one_hump, 0.5) == ThresholdChoice(
+        0.5, False, "no valley between two humps"
+    )
+    few = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
+    few[[5, 48]] = [3, 4]
+    assert choose_threshold(few, 0.6) == ThresholdChoice(
+        0.6, False, "7 candidate pairs, too few to read"
+    )
+    assert MIN_CANDIDATES > 7
+
+
+def test_lookups_use_the_threshold_the_report_chose(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'auto.db'}"
+    api.index([corpus(tmp_path / "records.txt")], url)
+    pairs = api.report(url)
+    measured = api.last_report(url)
+    assert measured.how.startswith("auto: the valley") and measured.threshold != 0.5
+    assert sum(measured.histogram) >= len([p for p in pairs if p.kind == "near"])
+    with api.opened(url) as store:
+        assert api.rules_for(store).threshold == measured.threshold
+    left = pairs[0].left_id
+    reported = sorted(
+        p.right_id if p.left_id == left else p.left_id
+        for p in pairs
+        if left in (p.left_id, p.right_id)
+    )
+    assert sorted(m.id for m in api.lookup(url, id=left, rules={"rows": 100})) == reported
+    printed = neardup("tune", "--store", url)
+    assert f"threshold {measured.threshold:g} ({measured.how})" in printed.stdout
+    assert "<- threshold" in printed.stdout
 
 
 # --- exact baseline -------------------------------------------------------------------------------
