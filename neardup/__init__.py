@@ -1,6 +1,5 @@
 """neardup: find near-duplicate records and documents with MinHash signatures in a store."""
 
-from . import _cache  # noqa: F401 - first: where numba keeps compiled kernels
 from .api import (
     add,
     apply_schema,

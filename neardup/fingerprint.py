@@ -10,8 +10,9 @@ its own fixed probe sequence. Position ``i`` of two signatures agrees with proba
 to the Jaccard similarity of the two shingle sets, as with K independent hash functions, at the cost
 of one hash per shingle instead of K: shingles + K work per text instead of shingles x K.
 
-The hot loops (separators, shingle hashing, signatures, bands) are compiled with numba and run over
-a whole batch at once; the texts cross into them as one array of code points.
+The hot loops (separators, shingle hashing, signatures, bands, similarities) are C, in
+``_kernels.c``, and run over a whole batch at once; the texts cross into them as one array of code
+points. The functions here allocate what the loops fill and hold the types they expect.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from typing import Literal, TypeVar
 
 import mmh3
 import numpy as np
-from numba import njit
 
+from . import _kernels
 from .errors import InvalidParameter
 
 ShingleKind = Literal["word", "char"]
@@ -220,7 +221,6 @@ def _separators_for(codes: np.ndarray) -> np.ndarray:
     return table
 
 
-@njit(cache=True)
 def _collapse_separators(
     codes: np.ndarray, offsets: np.ndarray, is_separator: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -231,23 +231,7 @@ def _collapse_separators(
     out = np.empty(len(codes), dtype=np.uint32)
     out_offsets = np.zeros(len(offsets), dtype=np.int64)
     words = np.zeros(len(offsets) - 1, dtype=np.int64)
-    written = 0
-    for text in range(len(offsets) - 1):
-        start, gap = written, False
-        for i in range(offsets[text], offsets[text + 1]):
-            code = codes[i]
-            if is_separator[code]:
-                gap = True
-                continue
-            if gap and written > start:
-                out[written] = 32
-                written += 1
-                words[text] += 1
-            gap = False
-            out[written] = code
-            written += 1
-        out_offsets[text + 1] = written
-        words[text] += written > start
+    written = _kernels.collapse_separators(codes, offsets, is_separator, out, out_offsets, words)
     return out[:written], out_offsets, words
 
 
@@ -292,106 +276,6 @@ def normalize(text: str) -> str:
 
 # --- hashing ------------------------------------------------------------------------------------
 
-_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constant for combining token hashes
-_ONE = np.uint64(1)
-_MASK32 = np.uint64(0xFFFFFFFF)
-_EMPTY_BIN = np.uint64(1 << 32)  # above every 32-bit value
-
-
-@njit(cache=True, inline="always")
-def _fmix64(h: np.uint64) -> np.uint64:
-    """MurmurHash3's 64-bit finaliser: a bijection that spreads every input bit over the output."""
-    h ^= h >> np.uint64(33)
-    h *= np.uint64(0xFF51AFD7ED558CCD)
-    h ^= h >> np.uint64(33)
-    h *= np.uint64(0xC4CEB9FE1A85EC53)
-    return h ^ (h >> np.uint64(33))
-
-
-@njit(cache=True, inline="always")
-def _bin(h: np.uint64, num_bins: np.uint64) -> np.uint64:
-    """Map the high 32 bits of ``h`` onto [0, num_bins) by multiply-shift."""
-    return ((h >> np.uint64(32)) * num_bins) >> np.uint64(32)
-
-
-@njit(cache=True)
-def _densify(minima: np.ndarray, signature: np.ndarray, seed: np.uint64) -> None:
-    """Optimal densification: an empty bin takes the value of the first non-empty bin on its
-    own fixed probe sequence (the bins are ``minima``; the result goes into ``signature``)."""
-    k = np.uint64(len(minima))
-    for b in range(len(minima)):
-        if minima[b] != _EMPTY_BIN:
-            signature[b] = minima[b]
-            continue
-        attempt = np.uint64(1)
-        while True:
-            key = (np.uint64(b) << np.uint64(32)) ^ attempt ^ (seed << np.uint64(48))
-            probe = _bin(_fmix64(key), k)
-            if minima[probe] != _EMPTY_BIN:
-                signature[b] = minima[probe]
-                break
-            attempt += _ONE
-
-
-@njit(cache=True)
-def _sketch(
-    tokens: np.ndarray,
-    offsets: np.ndarray,
-    size: int,
-    seed: np.uint64,
-    num_hashes: int,
-    bands: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Shingle hashes, signatures and band hashes of every text, in one pass over the tokens.
-
-    A shingle is ``size`` consecutive tokens (all of a shorter, non-empty text), hashed by
-    multiply-add combining and fmix64. Multiply-add combining is a polynomial in the tokens, so
-    each window's value follows from the previous one in two multiplications (a rolling hash)
-    whatever the shingle size. The hash's high 32 bits pick one of ``num_hashes`` bins and its
-    low 32 bits are the value; each bin keeps its minimum. A band hashes its rows' values.
-    Returns (shingle hashes, each text's offsets into them, signatures, band hashes).
-    """
-    texts = len(offsets) - 1
-    counts = np.empty(texts, dtype=np.int64)
-    for t in range(texts):
-        length = offsets[t + 1] - offsets[t]
-        counts[t] = 0 if length == 0 else max(length - size + 1, 1)
-    hash_offsets = np.zeros(texts + 1, dtype=np.int64)
-    hash_offsets[1:] = np.cumsum(counts)
-    hashes = np.empty(hash_offsets[-1], dtype=np.uint64)
-    signatures = np.zeros((texts, num_hashes), dtype=np.uint32)
-    band_hashes = np.empty((texts, bands), dtype=np.uint64)
-    minima = np.empty(num_hashes, dtype=np.uint64)
-    k, rows = np.uint64(num_hashes), num_hashes // bands
-    for t in range(texts):
-        start, width = offsets[t], min(size, offsets[t + 1] - offsets[t])
-        top = _ONE  # M ** width: the weight of the token leaving the window
-        for _ in range(width):
-            top *= _MULTIPLIER
-        # Rolling one token on: h * M - (leaving + 1) * top + (entering + 1) + seed * top * (1 - M)
-        drift = seed * top * (_ONE - _MULTIPLIER)
-        minima[:] = _EMPTY_BIN
-        h = seed
-        for j in range(start, start + width):
-            h = h * _MULTIPLIER + np.uint64(tokens[j]) + _ONE
-        for w in range(counts[t]):
-            if w:
-                leaving, entering = tokens[start + w - 1], tokens[start + w + width - 1]
-                h = h * _MULTIPLIER - (np.uint64(leaving) + _ONE) * top
-                h += np.uint64(entering) + _ONE + drift
-            mixed = _fmix64(h)
-            hashes[hash_offsets[t] + w] = mixed
-            b = _bin(mixed, k)
-            minima[b] = min(minima[b], mixed & _MASK32)
-        if counts[t]:
-            _densify(minima, signatures[t], seed)
-        for band in range(bands):
-            h = np.uint64(band) + (seed << np.uint64(32))
-            for r in range(band * rows, band * rows + rows):
-                h = h * _MULTIPLIER + np.uint64(signatures[t, r]) + _ONE
-            band_hashes[t, band] = _fmix64(h)
-    return hashes, hash_offsets, signatures, band_hashes
-
 
 def _tokens(
     contents: Sequence[str],
@@ -418,32 +302,39 @@ def _sketch_contents(
     params: FingerprintParams,
     code_points: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(shingle hashes, each text's offsets into them, signatures, band hashes) of every text,
+    in one pass over the tokens (see ``sketch`` in ``_kernels.c``)."""
     tokens, offsets = _tokens(contents, params, code_points)
-    return _sketch(
-        tokens,
+    lengths = np.diff(offsets)
+    counts = np.where(lengths > 0, np.maximum(lengths - params.shingle_size + 1, 1), 0)
+    hash_offsets = np.zeros(len(offsets), dtype=np.int64)
+    np.cumsum(counts, out=hash_offsets[1:])
+    hashes = np.empty(hash_offsets[-1], dtype=np.uint64)
+    signatures = np.zeros((len(contents), params.num_hashes), dtype=np.uint32)
+    bands = np.empty((len(contents), params.bands), dtype=np.uint64)
+    _kernels.sketch(
+        tokens.astype(np.uint64, copy=False),
         offsets,
         params.shingle_size,
-        np.uint64(params.seed),
+        params.seed,
         params.num_hashes,
         params.bands,
+        hash_offsets,
+        hashes,
+        signatures,
+        bands,
     )
+    return hashes, hash_offsets, signatures, bands
 
 
-@njit(cache=True)
 def _sorted_unique_segments(
     hashes: np.ndarray, offsets: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Sort each segment of ``hashes`` and drop repeats; returns the values and new offsets."""
+    """Sort each segment of ``hashes`` (in place) and drop repeats; returns the values and new
+    offsets."""
     out = np.empty(len(hashes), dtype=np.uint64)
     out_offsets = np.zeros(len(offsets), dtype=np.int64)
-    written = 0
-    for s in range(len(offsets) - 1):
-        segment = np.sort(hashes[offsets[s] : offsets[s + 1]])
-        for i in range(len(segment)):
-            if i == 0 or segment[i] != segment[i - 1]:
-                out[written] = segment[i]
-                written += 1
-        out_offsets[s + 1] = written
+    written = _kernels.sorted_unique_segments(hashes, offsets, out, out_offsets)
     return out[:written], out_offsets
 
 
@@ -524,20 +415,9 @@ def shingle_segments(
     return _sorted_unique_segments(hashes, offsets)
 
 
-@njit(cache=True)
 def shared_count(a: np.ndarray, b: np.ndarray) -> int:
-    """How many values two sorted unique arrays share (a merge, no allocation)."""
-    i = j = shared = 0
-    while i < len(a) and j < len(b):
-        if a[i] < b[j]:
-            i += 1
-        elif a[i] > b[j]:
-            j += 1
-        else:
-            shared += 1
-            i += 1
-            j += 1
-    return shared
+    """How many values two sorted unique uint64 arrays share (a merge, no allocation)."""
+    return _kernels.shared_count(a, b)
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:
@@ -546,47 +426,6 @@ def jaccard(a: np.ndarray, b: np.ndarray) -> float:
         return 1.0
     shared = shared_count(a, b)
     return shared / (len(a) + len(b) - shared)
-
-
-@njit(cache=True)
-def _pair_jaccards(
-    hashes: np.ndarray, offsets: np.ndarray, left: np.ndarray, right: np.ndarray
-) -> np.ndarray:
-    """Exact Jaccard of the distinct values of segments left[i] and right[i] of ``hashes``.
-
-    One open-addressing table per pair instead of sorting every set: the values are already
-    well-mixed 64-bit hashes, so their low bits index the table. A slot belongs to the current
-    pair when its stamp says so, which spares clearing the table between pairs.
-    """
-    longest = 1
-    for s in range(len(offsets) - 1):
-        longest = max(longest, offsets[s + 1] - offsets[s])
-    capacity = 1
-    while capacity < 4 * longest:
-        capacity *= 2
-    keys = np.empty(capacity, dtype=np.uint64)
-    stamps = np.zeros(capacity, dtype=np.int64)
-    sides = np.zeros(capacity, dtype=np.uint8)  # bit 1: in the left set, bit 2: in the right
-    mask = np.uint64(capacity - 1)
-    result = np.empty(len(left), dtype=np.float64)
-    for p in range(len(left)):
-        stamp = p + 1
-        counts = np.zeros(3, dtype=np.int64)  # left size, right size, shared
-        for side, segment in ((1, left[p]), (2, right[p])):
-            for i in range(offsets[segment], offsets[segment + 1]):
-                h = hashes[i]
-                slot = h & mask
-                while stamps[slot] == stamp and keys[slot] != h:
-                    slot = (slot + _ONE) & mask
-                if stamps[slot] != stamp:
-                    stamps[slot], keys[slot], sides[slot] = stamp, h, 0
-                if not sides[slot] & side:
-                    counts[side - 1] += 1
-                    counts[2] += side == 2 and sides[slot] == 1
-                    sides[slot] |= side
-        union = counts[0] + counts[1] - counts[2]
-        result[p] = counts[2] / union if union else 1.0
-    return result
 
 
 def jaccard_pairs(
@@ -598,7 +437,9 @@ def jaccard_pairs(
     if not len(left):
         return np.empty(0, dtype=np.float64)
     hashes, offsets, _, _ = _sketch_contents(contents, params)
-    return _pair_jaccards(hashes, offsets, np.asarray(left), np.asarray(right))
+    result = np.empty(len(left), dtype=np.float64)
+    _kernels.pair_jaccards(hashes, offsets, _int64(left), _int64(right), result)
+    return result
 
 
 def estimated_jaccard(a: Fingerprint, b: Fingerprint) -> float:
@@ -624,44 +465,27 @@ def idf(document_frequency: np.ndarray, records: int) -> np.ndarray:
     return np.log1p((max(records, 0) + PRIOR_RECORDS - n + 0.5) / (n + 0.5))
 
 
-@njit(cache=True)
 def weighted_similarity(a: np.ndarray, wa: np.ndarray, b: np.ndarray, wb: np.ndarray) -> float:
     """Cosine of two shingle sets whose shingles weigh their IDF (sorted unique hashes ``a``
     and ``b``, each shingle's weight in ``wa`` and ``wb``): the share of the two texts' weight
     they have in common, so a shared house number counts more than a shared ``st``. 1.0 for two
     empty sets, as :func:`jaccard`."""
-    norm_a = norm_b = shared = 0.0
-    for w in wa:
-        norm_a += w * w
-    for w in wb:
-        norm_b += w * w
-    if norm_a == 0.0 or norm_b == 0.0:
-        return 1.0 if len(a) == 0 and len(b) == 0 else 0.0
-    i = j = 0
-    while i < len(a) and j < len(b):
-        if a[i] < b[j]:
-            i += 1
-        elif a[i] > b[j]:
-            j += 1
-        else:
-            shared += wa[i] * wb[j]
-            i += 1
-            j += 1
-    return min(shared / np.sqrt(norm_a * norm_b), 1.0)
+    return _kernels.weighted_similarity(a, wa, b, wb)
 
 
-@njit(cache=True)
 def weighted_pairs(
     sets: np.ndarray, weights: np.ndarray, offsets: np.ndarray, left: np.ndarray, right: np.ndarray
 ) -> np.ndarray:
     """:func:`weighted_similarity` of segments left[i] and right[i] of ``sets`` (sorted unique
-    shingles, set after set, as :func:`shingle_segments` gives them), for many pairs at once."""
+    shingles, set after set, as :func:`shingle_segments` gives them), for many pairs at once:
+    the same loop, so the same floats, as one pair at a time."""
     result = np.empty(len(left), dtype=np.float64)
-    for p in range(len(left)):
-        a0, a1 = offsets[left[p]], offsets[left[p] + 1]
-        b0, b1 = offsets[right[p]], offsets[right[p] + 1]
-        result[p] = weighted_similarity(sets[a0:a1], weights[a0:a1], sets[b0:b1], weights[b0:b1])
+    _kernels.weighted_pairs(sets, weights, _int64(offsets), _int64(left), _int64(right), result)
     return result
+
+
+def _int64(values: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.int64)
 
 
 def frequency_counts(shingle_sets: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from . import _kernels
 from .fingerprint import FingerprintParams, TokenField, fingerprint_batch
 from .stores import StoredRecord
 
@@ -85,27 +85,14 @@ def read_contents(
     )
 
 
-@njit(cache=True)
-def _bucket_pairs(keys: np.ndarray, groups: np.ndarray, budget: int) -> np.ndarray:
+def _bucket_pairs(keys: np.ndarray, groups: np.ndarray, budget: int) -> np.ndarray | None:
     """Given (key, group) sorted by key then group, every pair of groups in each bucket, once per
-    bucket, coded as low * 2**32 + high. Empty (-1 in slot 0) when the pairs exceed the budget."""
-    total, start = 0, 0
-    for i in range(1, len(keys) + 1):
-        if i == len(keys) or keys[i] != keys[start]:
-            m = i - start
-            total += m * (m - 1) // 2
-            start = i
+    bucket, coded as low * 2**32 + high; None when the pairs exceed the budget."""
+    total = _kernels.bucket_pairs(keys, groups, None)
     if total > budget:
-        return np.full(1, -1, dtype=np.int64)
+        return None
     pairs = np.empty(total, dtype=np.int64)
-    written, start = 0, 0
-    for i in range(1, len(keys) + 1):
-        if i == len(keys) or keys[i] != keys[start]:
-            for a in range(start, i):
-                for b in range(a + 1, i):
-                    pairs[written] = (np.int64(groups[a]) << 32) | np.int64(groups[b])
-                    written += 1
-            start = i
+    _kernels.bucket_pairs(keys, groups, pairs)
     return pairs
 
 
@@ -129,7 +116,7 @@ def scored_pairs(
     """(low group, high group, shared tokens) of every pair sharing a token; None over budget."""
     keys, groups = _distinct_keys(contents)
     codes = _bucket_pairs(keys, groups, budget)
-    if len(codes) and codes[0] < 0:
+    if codes is None:
         return None
     codes, shared = np.unique(codes, return_counts=True)
     low, high = codes >> 32, codes & 0xFFFFFFFF

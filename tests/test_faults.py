@@ -122,8 +122,8 @@ def test_a_full_disk_is_one_line_and_the_store_keeps_its_batches(tmp_path: Path)
     os.geteuid() != 0 or not shutil.which("setpriv"), reason="running as another user needs root"
 )
 def test_another_user_without_a_home_runs_it_and_is_told_what_it_cannot_read() -> None:
-    # A service account: no writable home, neardup installed where it cannot write (numba then
-    # keeps its compiled kernels under the temporary directory), and a file it may not read.
+    # A service account: no writable home, neardup installed where it cannot write, and a file
+    # it may not read.
     folder = Path(tempfile.mkdtemp())
     try:
         folder.chmod(0o777)
@@ -132,7 +132,6 @@ def test_another_user_without_a_home_runs_it_and_is_told_what_it_cannot_read() -
         (folder / "secret.txt").chmod(0)
         as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--init-groups"]
         environment = {**os.environ, "HOME": "/nonexistent"}
-        environment.pop("NUMBA_CACHE_DIR", None)
 
         def run(name: str) -> subprocess.CompletedProcess[str]:
             command = [*as_nobody, sys.executable, "-m", "neardup.cli", "index", name]
