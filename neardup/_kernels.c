@@ -306,12 +306,18 @@ static PyObject *pair_jaccards(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* Cosine of two shingle sets whose shingles weigh their IDF; 1.0 for two empty sets. */
-static double weighted(const uint64_t *a, const double *wa, Py_ssize_t na, const uint64_t *b,
-                       const double *wb, Py_ssize_t nb) {
-    double norm_a = 0.0, norm_b = 0.0, shared;
-    for (Py_ssize_t i = 0; i < na; i++) norm_a += wa[i] * wa[i];
-    for (Py_ssize_t j = 0; j < nb; j++) norm_b += wb[j] * wb[j];
+/* The squared norm of a set's weights, summed in set order. */
+static double squared_norm(const double *w, Py_ssize_t n) {
+    double sum = 0.0;
+    for (Py_ssize_t i = 0; i < n; i++) sum += w[i] * w[i];
+    return sum;
+}
+
+/* Cosine of two shingle sets whose shingles weigh their IDF, given their squared norms; 1.0 for
+ * two empty sets. The one formula for a single pair and for a batch: the same bits. */
+static double weighted(const uint64_t *a, const double *wa, Py_ssize_t na, double norm_a,
+                       const uint64_t *b, const double *wb, Py_ssize_t nb, double norm_b) {
+    double shared;
     if (norm_a == 0.0 || norm_b == 0.0) return na == 0 && nb == 0 ? 1.0 : 0.0;
     merge(a, na, b, nb, wa, wb, &shared);
     double cosine = shared / sqrt(norm_a * norm_b);
@@ -322,31 +328,171 @@ static double weighted(const uint64_t *a, const double *wa, Py_ssize_t na, const
 static PyObject *weighted_similarity(PyObject *self, PyObject *args) {
     Py_buffer a_b, wa_b, b_b, wb_b;
     if (!PyArg_ParseTuple(args, "y*y*y*y*", &a_b, &wa_b, &b_b, &wb_b)) return NULL;
-    double result = weighted(a_b.buf, wa_b.buf, a_b.len / 8, b_b.buf, wb_b.buf, b_b.len / 8);
+    Py_ssize_t na = a_b.len / 8, nb = b_b.len / 8;
+    double result = weighted(a_b.buf, wa_b.buf, na, squared_norm(wa_b.buf, na), b_b.buf,
+                             wb_b.buf, nb, squared_norm(wb_b.buf, nb));
     Py_buffer *all[] = {&a_b, &wa_b, &b_b, &wb_b, NULL};
     release(all);
     return PyFloat_FromDouble(result);
 }
 
 /* weighted_pairs(sets u64, weights f64, offsets i64, left i64, right i64, out f64):
- * weighted_similarity of segments left[i] and right[i] for many pairs at once. */
+ * weighted_similarity of segments left[i] and right[i] for many pairs at once, each segment's
+ * norm computed once. */
 static PyObject *weighted_pairs(PyObject *self, PyObject *args) {
     Py_buffer sets_b, weights_b, offsets_b, left_b, right_b, out_b;
     if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*", &sets_b, &weights_b, &offsets_b, &left_b,
                           &right_b, &out_b))
         return NULL;
+    Py_buffer *all[] = {&sets_b, &weights_b, &offsets_b, &left_b, &right_b, &out_b, NULL};
     const uint64_t *sets = sets_b.buf;
     const double *weights = weights_b.buf;
     const int64_t *offsets = offsets_b.buf, *left = left_b.buf, *right = right_b.buf;
     double *out = out_b.buf;
-    for (Py_ssize_t p = 0; p < left_b.len / 8; p++) {
-        int64_t a = offsets[left[p]], b = offsets[right[p]];
-        out[p] = weighted(sets + a, weights + a, offsets[left[p] + 1] - a, sets + b, weights + b,
-                          offsets[right[p] + 1] - b);
+    Py_ssize_t segments = offsets_b.len / 8 - 1;
+    double *norms = PyMem_Malloc((segments + 1) * sizeof(double));
+    if (!norms) {
+        release(all);
+        return PyErr_NoMemory();
     }
-    Py_buffer *all[] = {&sets_b, &weights_b, &offsets_b, &left_b, &right_b, &out_b, NULL};
+    for (Py_ssize_t s = 0; s < segments; s++)
+        norms[s] = squared_norm(weights + offsets[s], offsets[s + 1] - offsets[s]);
+    for (Py_ssize_t p = 0; p < left_b.len / 8; p++) {
+        int64_t l = left[p], r = right[p], a = offsets[l], b = offsets[r];
+        out[p] = weighted(sets + a, weights + a, offsets[l + 1] - a, norms[l], sets + b,
+                          weights + b, offsets[r + 1] - b, norms[r]);
+    }
+    PyMem_Free(norms);
     release(all);
     Py_RETURN_NONE;
+}
+
+/* --- counting distinct values ---------------------------------------------------------- */
+
+/* The distinct values seen so far, in order of first sight, and an open-addressing table from a
+ * value to its position among them; it doubles when half full. The values are well-mixed
+ * hashes, so their low bits index the table. */
+typedef struct {
+    uint64_t *values;
+    int64_t *counts, *last_seen; /* per distinct value: document frequency, last segment */
+    int64_t *slots;              /* position of the value in `values`, -1 for an empty slot */
+    Py_ssize_t size, capacity;   /* distinct values; slots (a power of two) */
+} Distinct;
+
+static int distinct_init(Distinct *d, int with_counts) {
+    d->size = 0, d->capacity = 1 << 16;
+    d->values = PyMem_Malloc(d->capacity / 2 * sizeof(uint64_t));
+    d->counts = with_counts ? PyMem_Malloc(d->capacity / 2 * sizeof(int64_t)) : NULL;
+    d->last_seen = with_counts ? PyMem_Malloc(d->capacity / 2 * sizeof(int64_t)) : NULL;
+    d->slots = PyMem_Malloc(d->capacity * sizeof(int64_t));
+    if (!d->values || !d->slots || (with_counts && (!d->counts || !d->last_seen))) return -1;
+    memset(d->slots, 0xFF, d->capacity * sizeof(int64_t));
+    return 0;
+}
+
+static void distinct_free(Distinct *d) {
+    PyMem_Free(d->values), PyMem_Free(d->counts), PyMem_Free(d->last_seen), PyMem_Free(d->slots);
+}
+
+static Py_ssize_t slot_of(const Distinct *d, uint64_t value) {
+    uint64_t mask = d->capacity - 1, slot = value & mask;
+    while (d->slots[slot] >= 0 && d->values[d->slots[slot]] != value) slot = (slot + 1) & mask;
+    return slot;
+}
+
+static int distinct_grow(Distinct *d) {
+    Py_ssize_t capacity = d->capacity * 2;
+    uint64_t *values = PyMem_Realloc(d->values, capacity / 2 * sizeof(uint64_t));
+    if (!values) return -1;
+    d->values = values;
+    if (d->counts) {
+        int64_t *counts = PyMem_Realloc(d->counts, capacity / 2 * sizeof(int64_t));
+        if (!counts) return -1;
+        d->counts = counts;
+        int64_t *last = PyMem_Realloc(d->last_seen, capacity / 2 * sizeof(int64_t));
+        if (!last) return -1;
+        d->last_seen = last;
+    }
+    int64_t *slots = PyMem_Malloc(capacity * sizeof(int64_t));
+    if (!slots) return -1;
+    memset(slots, 0xFF, capacity * sizeof(int64_t));
+    PyMem_Free(d->slots);
+    d->slots = slots, d->capacity = capacity;
+    for (Py_ssize_t i = 0; i < d->size; i++) d->slots[slot_of(d, d->values[i])] = i;
+    return 0;
+}
+
+/* The position of `value` among the distinct values, adding it if new; -1 out of memory. */
+static Py_ssize_t distinct_add(Distinct *d, uint64_t value) {
+    Py_ssize_t slot = slot_of(d, value);
+    if (d->slots[slot] >= 0) return d->slots[slot];
+    if (2 * (d->size + 1) > d->capacity) {
+        if (distinct_grow(d) < 0) return -1;
+        slot = slot_of(d, value);
+    }
+    d->values[d->size] = value;
+    if (d->counts) d->counts[d->size] = 0, d->last_seen[d->size] = -1;
+    d->slots[slot] = d->size;
+    return d->size++;
+}
+
+static PyObject *as_bytes(const void *data, Py_ssize_t items) {
+    return PyBytes_FromStringAndSize(data, items * 8);
+}
+
+/* distinct(values u64, inverse i64) -> bytes of the distinct values (u64, in order of first
+ * sight); inverse[i] is the position of values[i] among them. */
+static PyObject *distinct(PyObject *self, PyObject *args) {
+    Py_buffer values_b, inverse_b;
+    if (!PyArg_ParseTuple(args, "y*w*", &values_b, &inverse_b)) return NULL;
+    Py_buffer *all[] = {&values_b, &inverse_b, NULL};
+    const uint64_t *values = values_b.buf;
+    int64_t *inverse = inverse_b.buf;
+    Distinct d;
+    PyObject *result = NULL;
+    if (distinct_init(&d, 0) == 0) {
+        Py_ssize_t i = 0;
+        for (; i < values_b.len / 8 && (inverse[i] = distinct_add(&d, values[i])) >= 0; i++);
+        if (i == values_b.len / 8) result = as_bytes(d.values, d.size);
+    }
+    if (!result && !PyErr_Occurred()) PyErr_NoMemory();
+    distinct_free(&d);
+    release(all);
+    return result;
+}
+
+/* document_frequencies(hashes u64, offsets i64) -> (values, counts): every distinct value of the
+ * segments of `hashes` (u64 bytes, in order of first sight) and how many segments hold it
+ * (i64 bytes); a value repeated within one segment counts once. */
+static PyObject *document_frequencies(PyObject *self, PyObject *args) {
+    Py_buffer hashes_b, offsets_b;
+    if (!PyArg_ParseTuple(args, "y*y*", &hashes_b, &offsets_b)) return NULL;
+    Py_buffer *all[] = {&hashes_b, &offsets_b, NULL};
+    const uint64_t *hashes = hashes_b.buf;
+    const int64_t *offsets = offsets_b.buf;
+    Py_ssize_t segments = offsets_b.len / 8 - 1;
+    Distinct d;
+    PyObject *result = NULL;
+    int failed = distinct_init(&d, 1) < 0;
+    for (Py_ssize_t s = 0; s < segments && !failed; s++) {
+        for (int64_t i = offsets[s]; i < offsets[s + 1]; i++) {
+            Py_ssize_t at = distinct_add(&d, hashes[i]);
+            if (at < 0) {
+                failed = 1;
+                break;
+            }
+            if (d.last_seen[at] != s) d.counts[at]++, d.last_seen[at] = s;
+        }
+    }
+    if (!failed) {
+        PyObject *values = as_bytes(d.values, d.size), *counts = as_bytes(d.counts, d.size);
+        if (values && counts) result = PyTuple_Pack(2, values, counts);
+        Py_XDECREF(values), Py_XDECREF(counts);
+    }
+    if (!result && !PyErr_Occurred()) PyErr_NoMemory();
+    distinct_free(&d);
+    release(all);
+    return result;
 }
 
 /* --- the band self-join ------------------------------------------------------------------ */
@@ -383,6 +529,64 @@ static PyObject *bucket_pairs(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(written);
 }
 
+static int descending(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* top_candidates(low i64, high i64, shared i64, groups, rows, keep u8 [zeroed]): marks the
+ * pairs in which one side is among the other's top `rows` candidates (most shared tokens first,
+ * then the lower other group), given the pairs sorted by (low, high).
+ *
+ * Each group's candidates are listed as the high side's first, then as the low side's: in
+ * ascending order of the other group either way, so within one score the list order is the
+ * tie order, and a group's top `rows` are those above its rows-th best score plus the first
+ * ones at that score. */
+static PyObject *top_candidates(PyObject *self, PyObject *args) {
+    Py_buffer low_b, high_b, shared_b, keep_b;
+    Py_ssize_t groups, rows;
+    if (!PyArg_ParseTuple(args, "y*y*y*nnw*", &low_b, &high_b, &shared_b, &groups, &rows,
+                          &keep_b))
+        return NULL;
+    Py_buffer *all[] = {&low_b, &high_b, &shared_b, &keep_b, NULL};
+    const int64_t *low = low_b.buf, *high = high_b.buf, *shared = shared_b.buf;
+    uint8_t *keep = keep_b.buf;
+    Py_ssize_t pairs = low_b.len / 8;
+    int64_t *starts = PyMem_Calloc(groups + 1, sizeof(int64_t));
+    int64_t *listed = PyMem_Malloc((2 * pairs + 1) * sizeof(int64_t));
+    int64_t *scores = PyMem_Malloc((2 * pairs + 1) * sizeof(int64_t));
+    if (!starts || !listed || !scores) {
+        PyMem_Free(starts), PyMem_Free(listed), PyMem_Free(scores);
+        release(all);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t p = 0; p < pairs; p++) starts[low[p] + 1]++, starts[high[p] + 1]++;
+    for (Py_ssize_t g = 0; g < groups; g++) starts[g + 1] += starts[g];
+    for (int side = 0; side < 2; side++) /* the high side's lists first, then the low side's */
+        for (Py_ssize_t p = 0; p < pairs; p++) listed[starts[side ? low[p] : high[p]]++] = p;
+    for (Py_ssize_t g = groups; g > 0; g--) starts[g] = starts[g - 1]; /* undo the filling */
+    starts[0] = 0;
+    for (Py_ssize_t g = 0; g < groups; g++) {
+        int64_t *list = listed + starts[g], n = starts[g + 1] - starts[g];
+        if (n <= rows) {
+            for (int64_t i = 0; i < n; i++) keep[list[i]] = 1;
+            continue;
+        }
+        for (int64_t i = 0; i < n; i++) scores[i] = shared[list[i]];
+        qsort(scores, n, sizeof(int64_t), descending);
+        int64_t cutoff = scores[rows - 1], above = 0;
+        for (int64_t i = 0; i < rows; i++) above += scores[i] > cutoff;
+        int64_t at_cutoff = rows - above;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t score = shared[list[i]];
+            if (score > cutoff || (score == cutoff && at_cutoff-- > 0)) keep[list[i]] = 1;
+        }
+    }
+    PyMem_Free(starts), PyMem_Free(listed), PyMem_Free(scores);
+    release(all);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"collapse_separators", collapse_separators, METH_VARARGS, NULL},
     {"sketch", sketch, METH_VARARGS, NULL},
@@ -391,7 +595,10 @@ static PyMethodDef methods[] = {
     {"pair_jaccards", pair_jaccards, METH_VARARGS, NULL},
     {"weighted_similarity", weighted_similarity, METH_VARARGS, NULL},
     {"weighted_pairs", weighted_pairs, METH_VARARGS, NULL},
+    {"distinct", distinct, METH_VARARGS, NULL},
+    {"document_frequencies", document_frequencies, METH_VARARGS, NULL},
     {"bucket_pairs", bucket_pairs, METH_VARARGS, NULL},
+    {"top_candidates", top_candidates, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

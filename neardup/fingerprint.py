@@ -488,13 +488,30 @@ def _int64(values: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.int64)
 
 
-def frequency_counts(shingle_sets: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(shingle keys, how many of the sets hold each): document frequencies of some records,
-    keys as :meth:`TokenField.keys` gives them (int64)."""
-    if not shingle_sets:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    keys, counts = np.unique(np.concatenate(shingle_sets).view(np.int64), return_counts=True)
-    return keys, counts.astype(np.int64)
+def frequency_counts(fingerprints: Sequence[Fingerprint]) -> tuple[np.ndarray, np.ndarray]:
+    """(shingle keys, how many of the records hold each): document frequencies of some records,
+    keys as :meth:`TokenField.keys` gives them (int64, sorted). One pass over the shingles, with
+    no set made per record."""
+    hashes, offsets = _flat([fp.shingle_hashes for fp in fingerprints])
+    values, counts = _kernels.document_frequencies(hashes, offsets)
+    keys = np.frombuffer(values, dtype=np.int64)
+    order = np.argsort(keys)
+    return keys[order], np.frombuffer(counts, dtype=np.int64)[order]
+
+
+def distinct_values(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct values of a uint64 array, in order of first sight; where each value is
+    among them): ``np.unique(values, return_inverse=True)`` without sorting."""
+    where = np.empty(len(values), dtype=np.int64)
+    return np.frombuffer(_kernels.distinct(values, where), dtype=np.uint64), where
+
+
+def _flat(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Many uint64 arrays as one, and each one's offsets into it."""
+    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, arrays), np.int64, len(arrays)), out=offsets[1:])
+    flat = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.uint64)
+    return flat, offsets
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from .errors import NeardupError
 from .fingerprint import (
     FingerprintParams,
     TokenField,
+    distinct_values,
     fingerprint_batch,
     jaccard_pairs,
     shingle_segments,
@@ -252,8 +253,8 @@ def _similarities(
         return jaccard_pairs(texts, left, right, params)
     sets, offsets = shingle_segments(texts, params)
     # Each distinct shingle is looked up and weighed once: the texts share most of theirs.
-    distinct, where = np.unique(sets.view(np.int64), return_inverse=True)
-    weights = store.frequencies(distinct).weights(distinct)[where]
+    distinct, where = distinct_values(sets)
+    weights = store.frequencies(distinct.view(np.int64)).weights(distinct)[where]
     return weighted_pairs(sets, weights, offsets, np.asarray(left), np.asarray(right))
 
 

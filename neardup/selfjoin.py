@@ -131,13 +131,11 @@ def top_pairs(
     low: np.ndarray, high: np.ndarray, shared: np.ndarray, rows: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The pairs in which one side is among the other's top ``rows`` candidates: most shared
-    tokens first, then the lower group (groups are numbered in order of their first id)."""
-    me = np.concatenate([low, high])
-    other = np.concatenate([high, low])
-    score = np.concatenate([shared, shared])
-    order = np.lexsort((other, -score, me))
-    me = me[order]
-    first = np.searchsorted(me, me, side="left")
-    chosen = order[np.arange(len(order)) - first < rows] % max(len(low), 1)
-    chosen = np.unique(chosen)
+    tokens first, then the lower group (groups are numbered in order of their first id).
+    ``low``, ``high`` and ``shared`` are :func:`scored_pairs`' answer, sorted by (low, high)."""
+    low, high, shared = (np.ascontiguousarray(a, dtype=np.int64) for a in (low, high, shared))
+    keep = np.zeros(len(low), dtype=np.uint8)
+    groups = int(max(low.max(initial=-1), high.max(initial=-1))) + 1
+    _kernels.top_candidates(low, high, shared, groups, rows, keep)
+    chosen = keep.view(bool)
     return low[chosen], high[chosen], shared[chosen]

@@ -10,9 +10,11 @@ from neardup.fingerprint import (
     TOKEN_FIELDS,
     FingerprintParams,
     TokenField,
+    distinct_values,
     estimated_jaccard,
     fingerprint,
     fingerprint_batch,
+    frequency_counts,
     jaccard,
     jaccard_pairs,
     normalize,
@@ -294,3 +296,24 @@ def test_jaccard_of_many_pairs_equals_jaccard_of_sorted_sets(params: Fingerprint
     assert jaccard_pairs(contents, left, right, params).tolist() == expected
     # The pairs cover disjoint, identical (and both empty) and partly shared sets.
     assert {0.0, 1.0} < set(expected) and len(set(expected)) > 20
+
+
+def test_frequency_counts_count_each_record_once_per_shingle() -> None:
+    texts = ["abab abab", "abab", "xyz", "", "ababx"]
+    fingerprints = fingerprint_batch(texts, FingerprintParams("char", 2, 8, 4))
+    keys, counts = frequency_counts(fingerprints)
+    expected: dict[int, int] = {}
+    for fp in fingerprints:
+        for key in set(fp.shingles.view(np.int64).tolist()):
+            expected[key] = expected.get(key, 0) + 1
+    assert keys.tolist() == sorted(expected)
+    assert counts.tolist() == [expected[k] for k in sorted(expected)]
+
+
+def test_distinct_values_in_order_of_first_sight() -> None:
+    values = np.random.default_rng(1).integers(0, 2**63, 300, dtype=np.uint64)[
+        np.random.default_rng(2).integers(0, 100, 100_000)
+    ]
+    distinct, where = distinct_values(values)
+    assert distinct.tolist() == list(dict.fromkeys(values.tolist()))
+    assert (distinct[where] == values).all()

@@ -3,6 +3,7 @@ from __future__ import annotations
 from itertools import combinations
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from neardup import api
@@ -12,6 +13,7 @@ from neardup.indexer import index_records
 from neardup.readers import Record
 from neardup.report import Pair, clusters, find_pairs
 from neardup.searcher import MatchRules, Searcher
+from neardup.selfjoin import top_pairs
 from neardup.stores import CandidateQuery, TokenField
 from tests.corpora import corpus
 
@@ -211,6 +213,23 @@ def test_the_self_join_reports_exactly_what_lookups_report(
     joined = api.report(sqlite_url, rules=rules, strategy="join")
     assert len(joined) > 50
     assert joined == api.report(sqlite_url, rules=rules, strategy="lookups")
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5])
+def test_top_pairs_keep_each_sides_best_candidates_with_ties_to_the_lower_group(rows: int) -> None:
+    rng = np.random.default_rng(rows)
+    codes = np.unique(rng.integers(0, 40, (600, 2)) @ np.array([1 << 32, 1]))
+    low, high = codes >> 32, codes & 0xFFFFFFFF
+    low, high = low[low < high], high[low < high]
+    shared = rng.integers(1, 4, len(low))  # few scores: many ties
+    candidates: dict[int, list[tuple[int, int, int]]] = {}
+    pairs = zip(low.tolist(), high.tolist(), shared.tolist(), strict=True)
+    for n, (a, b, score) in enumerate(pairs):
+        candidates.setdefault(a, []).append((-score, b, n))
+        candidates.setdefault(b, []).append((-score, a, n))
+    expected = sorted({n for ranked in candidates.values() for *_, n in sorted(ranked)[:rows]})
+    kept = top_pairs(low, high, shared, rows)
+    assert [k.tolist() for k in kept] == [x[expected].tolist() for x in (low, high, shared)]
 
 
 def test_a_join_over_its_pair_budget_falls_back_to_lookups(sqlite_url: str, tmp_path: Path) -> None:

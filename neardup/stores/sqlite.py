@@ -181,7 +181,7 @@ class SQLiteStore(Store):
         falls to 0 stays as a row: it means what a missing row means."""
         if not self.keeps_frequencies:
             return
-        keys, counts = frequency_counts([fp.shingles for fp in fingerprints])
+        keys, counts = frequency_counts(fingerprints)
         self._conn.executemany(
             "INSERT INTO frequencies VALUES (?, ?) "
             "ON CONFLICT (token) DO UPDATE SET records = records + excluded.records",
