@@ -9,15 +9,15 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.installed-base: pyproject.toml neardup/_kernels.c | $(BIN)/python
+$(VENV)/.installed-base: pyproject.toml setup.py neardup/_kernels.c | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml neardup/_kernels.c | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml setup.py neardup/_kernels.c | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-$(VENV)/.installed-bench: pyproject.toml neardup/_kernels.c | $(BIN)/python
+$(VENV)/.installed-bench: pyproject.toml setup.py neardup/_kernels.c | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,bench]'
 	touch $@
 

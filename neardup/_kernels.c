@@ -98,8 +98,46 @@ static void densify(const uint64_t *minima, uint32_t *signature, uint64_t k, uin
     }
 }
 
-/* sketch(tokens u64, offsets i64, size, seed, num_hashes, bands, hash_offsets i64, hashes u64,
- * signatures u32 [texts x num_hashes, zeroed], band_hashes u64 [texts x bands]).
+/* The shingle hashes, minimum per bin and band hashes of one text of `length` tokens (`count`
+ * shingles), for tokens of either width: characters are 32-bit code points, words 64-bit
+ * hashes. */
+#define DEFINE_SKETCH_TEXT(NAME, TOKEN)                                                         \
+    static void NAME(const TOKEN *restrict tokens, int64_t length, int64_t count, int64_t size, \
+                     uint64_t seed, uint64_t k, Py_ssize_t bands, uint64_t *restrict out,        \
+                     uint64_t *restrict minima, uint32_t *restrict signature,                    \
+                     uint64_t *restrict band_hashes) {                                           \
+        int64_t width = length < size ? length : size;                                          \
+        uint64_t top = 1; /* M ** width: the weight of the token leaving the window */          \
+        for (int64_t i = 0; i < width; i++) top *= MULTIPLIER;                                  \
+        /* Rolling one token on: h*M - (leaving + 1)*top + (entering + 1) + seed*top*(1 - M) */ \
+        uint64_t drift = seed * top * (1 - MULTIPLIER), h = seed;                               \
+        for (uint64_t b = 0; b < k; b++) minima[b] = EMPTY_BIN;                                 \
+        for (int64_t j = 0; j < width; j++) h = h * MULTIPLIER + (uint64_t)tokens[j] + 1;       \
+        for (int64_t w = 0; w < count; w++) {                                                   \
+            if (w) {                                                                            \
+                h = h * MULTIPLIER - ((uint64_t)tokens[w - 1] + 1) * top;                       \
+                h += (uint64_t)tokens[w + width - 1] + 1 + drift;                               \
+            }                                                                                   \
+            uint64_t mixed = fmix64(h), value = mixed & MASK32, b = bin_of(mixed, k);           \
+            out[w] = mixed;                                                                     \
+            if (value < minima[b]) minima[b] = value;                                           \
+        }                                                                                       \
+        if (count) densify(minima, signature, k, seed);                                         \
+        Py_ssize_t rows = (Py_ssize_t)k / bands;                                                \
+        for (Py_ssize_t band = 0; band < bands; band++) {                                       \
+            uint64_t bh = (uint64_t)band + (seed << 32);                                        \
+            for (Py_ssize_t r = band * rows; r < band * rows + rows; r++)                       \
+                bh = bh * MULTIPLIER + signature[r] + 1;                                        \
+            band_hashes[band] = fmix64(bh);                                                     \
+        }                                                                                       \
+    }
+
+DEFINE_SKETCH_TEXT(sketch_characters, uint32_t)
+DEFINE_SKETCH_TEXT(sketch_words, uint64_t)
+
+/* sketch(tokens u32 or u64, token_bytes, offsets i64, size, seed, num_hashes, bands,
+ * hash_offsets i64, hashes u64, signatures u32 [texts x num_hashes, zeroed],
+ * band_hashes u64 [texts x bands]).
  *
  * A shingle is `size` consecutive tokens (all of a shorter, non-empty text), hashed by
  * multiply-add combining and fmix64. Multiply-add combining is a polynomial in the tokens, so
@@ -109,10 +147,10 @@ static void densify(const uint64_t *minima, uint32_t *signature, uint64_t k, uin
  * gives each text's number of shingles (the caller computes them from the lengths). */
 static PyObject *sketch(PyObject *self, PyObject *args) {
     Py_buffer tokens_b, offsets_b, hash_offsets_b, hashes_b, signatures_b, bands_b;
-    Py_ssize_t size, num_hashes, bands;
+    Py_ssize_t token_bytes, size, num_hashes, bands;
     unsigned long long seed;
-    if (!PyArg_ParseTuple(args, "y*y*nKnny*w*w*w*", &tokens_b, &offsets_b, &size, &seed,
-                          &num_hashes, &bands, &hash_offsets_b, &hashes_b, &signatures_b,
+    if (!PyArg_ParseTuple(args, "y*ny*nKnny*w*w*w*", &tokens_b, &token_bytes, &offsets_b, &size,
+                          &seed, &num_hashes, &bands, &hash_offsets_b, &hashes_b, &signatures_b,
                           &bands_b))
         return NULL;
     Py_buffer *all[] = {&tokens_b, &offsets_b, &hash_offsets_b, &hashes_b,
@@ -122,40 +160,18 @@ static PyObject *sketch(PyObject *self, PyObject *args) {
         release(all);
         return PyErr_NoMemory();
     }
-    const uint64_t *tokens = tokens_b.buf;
     const int64_t *offsets = offsets_b.buf, *hash_offsets = hash_offsets_b.buf;
-    uint64_t *hashes = hashes_b.buf, *band_hashes = bands_b.buf;
-    uint32_t *signatures = signatures_b.buf;
-    Py_ssize_t texts = offsets_b.len / 8 - 1, rows = num_hashes / bands;
-    uint64_t k = (uint64_t)num_hashes;
-    for (Py_ssize_t t = 0; t < texts; t++) {
-        int64_t start = offsets[t], length = offsets[t + 1] - offsets[t];
-        int64_t width = length < size ? length : size;
-        int64_t count = hash_offsets[t + 1] - hash_offsets[t];
-        uint64_t top = 1; /* M ** width: the weight of the token leaving the window */
-        for (int64_t i = 0; i < width; i++) top *= MULTIPLIER;
-        /* Rolling one token on: h * M - (leaving + 1) * top + (entering + 1) + seed*top*(1 - M) */
-        uint64_t drift = seed * top * (1 - MULTIPLIER), h = seed;
-        for (Py_ssize_t b = 0; b < num_hashes; b++) minima[b] = EMPTY_BIN;
-        for (int64_t j = start; j < start + width; j++) h = h * MULTIPLIER + tokens[j] + 1;
-        uint64_t *out = hashes + hash_offsets[t];
-        for (int64_t w = 0; w < count; w++) {
-            if (w) {
-                h = h * MULTIPLIER - (tokens[start + w - 1] + 1) * top;
-                h += tokens[start + w + width - 1] + 1 + drift;
-            }
-            uint64_t mixed = fmix64(h), value = mixed & MASK32, b = bin_of(mixed, k);
-            out[w] = mixed;
-            if (value < minima[b]) minima[b] = value;
-        }
-        uint32_t *signature = signatures + t * num_hashes;
-        if (count) densify(minima, signature, k, seed);
-        for (Py_ssize_t band = 0; band < bands; band++) {
-            uint64_t bh = (uint64_t)band + (seed << 32);
-            for (Py_ssize_t r = band * rows; r < band * rows + rows; r++)
-                bh = bh * MULTIPLIER + signature[r] + 1;
-            band_hashes[t * bands + band] = fmix64(bh);
-        }
+    for (Py_ssize_t t = 0; t < offsets_b.len / 8 - 1; t++) {
+        int64_t length = offsets[t + 1] - offsets[t], count = hash_offsets[t + 1] - hash_offsets[t];
+        uint64_t *out = (uint64_t *)hashes_b.buf + hash_offsets[t];
+        uint32_t *signature = (uint32_t *)signatures_b.buf + t * num_hashes;
+        uint64_t *band_hashes = (uint64_t *)bands_b.buf + t * bands;
+        if (token_bytes == 4)
+            sketch_characters((const uint32_t *)tokens_b.buf + offsets[t], length, count, size,
+                              seed, num_hashes, bands, out, minima, signature, band_hashes);
+        else
+            sketch_words((const uint64_t *)tokens_b.buf + offsets[t], length, count, size, seed,
+                         num_hashes, bands, out, minima, signature, band_hashes);
     }
     PyMem_Free(minima);
     release(all);

@@ -313,7 +313,8 @@ def _sketch_contents(
     signatures = np.zeros((len(contents), params.num_hashes), dtype=np.uint32)
     bands = np.empty((len(contents), params.bands), dtype=np.uint64)
     _kernels.sketch(
-        tokens.astype(np.uint64, copy=False),
+        tokens,  # uint32 code points or uint64 word hashes
+        tokens.itemsize,
         offsets,
         params.shingle_size,
         params.seed,
