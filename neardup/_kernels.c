@@ -217,44 +217,76 @@ static void sort_u64(uint64_t *a, Py_ssize_t n) {
     insertion_sort(a, n);
 }
 
+/* Sort n well-mixed hashes through `spare` (n values) and `counts` (n + 1 counters rounded up
+ * to a power of two): scatter them into as many buckets by their top bits, then an insertion
+ * sort, which only has to order each bucket's one or two values. Linear, and branch-free but
+ * for that last step, where quicksort mispredicts about every other comparison of hashes. */
+static void bucket_sort_u64(uint64_t *a, uint64_t *spare, Py_ssize_t *counts, Py_ssize_t n) {
+    int bits = 1;
+    while (((Py_ssize_t)1 << bits) < n) bits++;
+    Py_ssize_t buckets = (Py_ssize_t)1 << bits;
+    memset(counts, 0, (buckets + 1) * sizeof(Py_ssize_t));
+    for (Py_ssize_t i = 0; i < n; i++) counts[(a[i] >> (64 - bits)) + 1]++;
+    for (Py_ssize_t k = 0; k < buckets; k++) counts[k + 1] += counts[k];
+    for (Py_ssize_t i = 0; i < n; i++) spare[counts[a[i] >> (64 - bits)]++] = a[i];
+    memcpy(a, spare, n * sizeof(uint64_t));
+    insertion_sort(a, n);
+}
+
 /* sorted_unique_segments(hashes u64 (sorted in place), offsets i64, out u64, out_offsets i64)
  * -> written. Sorts each segment and drops repeats. */
 static PyObject *sorted_unique_segments(PyObject *self, PyObject *args) {
     Py_buffer hashes_b, offsets_b, out_b, out_offsets_b;
     if (!PyArg_ParseTuple(args, "w*y*w*w*", &hashes_b, &offsets_b, &out_b, &out_offsets_b))
         return NULL;
+    Py_buffer *all[] = {&hashes_b, &offsets_b, &out_b, &out_offsets_b, NULL};
     uint64_t *hashes = hashes_b.buf, *out = out_b.buf;
     const int64_t *offsets = offsets_b.buf;
     int64_t *out_offsets = out_offsets_b.buf;
-    Py_ssize_t segments = offsets_b.len / 8 - 1, written = 0;
+    Py_ssize_t segments = offsets_b.len / 8 - 1, written = 0, longest = 1;
+    for (Py_ssize_t s = 0; s < segments; s++)
+        if (offsets[s + 1] - offsets[s] > longest) longest = offsets[s + 1] - offsets[s];
+    Py_ssize_t buckets = 2;
+    while (buckets < longest) buckets *= 2;
+    uint64_t *spare = PyMem_Malloc(longest * sizeof(uint64_t));
+    Py_ssize_t *counts = PyMem_Malloc((buckets + 1) * sizeof(Py_ssize_t));
+    if (!spare || !counts) {
+        PyMem_Free(spare), PyMem_Free(counts);
+        release(all);
+        return PyErr_NoMemory();
+    }
     for (Py_ssize_t s = 0; s < segments; s++) {
         uint64_t *segment = hashes + offsets[s];
         Py_ssize_t n = offsets[s + 1] - offsets[s];
-        sort_u64(segment, n);
+        if (n < 32) /* below that, counting into buckets costs more than the comparisons */
+            sort_u64(segment, n);
+        else
+            bucket_sort_u64(segment, spare, counts, n);
         for (Py_ssize_t i = 0; i < n; i++)
             if (i == 0 || segment[i] != segment[i - 1]) out[written++] = segment[i];
         out_offsets[s + 1] = written;
     }
-    Py_buffer *all[] = {&hashes_b, &offsets_b, &out_b, &out_offsets_b, NULL};
+    PyMem_Free(counts);
+    PyMem_Free(spare);
     release(all);
     return PyLong_FromSsize_t(written);
 }
 
 /* How many values two sorted unique arrays share, and (when weights are given) the sum of the
- * products of the shared values' weights: one merge for both similarities. */
-static Py_ssize_t merge(const uint64_t *a, Py_ssize_t na, const uint64_t *b, Py_ssize_t nb,
-                        const double *wa, const double *wb, double *weight) {
+ * products of the shared values' weights: one merge for both similarities. The steps are
+ * branch-free (a candidate pair's sets interleave unpredictably); adding 0.0 for a value not
+ * shared leaves the sum's bits as they would be without it. */
+static inline Py_ssize_t merge(const uint64_t *a, Py_ssize_t na, const uint64_t *b,
+                               Py_ssize_t nb, const double *wa, const double *wb, double *weight) {
     Py_ssize_t i = 0, j = 0, shared = 0;
     double sum = 0.0;
     while (i < na && j < nb) {
-        if (a[i] < b[j])
-            i++;
-        else if (a[i] > b[j])
-            j++;
-        else {
-            if (wa) sum += wa[i] * wb[j];
-            shared++, i++, j++;
-        }
+        uint64_t x = a[i], y = b[j];
+        int same = x == y;
+        if (wa) sum += same ? wa[i] * wb[j] : 0.0;
+        shared += same;
+        i += x <= y;
+        j += y <= x;
     }
     if (weight) *weight = sum;
     return shared;
@@ -329,15 +361,19 @@ static double squared_norm(const double *w, Py_ssize_t n) {
     return sum;
 }
 
-/* Cosine of two shingle sets whose shingles weigh their IDF, given their squared norms; 1.0 for
- * two empty sets. The one formula for a single pair and for a batch: the same bits. */
+/* The cosine from the shared weight and the two squared norms; 1.0 for two empty sets. */
+static double cosine(double shared, double norm_a, Py_ssize_t na, double norm_b, Py_ssize_t nb) {
+    if (norm_a == 0.0 || norm_b == 0.0) return na == 0 && nb == 0 ? 1.0 : 0.0;
+    double result = shared / sqrt(norm_a * norm_b);
+    return result < 1.0 ? result : 1.0;
+}
+
+/* Cosine of two shingle sets whose shingles weigh their IDF, given their squared norms. */
 static double weighted(const uint64_t *a, const double *wa, Py_ssize_t na, double norm_a,
                        const uint64_t *b, const double *wb, Py_ssize_t nb, double norm_b) {
     double shared;
-    if (norm_a == 0.0 || norm_b == 0.0) return na == 0 && nb == 0 ? 1.0 : 0.0;
     merge(a, na, b, nb, wa, wb, &shared);
-    double cosine = shared / sqrt(norm_a * norm_b);
-    return cosine < 1.0 ? cosine : 1.0;
+    return cosine(shared, norm_a, na, norm_b, nb);
 }
 
 /* weighted_similarity(a u64, wa f64, b u64, wb f64) -> float. */
@@ -353,8 +389,13 @@ static PyObject *weighted_similarity(PyObject *self, PyObject *args) {
 }
 
 /* weighted_pairs(sets u64, weights f64, offsets i64, left i64, right i64, out f64):
- * weighted_similarity of segments left[i] and right[i] for many pairs at once, each segment's
- * norm computed once. */
+ * weighted_similarity of segments left[i] and right[i] for many pairs at once.
+ *
+ * Each segment's norm is computed once. A left set is put in an open-addressing table once for
+ * the run of pairs that share it (a report's pairs come sorted by their left side), and the
+ * right set's values are looked up in it: one probe per value instead of a merge step per
+ * value of both. The right set is sorted, so the shared weights are summed in ascending order
+ * of their shingles, as the merge of weighted_similarity sums them: the same bits. */
 static PyObject *weighted_pairs(PyObject *self, PyObject *args) {
     Py_buffer sets_b, weights_b, offsets_b, left_b, right_b, out_b;
     if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*", &sets_b, &weights_b, &offsets_b, &left_b,
@@ -365,20 +406,47 @@ static PyObject *weighted_pairs(PyObject *self, PyObject *args) {
     const double *weights = weights_b.buf;
     const int64_t *offsets = offsets_b.buf, *left = left_b.buf, *right = right_b.buf;
     double *out = out_b.buf;
-    Py_ssize_t segments = offsets_b.len / 8 - 1;
+    Py_ssize_t segments = offsets_b.len / 8 - 1, longest = 1;
+    for (Py_ssize_t s = 0; s < segments; s++)
+        if (offsets[s + 1] - offsets[s] > longest) longest = offsets[s + 1] - offsets[s];
+    uint64_t capacity = 1;
+    while (capacity < 16 * (uint64_t)longest) capacity *= 2;
     double *norms = PyMem_Malloc((segments + 1) * sizeof(double));
-    if (!norms) {
+    uint64_t *keys = PyMem_Malloc(capacity * sizeof(uint64_t));
+    double *found = PyMem_Malloc(capacity * sizeof(double)); /* the left set's weight */
+    int64_t *stamps = PyMem_Calloc(capacity, sizeof(int64_t));
+    if (!norms || !keys || !found || !stamps) {
+        PyMem_Free(norms), PyMem_Free(keys), PyMem_Free(found), PyMem_Free(stamps);
         release(all);
         return PyErr_NoMemory();
     }
     for (Py_ssize_t s = 0; s < segments; s++)
         norms[s] = squared_norm(weights + offsets[s], offsets[s + 1] - offsets[s]);
+    uint64_t mask = 0;
+    int64_t tabled = -1, stamp = 0; /* the left segment in the table, and its stamp */
     for (Py_ssize_t p = 0; p < left_b.len / 8; p++) {
         int64_t l = left[p], r = right[p], a = offsets[l], b = offsets[r];
-        out[p] = weighted(sets + a, weights + a, offsets[l + 1] - a, norms[l], sets + b,
-                          weights + b, offsets[r + 1] - b, norms[r]);
+        if (l != tabled) { /* sparse: most values looked up are not there, and miss at once */
+            tabled = l, stamp++, mask = 1;
+            while (mask < 16 * (uint64_t)(offsets[l + 1] - a)) mask *= 2;
+            mask -= 1;
+            for (int64_t i = a; i < offsets[l + 1]; i++) {
+                uint64_t slot = sets[i] & mask;
+                while (stamps[slot] == stamp) slot = (slot + 1) & mask;
+                stamps[slot] = stamp, keys[slot] = sets[i], found[slot] = weights[i];
+            }
+        }
+        double shared = 0.0;
+        for (int64_t j = b; j < offsets[r + 1]; j++) {
+            for (uint64_t slot = sets[j] & mask; stamps[slot] == stamp; slot = (slot + 1) & mask)
+                if (keys[slot] == sets[j]) {
+                    shared += found[slot] * weights[j];
+                    break;
+                }
+        }
+        out[p] = cosine(shared, norms[l], offsets[l + 1] - a, norms[r], offsets[r + 1] - b);
     }
-    PyMem_Free(norms);
+    PyMem_Free(norms), PyMem_Free(keys), PyMem_Free(found), PyMem_Free(stamps);
     release(all);
     Py_RETURN_NONE;
 }
