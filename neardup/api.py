@@ -338,7 +338,7 @@ def report(
             how = f"auto: {found.choice.reason}"
             if not found.choice.found_valley:
                 how += f"; the fallback {found.choice.threshold:g}"
-        measured = Measured(found.histogram.tolist(), found.rules.threshold, how)
+        measured = Measured(found.histogram.tolist(), found.rules.threshold, how, found.seconds)
         changes: dict[str, object] = {"last_report": asdict(measured)}
         if found.choice:  # later lookups use it: they agree with this report
             changes["chosen_threshold"] = found.choice.threshold
@@ -360,11 +360,13 @@ def _exact_report(source: Store, chosen: MatchRules) -> list[Pair]:
 @dataclass
 class Measured:
     """What a store's last report measured: how many candidate pairs fell in each bin of
-    similarity (0.02 wide, from 0 to 1), the threshold it applied, and how that was chosen."""
+    similarity (0.02 wide, from 0 to 1), the threshold it applied, how that was chosen, and
+    where the time went (seconds by phase; not part of what two reports are compared on)."""
 
     histogram: list[int]
     threshold: float | None
     how: str
+    seconds: dict[str, float] = field(default_factory=dict, compare=False)
 
     @property
     def readable(self) -> bool:

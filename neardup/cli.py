@@ -220,7 +220,7 @@ def _report(args: argparse.Namespace) -> int:
             out.write(page)
         print(f"report page written to {args.html} ({len(page.encode()):,} bytes)", file=sys.stderr)
         if not args.output:
-            _print_threshold(args)
+            _print_measured(args)
             return 0
     texts = None
     if args.texts_from:
@@ -238,18 +238,20 @@ def _report(args: argparse.Namespace) -> int:
         else:
             written = f"{output.write_pairs(pairs, out, args.format, texts)} pairs"
     print(f"{written}{f' written to {args.output}' if args.output else ''}", file=sys.stderr)
-    _print_threshold(args)
+    _print_measured(args)
     return 0
 
 
-def _print_threshold(args: argparse.Namespace) -> None:
-    """The threshold the report applied and how it was chosen; an automatic one with the
-    histogram it was read from."""
+def _print_measured(args: argparse.Namespace) -> None:
+    """The threshold the report applied and how it was chosen (an automatic one with the
+    histogram it was read from), and where the time went."""
     measured = None if args.exact else api.last_report(args.store)
     if measured:
         text = output.histogram_text(measured.histogram, measured.threshold, measured.how)
         shown = measured.how.startswith(api.AUTO) and measured.readable
         print(text if shown else text.splitlines()[0], file=sys.stderr)
+        if measured.seconds:
+            print(output.phase_times(measured.seconds), file=sys.stderr)
 
 
 @command("dedup")

@@ -13,8 +13,10 @@ lookup per group; both give the same pairs.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Literal
 
@@ -39,6 +41,8 @@ from .tuning import ThresholdChoice, choose_threshold, similarity_histogram
 Grouping = Literal["center", "components"]
 GROUPINGS: tuple[Grouping, ...] = ("center", "components")
 Strategy = Literal["auto", "join", "lookups"]
+# A report's passes over the store or its pairs, in the order they run.
+PHASES = ("reading", "joining", "measuring", "verifying", "looking up")
 
 
 @dataclass(frozen=True, order=True)
@@ -79,6 +83,7 @@ class Found:
     rules: MatchRules  # as applied: with an automatic threshold, the one it chose
     histogram: np.ndarray  # the similarities of every candidate pair of records, exact ones aside
     choice: ThresholdChoice | None  # how the threshold was chosen, when it was automatic
+    seconds: dict[str, float] = field(default_factory=dict)  # where the time went, by phase
 
 
 def find_pairs(
@@ -100,27 +105,30 @@ def find_pairs(
     """
     Searcher(store, params, rules)  # checks that the store indexes the method's field
     total = store.count() if progress else None
+    seconds: dict[str, float] = {}
     if strategy != "lookups":
-        with _bar("reading", total, " records", progress) as bar:
+        with _phase("reading", total, " records", progress, seconds) as bar:
             contents = read_contents(
                 _counted(store.iter_records(1000), bar),
                 params,
                 TokenField(rules.method),
                 rules.first_word,
             )
-        scored = scored_pairs(contents, rules.first_word, pair_budget)
+        with _timed("joining", seconds):
+            scored = scored_pairs(contents, rules.first_word, pair_budget)
+            if scored is not None:
+                low, high, shared = top_pairs(*scored, rules.rows)
         if scored is not None:
-            low, high, shared = top_pairs(*scored, rules.rows)
-            with _bar("measuring", len(low), " pairs", progress) as bar:
+            with _phase("measuring", len(low), " pairs", progress, seconds) as bar:
                 similarities = _measured(store, params, rules, contents, low, high, bar)
             copies = np.array([len(contents.ids(g)) for g in range(len(contents.heads))])
             histogram = similarity_histogram(similarities, copies[low] * copies[high])
             applied, choice = _applied(rules, histogram)
-            with _bar("verifying", len(low), " pairs", progress) as bar:
+            with _phase("verifying", len(low), " pairs", progress, seconds) as bar:
                 pairs = _joined_pairs(
                     store, applied, contents, (low, high, shared, similarities), bar
                 )
-            return Found(pairs, applied, histogram, choice)
+            return Found(pairs, applied, histogram, choice, seconds)
         if strategy == "join":
             raise NeardupError(
                 f"the {rules.method} tokens are too common for a self-join "
@@ -128,7 +136,7 @@ def find_pairs(
             )
     # Every candidate measured, whatever the rules: they are applied once the threshold is known.
     loose = Searcher(store, params, replace(rules, threshold=None, max_edit_distance=None))
-    with _bar("looking up", total, " records", progress) as bar:
+    with _phase("looking up", total, " records", progress, seconds) as bar:
         exact, near = _looked_up(_counted(store.iter_records(256), bar), store, loose)
     histogram = similarity_histogram(
         np.array([match.similarity for _, _, match in near], dtype=np.float64),
@@ -142,7 +150,7 @@ def find_pairs(
         for pair in _near_pairs(group, other, m.edit_distance, m.similarity, m.shared_tokens)
     ]
     pairs.sort()
-    return Found(pairs, applied, histogram, choice)
+    return Found(pairs, applied, histogram, choice, seconds)
 
 
 def _applied(rules: MatchRules, histogram: np.ndarray) -> tuple[MatchRules, ThresholdChoice | None]:
@@ -153,8 +161,26 @@ def _applied(rules: MatchRules, histogram: np.ndarray) -> tuple[MatchRules, Thre
     return replace(rules, threshold=choice.threshold), choice
 
 
-def _bar(what: str, total: int | None, unit: str, shown: bool) -> tqdm:
-    return tqdm(total=total, desc=what, unit=unit, unit_scale=True, disable=not shown, leave=False)
+@contextmanager
+def _timed(what: str, seconds: dict[str, float]) -> Iterator[None]:
+    started = time.perf_counter()
+    yield
+    seconds[what] = seconds.get(what, 0.0) + time.perf_counter() - started
+
+
+@contextmanager
+def _phase(
+    what: str, total: int | None, unit: str, shown: bool, seconds: dict[str, float]
+) -> Iterator[tqdm]:
+    """One pass of the report: timed, with a progress bar (and its estimate of the time left)
+    on stderr when ``shown``."""
+    with (
+        _timed(what, seconds),
+        tqdm(
+            total=total, desc=what, unit=unit, unit_scale=True, disable=not shown, leave=False
+        ) as bar,
+    ):
+        yield bar
 
 
 def _counted(batches: Iterable[list[StoredRecord]], bar: tqdm) -> Iterator[list[StoredRecord]]:

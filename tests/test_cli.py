@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from neardup.api import last_report
 from neardup.api import stats as api_stats
 from neardup.errors import NeardupError
 from neardup.evaluate import read_pairs
@@ -157,6 +159,13 @@ def test_report_formats(indexed: str, tmp_path: Path) -> None:
     result = neardup("report", "--store", indexed, "-o", str(out))
     assert result.returncode == 0
     assert "4 pairs written to" in result.stderr
+    spent = result.stderr.splitlines()[-1]  # where the time went, phase by phase
+    assert re.fullmatch(
+        r"time: [\d.]+ s \(reading [\d.]+ s, joining [\d.]+ s, measuring [\d.]+ s, "
+        r"verifying [\d.]+ s\)",
+        spent,
+    )
+    assert sorted(last_report(indexed).seconds) == ["joining", "measuring", "reading", "verifying"]
     rows = list(csv.DictReader(out.open(), delimiter="\t"))
     assert list(rows[0])[:4] == ["left_id", "right_id", "edit_distance", "similarity"]
     assert [(r["left_id"], r["right_id"]) for r in rows] == [
