@@ -395,6 +395,25 @@ def shingle_sets(contents: Sequence[str], params: FingerprintParams) -> list[np.
     return _slices(*shingle_segments(contents, params))
 
 
+def token_keys(
+    contents: Sequence[str], params: FingerprintParams, field: TokenField
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``field`` keys of already normalised contents, content after content, as
+    :meth:`TokenField.keys` gives them, and how many each content has: what a report joins on,
+    without a :class:`Fingerprint` (and its MD5) per content."""
+    if not contents:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    hashes, offsets, signatures, bands = _sketch_contents(contents, params)
+    if field is TokenField.BANDS:
+        return bands.ravel().view(np.int64), np.full(len(contents), params.bands)
+    if field is TokenField.SIGNATURE:
+        positions = np.arange(params.num_hashes, dtype=np.uint64) << np.uint64(32)
+        keys = (positions | signatures.astype(np.uint64)).ravel()
+        return keys.view(np.int64), np.full(len(contents), params.num_hashes)
+    sets, set_offsets = _sorted_unique_segments(hashes, offsets)
+    return sets.view(np.int64), np.diff(set_offsets)
+
+
 def shingle_texts(content: str, params: FingerprintParams) -> dict[int, str]:
     """Each shingle of a normalised content, by its hash: the text behind a hash, for people."""
     if params.shingle_kind == "char":

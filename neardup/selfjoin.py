@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _kernels
-from .fingerprint import FingerprintParams, TokenField, fingerprint_batch
+from .fingerprint import FingerprintParams, TokenField, token_keys
 from .stores import StoredRecord
 
 # Most pairs the join may count (8 bytes each while sorting); past it, lookups are cheaper.
@@ -71,11 +71,9 @@ def read_contents(
                     first_words.append(record.first_word)
             else:
                 members.setdefault(group, [heads[group]]).append(record.id)
-        fps = fingerprint_batch(fresh, params, normalized=True)
-        keys = [token_field.keys(fp) for fp in fps]
-        if keys:  # one array per batch, not per group: a few bytes of overhead per record
-            key_batches.append(np.concatenate(keys))
-        sizes.extend(map(len, keys))
+        keys, counts = token_keys(fresh, params, token_field)
+        key_batches.append(keys)  # one array per batch, not per group: a few bytes per record
+        sizes.extend(counts.tolist())
     return Contents(
         heads,
         members,

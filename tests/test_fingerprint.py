@@ -21,6 +21,7 @@ from neardup.fingerprint import (
     normalize_batch,
     parse_shingle,
     shingle_sets,
+    token_keys,
 )
 from neardup.searcher import word_edit_distance
 
@@ -317,3 +318,13 @@ def test_distinct_values_in_order_of_first_sight() -> None:
     distinct, where = distinct_values(values)
     assert distinct.tolist() == list(dict.fromkeys(values.tolist()))
     assert (distinct[where] == values).all()
+
+
+@pytest.mark.parametrize("field", list(TokenField))
+def test_token_keys_of_contents_equal_each_fingerprints_keys(field: TokenField) -> None:
+    params = FingerprintParams("char", 3, 16, 8)
+    contents = normalize_batch(["Art's Deli 12224 Ventura Blvd.", "", "a", "abab abab", "x y z"])
+    keys, sizes = token_keys(contents, params, field)
+    expected = [field.keys(fp) for fp in fingerprint_batch(contents, params, normalized=True)]
+    assert sizes.tolist() == [len(k) for k in expected]
+    assert keys.tolist() == np.concatenate(expected).tolist()
