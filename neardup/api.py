@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from importlib.metadata import version
 from itertools import chain, islice
 from pathlib import Path
 from typing import IO
@@ -23,6 +22,7 @@ from typing import IO
 import numpy as np
 from tqdm import tqdm
 
+from ._version import __version__ as __version__  # re-exported: neardup.api.__version__
 from .errors import NeardupError
 from .evaluate import Evaluation, pairs_of, plot, read_pairs
 from .evaluate import evaluate as score
@@ -61,7 +61,6 @@ from .stores.base import ParamsRequest
 from .tuning import MIN_CANDIDATES, Tuning
 from .tuning import tune as tune_bands
 
-__version__ = version("neardup")
 __all__ = [  # what the CLI and the service use besides the functions
     "AUTO",
     "DEFAULT_BATCH_SIZE",
