@@ -29,7 +29,7 @@ from .evaluate import evaluate as score
 from .exact import exact_pairs
 from .explain import Explanation
 from .explain import explain as explain_pair
-from .fingerprint import TOKEN_FIELDS, FingerprintParams, normalize
+from .fingerprint import TOKEN_FIELDS, FingerprintParams, normalize, normalize_batch
 from .generate import write_corpus
 from .html import HtmlReport, pair_histogram
 from .html import render as render_page
@@ -183,8 +183,8 @@ def _with_bands(
     mean = None
     if "-" not in map(str, paths):
         files = _readers(paths, format, id_field, text_fields)
-        first = [len(normalize(r.text)) for r in islice(chain.from_iterable(files), sample)]
-        mean = sum(first) / len(first) if first else None
+        texts = [r.text for r in islice(chain.from_iterable(files), sample)]
+        mean = sum(map(len, normalize_batch(texts))) / len(texts) if texts else None
     num_hashes = int((asked or {}).get("num_hashes", FingerprintParams().num_hashes))
     return {**(asked or {}), "bands": default_bands(num_hashes, mean)}
 
