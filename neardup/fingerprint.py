@@ -188,10 +188,6 @@ class Fingerprint:
 # --- normalisation ------------------------------------------------------------------------------
 
 
-_PLANE = 0x10000  # code points past the Basic Multilingual Plane are classified when first seen
-_classified_beyond_plane: set[int] = set()
-
-
 def _classify(table: np.ndarray, codes: Iterable[int]) -> None:
     for code in codes:
         char = chr(code)
@@ -199,25 +195,21 @@ def _classify(table: np.ndarray, codes: Iterable[int]) -> None:
 
 
 @cache
-def _separator_table() -> np.ndarray:
-    """A lookup table over all code points: True for whitespace and for Unicode punctuation
-    except '-', the characters normalisation turns into word boundaries.
-
-    Classifying all 1.1M code points takes about half a second, too long for every process
-    start; the first plane takes a few milliseconds, and the rest is filled in on demand."""
-    table = np.zeros(sys.maxunicode + 1, dtype=np.bool_)
-    _classify(table, range(_PLANE))
-    return table
+def _separator_tables() -> tuple[np.ndarray, np.ndarray]:
+    """A lookup table over all code points, True for whitespace and for Unicode punctuation
+    except '-' (the characters normalisation turns into word boundaries), and which code points
+    it has classified so far: classifying all 1.1M takes about half a second, too long for
+    every process start, so each is classified when a text first holds it."""
+    return np.zeros(sys.maxunicode + 1, dtype=np.bool_), np.zeros(sys.maxunicode + 1, np.bool_)
 
 
 def _separators_for(codes: np.ndarray) -> np.ndarray:
     """The separator table, with every code point of ``codes`` classified."""
-    table = _separator_table()
-    beyond = codes[codes >= _PLANE]
-    if len(beyond):
-        fresh = set(np.unique(beyond).tolist()) - _classified_beyond_plane
-        _classify(table, fresh)
-        _classified_beyond_plane.update(fresh)
+    table, classified = _separator_tables()
+    fresh = np.unique(codes[~classified[codes]])
+    if len(fresh):
+        _classify(table, fresh.tolist())
+        classified[fresh] = True
     return table
 
 
