@@ -13,7 +13,7 @@ Every side uses character 5-shingles of the normalised text and 128 hashes, on o
 - index + report: `neardup index` + `neardup report` (--preset documents) on the embedded store,
   through the API, against each peer's MinHash + its LSH index at threshold 0.8 (rensa: 16
   bands, as neardup), shingling included: insert every document, then query every one, in
-  memory;
+  memory, each peer as a process of its own (benchmarks/peers.py) from the normalised texts;
 - the CLI rows: the same as two `neardup` processes, as a user runs them, from a TSV file:
   `index --shingle char:5 --num-hashes 128` and `report --threshold 0.8` (no preset: the
   defaults choose the bands and the method), then `--preset documents`.
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gc
 import random
 import statistics
 import subprocess
@@ -33,8 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from datasketch import MinHash, MinHashLSH
-from rensa import RMinHash, RMinHashLSH
+from datasketch import MinHash
+from rensa import RMinHash
 from timing import median_seconds
 
 from neardup import api
@@ -85,31 +86,23 @@ def datasketch_fingerprints(shingled: list[list[bytes]]) -> None:
         MinHash(num_perm=128).update_batch(s)
 
 
-def datasketch_whole(contents: list[str]) -> int:
-    lsh = MinHashLSH(threshold=0.8, num_perm=128)
-    sketches = []
-    for n, s in enumerate(shingles(contents)):
-        m = MinHash(num_perm=128)
-        m.update_batch([x.encode() for x in s])
-        lsh.insert(str(n), m)
-        sketches.append(m)
-    return sum(len(lsh.query(m)) - 1 for m in sketches) // 2
-
-
 def rensa_fingerprints(shingled: list[list[str]]) -> None:
     for s in shingled:
         RMinHash(num_perm=128, seed=1).update(s)
 
 
-def rensa_whole(contents: list[str]) -> int:
-    lsh = RMinHashLSH(threshold=0.8, num_perm=128, num_bands=16)
-    sketches = []
-    for n, s in enumerate(shingles(contents)):
-        m = RMinHash(num_perm=128, seed=1)
-        m.update(s)
-        lsh.insert(n, m)
-        sketches.append(m)
-    return sum(len(lsh.query(m)) - 1 for m in sketches) // 2
+PEERS_SCRIPT = Path(__file__).with_name("peers.py")
+
+
+def peer_process(peer: str, contents: Path) -> int:
+    """The peer's whole run as a process (see peers.py); returns its candidate pairs."""
+    ran = subprocess.run(
+        [sys.executable, str(PEERS_SCRIPT), peer, str(contents)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return int(ran.stdout)
 
 
 # --- neardup ------------------------------------------------------------------------------------
@@ -164,8 +157,6 @@ def main() -> None:
     args = parser.parse_args()
     texts = corpus(args.ads, args.documents)
     contents = normalize_batch(texts)
-    shingled = shingles(contents)
-    as_bytes = [[x.encode() for x in s] for s in shingled]
     neardup_fingerprints(texts[:10])  # load the compiled kernels before the clock starts
     timings: dict[str, list[float]] = {"index": [], "report": []}
     folder = tempfile.TemporaryDirectory()
@@ -173,10 +164,21 @@ def main() -> None:
     documents.write_text(
         "id\ttext\n" + "".join(f"{n}\t{' '.join(t.split())}\n" for n, t in enumerate(texts))
     )
-    peers = (
-        median_seconds(lambda: datasketch_whole(normalize_batch(texts)), args.runs),
-        median_seconds(lambda: rensa_whole(normalize_batch(texts)), args.runs),
+    normalized = Path(folder.name) / "contents.txt"
+    normalized.write_text("".join(f"{c}\n" for c in contents), encoding="utf-8")
+    # The whole processes first, while this one is still small: on this machine, processes
+    # started just after this one has made and freed gigabytes of objects run up to 40% slower.
+    peers = tuple(
+        median_seconds(lambda p=peer: peer_process(p, normalized), args.runs)
+        for peer in ("datasketch", "rensa")
     )
+    cli_rows = [
+        (label, median_seconds(lambda f=flags: neardup_cli(documents, *f), args.runs), *peers)
+        for label, flags in CLI_ROWS.items()
+    ]
+    shingled = shingles(contents)
+    as_bytes = [[x.encode() for x in s] for s in shingled]
+    gc.freeze()  # ten million inputs the collector need not walk again in every row below
     rows = [
         (
             "fingerprinting",
@@ -189,10 +191,7 @@ def main() -> None:
             median_seconds(lambda: neardup_whole(texts, timings), args.runs),
             *peers,
         ),
-        *(
-            (label, median_seconds(lambda f=flags: neardup_cli(documents, *f), args.runs), *peers)
-            for label, flags in CLI_ROWS.items()
-        ),
+        *cli_rows,
     ]
     print(
         f"{args.documents:,} documents, char 5-shingles, 128 hashes, threshold 0.8; "
