@@ -94,4 +94,4 @@ stop-servers:
 	$(PYTHON) servers/launch.py stop
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info .bench
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info .bench build neardup/_kernels*.so
