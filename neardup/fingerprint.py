@@ -53,11 +53,8 @@ class TokenField(StrEnum):
         """The tokens as int64 keys: a shingle's hash, a signature position and value, a band's
         hash (in band order)."""
         if self is TokenField.SIGNATURE:
-            positions = np.arange(len(fp.signature), dtype=np.uint64) << np.uint64(32)
-            keys = positions | fp.signature.astype(np.uint64)
-        else:
-            keys = fp.shingles if self is TokenField.SHINGLES else fp.bands
-        return keys.view(np.int64)
+            return _signature_keys(fp.signature)
+        return (fp.shingles if self is TokenField.SHINGLES else fp.bands).view(np.int64)
 
     def strings(self, keys: np.ndarray) -> list[str]:
         """The string form of :meth:`keys`: ``9f2c…`` (shingle), ``17_2837461`` (value 2837461
@@ -80,6 +77,13 @@ class TokenField(StrEnum):
 
 
 TOKEN_FIELDS: tuple[str, ...] = tuple(f.value for f in TokenField)
+
+
+def _signature_keys(signatures: np.ndarray) -> np.ndarray:
+    """Signature tokens as int64 keys, position in the high 32 bits and value in the low: of
+    one signature, or of each row of many."""
+    positions = np.arange(signatures.shape[-1], dtype=np.uint64) << np.uint64(32)
+    return (positions | signatures.astype(np.uint64)).view(np.int64)
 
 
 @dataclass(frozen=True)
@@ -229,9 +233,15 @@ def _collapse_separators(
 
 def _code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """All texts' code points in one uint32 array, and each text's offsets into it."""
-    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
+    offsets = _offsets(np.fromiter(map(len, texts), np.int64, len(texts)))
     return np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32), offsets
+
+
+def _offsets(lengths: np.ndarray) -> np.ndarray:
+    """Where each of many items starts in their concatenation, and where the last one ends."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
 
 
 def _slices(whole: _Sliceable, offsets: np.ndarray) -> list[_Sliceable]:
@@ -282,8 +292,7 @@ def _tokens(
     if params.shingle_kind == "char":
         return code_points or _code_points(contents)
     words_per_content = [c.split(" ") if c else [] for c in contents]
-    offsets = np.zeros(len(contents) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, words_per_content), np.int64, len(contents)), out=offsets[1:])
+    offsets = _offsets(np.fromiter(map(len, words_per_content), np.int64, len(contents)))
     flat = [w for words in words_per_content for w in words]
     vocabulary = {w: mmh3.hash64(w, params.seed, signed=False)[0] for w in dict.fromkeys(flat)}
     return np.fromiter(map(vocabulary.__getitem__, flat), np.uint64, len(flat)), offsets
@@ -299,8 +308,7 @@ def _sketch_contents(
     tokens, offsets = _tokens(contents, params, code_points)
     lengths = np.diff(offsets)
     counts = np.where(lengths > 0, np.maximum(lengths - params.shingle_size + 1, 1), 0)
-    hash_offsets = np.zeros(len(offsets), dtype=np.int64)
-    np.cumsum(counts, out=hash_offsets[1:])
+    hash_offsets = _offsets(counts)
     hashes = np.empty(hash_offsets[-1], dtype=np.uint64)
     signatures = np.zeros((len(contents), params.num_hashes), dtype=np.uint32)
     bands = np.empty((len(contents), params.bands), dtype=np.uint64)
@@ -399,9 +407,7 @@ def token_keys(
     if field is TokenField.BANDS:
         return bands.ravel().view(np.int64), np.full(len(contents), params.bands)
     if field is TokenField.SIGNATURE:
-        positions = np.arange(params.num_hashes, dtype=np.uint64) << np.uint64(32)
-        keys = (positions | signatures.astype(np.uint64)).ravel()
-        return keys.view(np.int64), np.full(len(contents), params.num_hashes)
+        return _signature_keys(signatures).ravel(), np.full(len(contents), params.num_hashes)
     sets, set_offsets = _sorted_unique_segments(hashes, offsets)
     return sets.view(np.int64), np.diff(set_offsets)
 
@@ -520,8 +526,7 @@ def distinct_values(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _flat(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Many uint64 arrays as one, and each one's offsets into it."""
-    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, arrays), np.int64, len(arrays)), out=offsets[1:])
+    offsets = _offsets(np.fromiter(map(len, arrays), np.int64, len(arrays)))
     flat = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.uint64)
     return flat, offsets
 
