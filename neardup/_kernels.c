@@ -189,38 +189,10 @@ static void insertion_sort(uint64_t *a, Py_ssize_t n) {
     }
 }
 
-/* Quicksort (median of three, recursing into the smaller side) with insertion sort for short
- * runs: the sets are a few hundred well-mixed hashes each. */
-static void sort_u64(uint64_t *a, Py_ssize_t n) {
-    while (n > 16) {
-        uint64_t x = a[0], y = a[n / 2], z = a[n - 1];
-        uint64_t pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
-        Py_ssize_t i = -1, j = n;
-        for (;;) {
-            do i++; while (a[i] < pivot);
-            do j--; while (a[j] > pivot);
-            if (i >= j) break;
-            uint64_t tmp = a[i];
-            a[i] = a[j];
-            a[j] = tmp;
-        }
-        Py_ssize_t left = j + 1; /* Hoare: a[0..j] <= pivot <= a[j+1..n) */
-        if (left < n - left) {
-            sort_u64(a, left);
-            a += left;
-            n -= left;
-        } else {
-            sort_u64(a + left, n - left);
-            n = left;
-        }
-    }
-    insertion_sort(a, n);
-}
-
 /* Sort n well-mixed hashes through `spare` (n values) and `counts` (n + 1 counters rounded up
  * to a power of two): scatter them into as many buckets by their top bits, then an insertion
  * sort, which only has to order each bucket's one or two values. Linear, and branch-free but
- * for that last step, where quicksort mispredicts about every other comparison of hashes. */
+ * for that last step, where a comparison sort mispredicts about every other comparison of hashes. */
 static void bucket_sort_u64(uint64_t *a, uint64_t *spare, Py_ssize_t *counts, Py_ssize_t n) {
     int bits = 1;
     while (((Py_ssize_t)1 << bits) < n) bits++;
@@ -259,7 +231,7 @@ static PyObject *sorted_unique_segments(PyObject *self, PyObject *args) {
         uint64_t *segment = hashes + offsets[s];
         Py_ssize_t n = offsets[s + 1] - offsets[s];
         if (n < 32) /* below that, counting into buckets costs more than the comparisons */
-            sort_u64(segment, n);
+            insertion_sort(segment, n);
         else
             bucket_sort_u64(segment, spare, counts, n);
         for (Py_ssize_t i = 0; i < n; i++)
