@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import combinations
@@ -23,6 +23,7 @@ from typing import Literal
 import numpy as np
 from tqdm import tqdm
 
+from .buckets import ContentGroups, StoredGroups, candidate_parts
 from .errors import NeardupError
 from .fingerprint import (
     FingerprintParams,
@@ -34,13 +35,18 @@ from .fingerprint import (
     weighted_pairs,
 )
 from .searcher import Match, MatchRules, Searcher, word_edit_distance
-from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs, top_pairs
+from .selfjoin import PAIR_BUDGET, read_contents, scored_pairs, top_pairs
 from .stores import Store, StoredRecord
 from .tuning import ThresholdChoice, choose_threshold, similarity_histogram
 
 Grouping = Literal["center", "components"]
 GROUPINGS: tuple[Grouping, ...] = ("center", "components")
-Strategy = Literal["auto", "join", "lookups"]
+Strategy = Literal["auto", "buckets", "join", "lookups"]
+# Past this many records, "auto" reports the embedded store from its buckets too: the self-join
+# holds every record's tokens in memory (1.3 GB at a million records).
+JOIN_RECORDS = 250_000
+# The ids of each of some content groups (numbered as the join or the buckets number them).
+IdsOf = Callable[[np.ndarray], dict[int, list[str]]]
 # A report's passes over the store or its pairs, in the order they run.
 PHASES = ("reading", "joining", "measuring", "verifying", "looking up")
 
@@ -104,8 +110,10 @@ def find_pairs(
     for each pass over the store or the pairs.
     """
     Searcher(store, params, rules)  # checks that the store indexes the method's field
-    total = store.count() if progress else None
     seconds: dict[str, float] = {}
+    if _from_buckets(store, rules, strategy):
+        return _bucket_report(store, params, rules, progress, seconds)
+    total = store.count() if progress else None
     if strategy != "lookups":
         with _phase("reading", total, " records", progress, seconds) as bar:
             contents = read_contents(
@@ -119,16 +127,19 @@ def find_pairs(
             if scored is not None:
                 low, high, shared = top_pairs(*scored, rules.rows)
         if scored is not None:
-            with _phase("measuring", len(low), " pairs", progress, seconds) as bar:
-                similarities = _measured(store, params, rules, contents, low, high, bar)
             copies = np.array([len(contents.ids(g)) for g in range(len(contents.heads))])
-            histogram = similarity_histogram(similarities, copies[low] * copies[high])
-            applied, choice = _applied(rules, histogram)
-            with _phase("verifying", len(low), " pairs", progress, seconds) as bar:
-                pairs = _joined_pairs(
-                    store, applied, contents, (low, high, shared, similarities), bar
-                )
-            return Found(pairs, applied, histogram, choice, seconds)
+            exact = [(members, int(contents.sizes[g])) for g, members in contents.members.items()]
+            return _measured_and_verified(
+                store,
+                params,
+                rules,
+                contents.ids_of,
+                copies,
+                [(low, high, shared)],
+                exact,
+                progress,
+                seconds,
+            )
         if strategy == "join":
             raise NeardupError(
                 f"the {rules.method} tokens are too common for a self-join "
@@ -149,6 +160,80 @@ def find_pairs(
         if applied.accepts(m.edit_distance, m.similarity)
         for pair in _near_pairs(group, other, m.edit_distance, m.similarity, m.shared_tokens)
     ]
+    pairs.sort()
+    return Found(pairs, applied, histogram, choice, seconds)
+
+
+def _from_buckets(store: Store, rules: MatchRules, strategy: Strategy) -> bool:
+    """Whether to report from the store's own buckets: when asked, or for "auto" when the
+    store can list the band buckets and is an engine or past JOIN_RECORDS."""
+    if strategy == "buckets":
+        if rules.method != "bands" or not store.lists_buckets(TokenField.BANDS):
+            raise NeardupError(
+                "a report from buckets needs the bands method and a store whose bands have "
+                f"doc values ({store.url} was made before: neardup upgrade --store URL)"
+                if rules.method == "bands"
+                else f"a report from buckets needs the bands method, not {rules.method}"
+            )
+        return True
+    return (
+        strategy == "auto"
+        and rules.method == "bands"
+        and store.lists_buckets(TokenField.BANDS)
+        and (not store.local or store.count() > JOIN_RECORDS)
+    )
+
+
+def _bucket_report(
+    store: Store,
+    params: FingerprintParams,
+    rules: MatchRules,
+    progress: bool,
+    seconds: dict[str, float],
+) -> Found:
+    """The report from the store's shared band buckets (:mod:`neardup.buckets`)."""
+    total = store.count() if progress else None
+    with _phase("reading", total, " records", progress, seconds) as bar:
+        digests = _counted(store.iter_digests(rules.first_word), bar)
+        groups = ContentGroups.read(digests, rules.first_word)
+    with _phase("joining", None, " buckets", progress, seconds) as bar:
+        pages = _counted(store.shared_buckets(TokenField.BANDS), bar)
+        with candidate_parts(groups, pages, rules.rows) as kept:
+            parts = list(kept)
+    ids_of = StoredGroups(store, groups).ids_of
+    copied = np.flatnonzero(groups.copies > 1)
+    exact = [
+        (members, params.bands)
+        for start in range(0, len(copied), 1000)
+        for members in ids_of(copied[start : start + 1000]).values()
+    ]
+    return _measured_and_verified(
+        store, params, rules, ids_of, groups.copies, parts, exact, progress, seconds
+    )
+
+
+def _measured_and_verified(
+    store: Store,
+    params: FingerprintParams,
+    rules: MatchRules,
+    ids_of: IdsOf,
+    copies: np.ndarray,
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    exact: list[tuple[list[str], int]],
+    progress: bool,
+    seconds: dict[str, float],
+) -> Found:
+    """Measure every candidate pair of contents (``parts`` of (low, high, shared tokens)),
+    choose the threshold from them when it is automatic, then verify the pairs that pass and
+    expand them, with the ``exact`` groups' pairs, into record pairs."""
+    low, high, shared = (np.concatenate(columns) for columns in zip(*parts, strict=True))
+    with _phase("measuring", len(low), " pairs", progress, seconds) as bar:
+        similarities = _measured(store, params, rules, ids_of, low, high, bar)
+    histogram = similarity_histogram(similarities, copies[low] * copies[high])
+    applied, choice = _applied(rules, histogram)
+    with _phase("verifying", len(low), " pairs", progress, seconds) as bar:
+        pairs = [pair for members, size in exact for pair in _exact_pairs(members, size)]
+        pairs += _verified(store, applied, ids_of, (low, high, shared, similarities), bar)
     pairs.sort()
     return Found(pairs, applied, histogram, choice, seconds)
 
@@ -189,19 +274,23 @@ def _counted(batches: Iterable[list[StoredRecord]], bar: tqdm) -> Iterator[list[
         bar.update(len(batch))
 
 
-def _texts(store: Store, contents: Contents, groups: np.ndarray) -> tuple[list[str], np.ndarray]:
-    """The contents of these groups, each once, and where each group's is in that list."""
+def _texts(
+    store: Store, ids_of: IdsOf, groups: np.ndarray
+) -> tuple[list[str], np.ndarray, dict[int, list[str]]]:
+    """The contents of these groups, each once, where each group's is in that list, and the
+    groups' ids."""
     needed, where = np.unique(groups, return_inverse=True)
-    heads = [contents.heads[g] for g in needed.tolist()]
+    ids = ids_of(needed)
+    heads = [ids[g][0] for g in needed.tolist()]
     records = store.get(heads)
-    return [records[head].content for head in heads], where
+    return [records[head].content for head in heads], where, ids
 
 
 def _measured(
     store: Store,
     params: FingerprintParams,
     rules: MatchRules,
-    contents: Contents,
+    ids_of: IdsOf,
     low: np.ndarray,
     high: np.ndarray,
     bar: tqdm,
@@ -213,33 +302,29 @@ def _measured(
     for start in range(0, len(low), chunk):
         part = slice(start, start + chunk)
         size = len(low[part])
-        texts, where = _texts(store, contents, np.concatenate([low[part], high[part]]))
+        texts, where, _ = _texts(store, ids_of, np.concatenate([low[part], high[part]]))
         measured.append(_similarities(store, params, rules, texts, where[:size], where[size:]))
         bar.update(size)
     return np.concatenate(measured) if measured else np.empty(0, dtype=np.float64)
 
 
-def _joined_pairs(
+def _verified(
     store: Store,
     rules: MatchRules,
-    contents: Contents,
+    ids_of: IdsOf,
     measured: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     bar: tqdm,
     chunk: int = 10_000,
 ) -> list[Pair]:
     """Apply the rules to the measured group pairs (the similarity first: the word edit distance
     only for pairs that pass it) and expand them into record pairs."""
-    pairs = [
-        pair
-        for group, members in contents.members.items()
-        for pair in _exact_pairs(members, int(contents.sizes[group]))
-    ]
+    pairs: list[Pair] = []
     low, high, shared, similarities = measured
     keep = np.flatnonzero(_passing(rules, similarities))
     bar.update(len(low) - len(keep))
     for start in range(0, len(keep), chunk):
         part = keep[start : start + chunk]
-        texts, where = _texts(store, contents, np.concatenate([low[part], high[part]]))
+        texts, where, ids = _texts(store, ids_of, np.concatenate([low[part], high[part]]))
         for a, b, text_a, text_b, count, similarity in zip(
             low[part].tolist(),
             high[part].tolist(),
@@ -251,11 +336,8 @@ def _joined_pairs(
         ):
             distance = word_edit_distance(texts[text_a], texts[text_b])
             if rules.accepts(distance, similarity):
-                pairs.extend(
-                    _near_pairs(contents.ids(a), contents.ids(b), distance, similarity, count)
-                )
+                pairs.extend(_near_pairs(ids[a], ids[b], distance, similarity, count))
         bar.update(len(part))
-    pairs.sort()
     return pairs
 
 

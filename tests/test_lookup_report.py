@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib
 from itertools import combinations
 from pathlib import Path
 
@@ -205,7 +206,7 @@ STRATEGY_RULES = [
 @pytest.mark.parametrize(
     "rules", STRATEGY_RULES, ids=["signature", "bands", "shingles", "first-word", "edit-only"]
 )
-def test_the_self_join_reports_exactly_what_lookups_report(
+def test_the_self_join_reports_exactly_what_lookups_and_buckets_report(
     sqlite_url: str, tmp_path: Path, rules: MatchRules
 ) -> None:
     # Few rows and many exact copies: the top-rows cut and its id tie-break decide pairs here.
@@ -213,6 +214,8 @@ def test_the_self_join_reports_exactly_what_lookups_report(
     joined = api.report(sqlite_url, rules=rules, strategy="join")
     assert len(joined) > 50
     assert joined == api.report(sqlite_url, rules=rules, strategy="lookups")
+    if rules.method == "bands":
+        assert joined == api.report(sqlite_url, rules=rules, strategy="buckets")
 
 
 @pytest.mark.parametrize("rows", [1, 2, 5])
@@ -300,7 +303,11 @@ def test_a_report_shows_its_progress_when_asked(sqlite_url: str, tmp_path: Path,
     api.index([corpus(tmp_path / "records.txt")], sqlite_url)
     quiet = api.report(sqlite_url)
     assert capsys.readouterr().err == ""
-    for strategy, passes in (("join", ["reading", "verifying"]), ("lookups", ["looking up"])):
+    for strategy, passes in (
+        ("join", ["reading", "verifying"]),
+        ("buckets", ["reading", "joining", "verifying"]),
+        ("lookups", ["looking up"]),
+    ):
         assert api.report(sqlite_url, strategy=strategy, progress=True) == quiet
         shown = capsys.readouterr().err
         assert all(f"{what}:" in shown for what in passes), shown
@@ -325,3 +332,23 @@ def test_one_round_trip_lookups_equal_the_separate_queries(store) -> None:
             found = searcher.lookup(fp, exclude_id=record_id)
             assert [m.id for m in found] == expected, (rows, record_id)
             assert [m.exact for m in found] == [m.md5 == fp.md5 for m in found]
+
+
+def test_a_large_embedded_store_reports_from_its_buckets(
+    sqlite_url: str, tmp_path: Path, monkeypatch
+) -> None:
+    api.index([corpus(tmp_path / "records.txt")], sqlite_url)
+    joined = api.report(sqlite_url)
+
+    def unread(*args: object) -> None:
+        raise AssertionError("the report read the records' contents")
+
+    monkeypatch.setattr(importlib.import_module("neardup.report"), "JOIN_RECORDS", 10)
+    monkeypatch.setattr("neardup.stores.sqlite.SQLiteStore.iter_records", unread)
+    assert api.report(sqlite_url) == joined
+
+
+def test_buckets_need_the_bands_method(sqlite_url: str, tmp_path: Path) -> None:
+    api.index([corpus(tmp_path / "records.txt")], sqlite_url, params=ALL_FIELDS)
+    with pytest.raises(NeardupError, match="needs the bands method, not signature"):
+        api.report(sqlite_url, rules=MatchRules(method="signature"), strategy="buckets")

@@ -331,3 +331,56 @@ def test_drop_removes_the_store(store_url_factory) -> None:
         store.drop()
     with pytest.raises(StoreUnavailable):
         open_store(url, create=False)
+
+
+def reference_buckets(docs: list[Document], field: TokenField) -> list[list[str]]:
+    """Every token held by two or more of ``docs``, as the sorted MD5s of its distinct contents
+    (tokens of one content aside), sorted."""
+    holders: dict[str, list[str]] = {}
+    for d in docs:
+        for token in set(field.tokens(d.fingerprint)):
+            holders.setdefault(token, []).append(d.fingerprint.md5)
+    buckets = [sorted(set(md5s)) for md5s in holders.values() if len(md5s) > 1]
+    return sorted(b for b in buckets if len(b) > 1)
+
+
+def test_shared_buckets_equal_the_brute_force_reference(store: Store, monkeypatch) -> None:
+    # Limits small enough that the engines split their requests by token prefix, split answers
+    # that hit their bucket limit, and walk buckets too large for their sub-aggregation.
+    monkeypatch.setattr("neardup.stores.schema.TOKENS_PER_REQUEST", 40)
+    monkeypatch.setattr("neardup.stores.elasticsearch.MAX_BUCKETS", 2)
+    monkeypatch.setattr("neardup.stores.elasticsearch.BUCKET_CONTENTS", 1)
+    store.ensure_params(PARAMS)
+    rng = random.Random(5)
+    corpus = {"copy1": "w1 w2 w3", "copy2": "w1 w2 w3"}
+    for family in range(40):  # near-duplicates: one word of six changed
+        words = [f"w{rng.randrange(200)}" for _ in range(6)]
+        for variant in range(3):
+            words[rng.randrange(6)] = f"v{rng.randrange(200)}"
+            corpus[f"r{family:02d}{variant}"] = " ".join(words)
+    store.upsert(documents(corpus))
+    store.upsert(documents({"r000": "copy w1 w2 w3"}))
+    store.delete(["r011"])
+    store.flush()
+    live = {**corpus, "r000": "copy w1 w2 w3"}
+    del live["r011"]
+    assert store.lists_buckets(TokenField.BANDS)
+    listed = [b for page in store.shared_buckets(TokenField.BANDS) for b in page]
+    expected = reference_buckets(documents(live), TokenField.BANDS)
+    assert len(expected) > 40
+    assert sorted(sorted(b) for b in listed) == expected
+
+
+def test_iter_digests_in_id_order(store: Store) -> None:
+    store.ensure_params(PARAMS)
+    docs = documents({"b": "two words", "a": "One word", "c": "two words"})
+    store.upsert(docs)
+    store.flush()
+    md5 = {d.id: d.fingerprint.md5 for d in docs}
+    batches = list(store.iter_digests(batch_size=2))
+    assert batches == [[(md5["a"], ""), (md5["b"], "")], [(md5["c"], "")]]
+    assert [d for batch in store.iter_digests(first_word=True) for d in batch] == [
+        (md5["a"], "one"),
+        (md5["b"], "two"),
+        (md5["c"], "two"),
+    ]

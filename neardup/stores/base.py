@@ -97,6 +97,7 @@ class Store(ABC):
     """A place that keeps fingerprinted records and answers token queries over them."""
 
     url: str  # the store's URL, without credentials
+    local = False  # in this process: reading every record costs no round trips
     _settings: dict[str, Any] | None = None
 
     # --- settings ---------------------------------------------------------------------------------
@@ -235,6 +236,25 @@ class Store(ABC):
         while batch := list(islice(ids, batch_size)):
             records = self.get(batch)
             yield [records[i] for i in batch if i in records]
+
+    @abstractmethod
+    def iter_digests(
+        self, first_word: bool = False, batch_size: int = 10_000
+    ) -> Iterator[list[tuple[str, str]]]:
+        """Every record's (MD5, first word), in id order, ``batch_size`` at a time; the first
+        word is "" unless asked for. No contents: what a report needs to number them."""
+
+    @abstractmethod
+    def shared_buckets(self, field: TokenField) -> Iterator[list[list[str]]]:
+        """Every token of ``field`` held by two or more records, as the distinct MD5s of the
+        records holding it (a bucket), a page of buckets at a time: each such token once, in
+        any order; a bucket of one content may be left out. The engine counts and groups; the
+        client's memory holds one page."""
+
+    def lists_buckets(self, field: TokenField) -> bool:
+        """Whether :meth:`shared_buckets` works on this store's ``field`` (an engine needs the
+        field's doc values)."""
+        return True
 
     @abstractmethod
     def count(self) -> int: ...

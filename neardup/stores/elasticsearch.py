@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -21,14 +22,28 @@ import numpy as np
 from elasticsearch import ApiError, Elasticsearch, helpers
 
 from ..errors import NeardupError, StoreUnavailable
-from ..fingerprint import FingerprintParams
+from ..fingerprint import FingerprintParams, TokenField
 from .base import Candidate, CandidateQuery, Document, Store, StoredRecord
-from .schema import elasticsearch_mapping, engine_document, engine_frequencies, field_names
+from .schema import (
+    band_prefixes,
+    elasticsearch_mapping,
+    engine_document,
+    engine_frequencies,
+    field_names,
+    hex_tails,
+)
 from .url import RETRY_STATUSES, parse_engine_url
 
 RECORD_FIELDS = ["id", "content", "md5_hash", "first_word", "num_words"]
 PAGE = 1000
 KEEP_ALIVE = "5m"
+# Records per page of a walk for MD5s only (doc values, no _source): the most a page may hold.
+DIGEST_PAGE = 10_000
+# Buckets per terms aggregation, sub-buckets included: the default search.max_buckets. A
+# partition that holds more is split by one more hex digit.
+MAX_BUCKETS = 65_536
+# Contents listed per bucket by its sub-aggregation; a larger bucket is walked.
+BUCKET_CONTENTS = 100
 
 
 def _candidate_search(query: CandidateQuery, name: str) -> dict[str, Any]:
@@ -110,13 +125,18 @@ class ElasticsearchStore(Store):
                     },
                     wait_for_active_shards="all",
                 )
-            else:
-                self.es.indices.put_mapping(index=self.index, properties=mapping["properties"])
+            else:  # only what the index lacks: a field's doc values cannot change in place
+                have = self._mappings()["properties"]
+                missing = {k: v for k, v in mapping["properties"].items() if k not in have}
+                if missing:
+                    self.es.indices.put_mapping(index=self.index, properties=missing)
+
+    def _mappings(self) -> dict[str, Any]:
+        with self._errors():
+            return self.es.indices.get_mapping(index=self.index)[self.index]["mappings"]
 
     def _meta(self) -> dict[str, Any]:
-        with self._errors():
-            mappings = self.es.indices.get_mapping(index=self.index)[self.index]["mappings"]
-        return dict(mappings.get("_meta", {}))
+        return dict(self._mappings().get("_meta", {}))
 
     def read_settings(self) -> dict[str, Any] | None:
         if not self._exists():
@@ -185,7 +205,12 @@ class ElasticsearchStore(Store):
         return found
 
     def _walk(
-        self, query: dict[str, Any], point_in_time: bool, source: bool | list[str] = False
+        self,
+        query: dict[str, Any],
+        point_in_time: bool,
+        source: bool | list[str] = False,
+        page: int = PAGE,
+        **request: Any,
     ) -> Iterator[dict[str, Any]]:
         """Hits in id order with search_after; over a point in time for a whole-index walk.
         A hit's id is its ``sort`` value."""
@@ -204,14 +229,15 @@ class ElasticsearchStore(Store):
                         **where,
                         query=query,
                         sort=[{"id": "asc"}],
-                        size=PAGE,
+                        size=page,
                         source=source,
                         search_after=after,
                         track_total_hits=False,
+                        **request,
                     )
                 hits = response["hits"]["hits"]
                 yield from hits
-                if len(hits) < PAGE:
+                if len(hits) < page:
                     return
                 after = hits[-1]["sort"]
                 pit = response.get("pit_id", pit)
@@ -232,6 +258,91 @@ class ElasticsearchStore(Store):
 
     def iter_ids(self) -> Iterator[str]:
         return (hit["sort"][0] for hit in self._walk({"match_all": {}}, point_in_time=True))
+
+    def iter_digests(
+        self, first_word: bool = False, batch_size: int = DIGEST_PAGE
+    ) -> Iterator[list[tuple[str, str]]]:
+        # The MD5 from doc values: no stored _source (with the content) to read, unless the
+        # first word is asked for.
+        hits = self._walk(
+            {"match_all": {}},
+            point_in_time=True,
+            source=["first_word"] if first_word else False,
+            page=batch_size,
+            docvalue_fields=["md5_hash"],
+        )
+        batch: list[tuple[str, str]] = []
+        for hit in hits:
+            word = hit["_source"]["first_word"] if first_word else ""
+            batch.append((hit["fields"]["md5_hash"][0], word))
+            if len(batch) == batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def lists_buckets(self, field: TokenField) -> bool:
+        """Stores made before the bands had doc values cannot aggregate them."""
+        name = field_names(self.settings)[field]
+        return bool(self._mappings()["properties"].get(name, {}).get("doc_values", True))
+
+    def shared_buckets(self, field: TokenField) -> Iterator[list[list[str]]]:
+        """A terms aggregation per token prefix, ``min_doc_count`` 2, with a terms
+        sub-aggregation of the MD5s; the query holds it to the records with a token of that
+        prefix. Composite aggregations cannot skip the tokens held once (most of them), and
+        hash partitions make every request hash every token of the field."""
+        name = field_names(self.settings)[field]
+        prefixes = deque(band_prefixes(self.params.bands, self.count()))
+        while prefixes:
+            prefix = prefixes.popleft()
+            buckets = self._prefix_buckets(name, prefix)
+            if buckets is None:  # too many for one answer: a longer prefix
+                prefixes.extendleft(reversed([prefix + tail for tail in hex_tails(1)]))
+            elif buckets:
+                yield buckets
+
+    def _prefix_buckets(self, name: str, prefix: str) -> list[list[str]] | None:
+        """The shared tokens starting with ``prefix`` as buckets of MD5s; None when they do not
+        fit one answer."""
+        terms = {
+            "field": name,
+            "include": f"{prefix}.*",  # tokens are digits, "_" and hex: nothing to escape
+            "min_doc_count": 2,
+            # Every shard sends every token of the prefix (held once there, it may be held
+            # again on another shard), and an answer that hit the limit is split.
+            "size": MAX_BUCKETS,
+            "shard_size": MAX_BUCKETS,
+        }
+        contents = {"terms": {"field": "md5_hash", "size": BUCKET_CONTENTS}}
+        try:
+            body = self.es.search(
+                index=self.index,
+                size=0,
+                track_total_hits=False,
+                query={"prefix": {name: prefix}},
+                aggs={"tokens": {"terms": terms, "aggs": {"contents": contents}}},
+            )
+        except ApiError as exc:
+            if "too_many_buckets" in str(exc.body):
+                return None
+            with self._errors():
+                raise
+        tokens = body["aggregations"]["tokens"]
+        if len(tokens["buckets"]) >= MAX_BUCKETS or tokens["doc_count_error_upper_bound"]:
+            return None
+        buckets = []
+        for bucket in tokens["buckets"]:
+            md5s = [content["key"] for content in bucket["contents"]["buckets"]]
+            if bucket["contents"]["sum_other_doc_count"]:
+                md5s = self._bucket_md5s(name, bucket["key"])
+            if len(md5s) > 1:
+                buckets.append(md5s)
+        return buckets
+
+    def _bucket_md5s(self, name: str, token: str) -> list[str]:
+        """The distinct MD5s of the records holding ``token``."""
+        hits = self._walk({"term": {name: token}}, False, docvalue_fields=["md5_hash"])
+        return list(dict.fromkeys(hit["fields"]["md5_hash"][0] for hit in hits))
 
     def count(self) -> int:
         with self._errors():

@@ -79,6 +79,26 @@ def engine_frequencies(
     return records, np.array(counts, dtype=np.int64)
 
 
+# Band tokens listed per bucket request, about: an engine lists a field's shared tokens a prefix
+# at a time, with the query held to the records that have a token of that prefix, so that each
+# request reads a slice of the field rather than all of it.
+TOKENS_PER_REQUEST = 100_000
+
+
+def band_prefixes(bands: int, records: int) -> list[str]:
+    """Prefixes that split the band tokens (``3_9f2c…``) into requests of at most about
+    TOKENS_PER_REQUEST tokens: each band, then the first hex digits of its hash."""
+    digits = 0
+    while records > TOKENS_PER_REQUEST * 16**digits:
+        digits += 1
+    return [f"{band}_{tail}" for band in range(bands) for tail in hex_tails(digits)]
+
+
+def hex_tails(digits: int) -> list[str]:
+    """Every string of ``digits`` hex digits, in order."""
+    return [""] if digits == 0 else [f"{n:0{digits}x}" for n in range(16**digits)]
+
+
 def solr_schema() -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     """(field types, fields) of managed-schema.xml, in the Schema API's JSON form."""
     root = ElementTree.parse(SOLR_CONFIGSET / "managed-schema.xml").getroot()

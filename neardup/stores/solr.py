@@ -29,9 +29,15 @@ import urllib3
 from urllib3.util.retry import Retry
 
 from ..errors import NeardupError, StoreUnavailable
-from ..fingerprint import FingerprintParams
+from ..fingerprint import FingerprintParams, TokenField
 from .base import Candidate, CandidateQuery, Document, Store, StoredRecord
-from .schema import engine_document, engine_frequencies, field_names, solr_schema
+from .schema import (
+    band_prefixes,
+    engine_document,
+    engine_frequencies,
+    field_names,
+    solr_schema,
+)
 from .url import RETRY_STATUSES, parse_engine_url
 
 RECORD_FIELDS = "id,content,md5_hash,first_word,num_words"
@@ -42,6 +48,8 @@ CONFIGSET_NAME = "neardup"
 REQUEST_DOCUMENTS = 1000
 RECORDS = "md5_hash:[* TO *]"  # every record, and not the settings document
 PAGE = 1000
+# Records per page of a walk for MD5s only.
+DIGEST_PAGE = 10_000
 CONCURRENT_QUERIES = 4
 
 
@@ -276,15 +284,15 @@ class SolrStore(Store):
             if "md5_hash" in doc
         }
 
-    def _walk(self, query: str, fields: str = "id") -> Iterator[dict[str, Any]]:
+    def _walk(self, query: str, fields: str = "id", rows: int = PAGE) -> Iterator[dict[str, Any]]:
         """Every matching document in id order, by cursorMark (no deep paging)."""
         cursor = "*"
         while True:
-            page = self._search(q=query, fl=fields, sort="id asc", rows=PAGE, cursorMark=cursor)
+            page = self._search(q=query, fl=fields, sort="id asc", rows=rows, cursorMark=cursor)
             docs = page["response"]["docs"]
             yield from docs
             # A short page is the last: no request just to learn that the cursor stopped.
-            if len(docs) < PAGE or page["nextCursorMark"] == cursor:
+            if len(docs) < rows or page["nextCursorMark"] == cursor:
                 return
             cursor = page["nextCursorMark"]
 
@@ -297,6 +305,45 @@ class SolrStore(Store):
 
     def iter_ids(self) -> Iterator[str]:
         return (doc["id"] for doc in self._walk(RECORDS))
+
+    def iter_digests(
+        self, first_word: bool = False, batch_size: int = DIGEST_PAGE
+    ) -> Iterator[list[tuple[str, str]]]:
+        fields = "md5_hash,first_word" if first_word else "md5_hash"
+        batch: list[tuple[str, str]] = []
+        for doc in self._walk(RECORDS, fields, batch_size):
+            batch.append((doc["md5_hash"], doc["first_word"] if first_word else ""))
+            if len(batch) == batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def shared_buckets(self, field: TokenField) -> Iterator[list[list[str]]]:
+        """A JSON terms facet per token prefix, ``mincount`` 2 and no limit, with a terms
+        sub-facet of the MD5s; the query holds it to the records with a token of that prefix.
+        (The export handler cannot sort by a multi-valued field, so streaming expressions
+        would have to group every posting in the client.)"""
+        name = field_names(self.settings)[field]
+        for prefix in band_prefixes(self.params.bands, self.count()):
+            contents = {"type": "terms", "field": "md5_hash", "limit": -1}
+            facet = {
+                "type": "terms",
+                "field": name,
+                "prefix": prefix,
+                "mincount": 2,
+                "limit": -1,
+                "facet": {"contents": contents},
+            }
+            body = self._search(
+                q=f"{{!prefix f={name}}}{prefix}",
+                rows=0,
+                **{"json.facet": json.dumps({"tokens": facet})},
+            )
+            found = body.get("facets", {}).get("tokens", {}).get("buckets", [])
+            buckets = [[c["val"] for c in b["contents"]["buckets"]] for b in found]
+            if buckets := [b for b in buckets if len(b) > 1]:
+                yield buckets
 
     def count(self) -> int:
         return int(self._search(q=RECORDS, rows=0)["response"]["numFound"])

@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS frequencies (
 
 
 class SQLiteStore(Store):
+    local = True
+
     def __init__(self, path: str, *, create: bool = True) -> None:
         self.url = f"sqlite:///{path}"
         self.path = path
@@ -293,6 +295,45 @@ class SQLiteStore(Store):
         )
         while batch := rows.fetchmany(batch_size):
             yield [StoredRecord(*row) for row in batch]
+
+    def iter_digests(
+        self, first_word: bool = False, batch_size: int = 10_000
+    ) -> Iterator[list[tuple[str, str]]]:
+        column = "first_word" if first_word else "''"
+        rows = self._conn.execute(f"SELECT md5, {column} FROM docs ORDER BY id")
+        while batch := rows.fetchmany(batch_size):
+            yield batch
+
+    def shared_buckets(self, field: TokenField, page: int = 10_000) -> Iterator[list[list[str]]]:
+        # One scan of the postings in token order; the window counts each token's postings,
+        # so that only shared tokens are joined to their records' MD5s.
+        rows = self._conn.execute(
+            "SELECT p.token, d.md5 FROM (SELECT token, doc, "
+            f"COUNT(*) OVER (PARTITION BY token) AS n FROM {field}_postings) p "
+            "JOIN docs d ON d.doc = p.doc WHERE p.n > 1 ORDER BY p.token"
+        )
+        buckets: list[list[str]] = []
+        holders: list[str] = []
+        current = None
+        while batch := rows.fetchmany(page):
+            for token, md5 in batch:
+                if token != current:
+                    self._close_bucket(holders, buckets)
+                    if len(buckets) >= page:
+                        yield buckets
+                        buckets = []
+                    holders, current = [], token
+                holders.append(md5)
+        self._close_bucket(holders, buckets)
+        if buckets:
+            yield buckets
+
+    @staticmethod
+    def _close_bucket(holders: list[str], buckets: list[list[str]]) -> None:
+        """Add a token's bucket: its holders' distinct MD5s, unless they are one content's."""
+        distinct = list(dict.fromkeys(holders))
+        if len(distinct) > 1:
+            buckets.append(distinct)
 
     def iter_ids(self) -> Iterator[str]:
         for (record_id,) in self._conn.execute("SELECT id FROM docs ORDER BY id"):

@@ -1,0 +1,213 @@
+"""Every content's candidates from the buckets the store lists itself, in bounded memory.
+
+The self-join (:mod:`neardup.selfjoin`) reads every record into the client and fingerprints it
+again. A store can do better: it holds the band tokens already, and lists every token held by two
+or more records (a Solr JSON facet, an Elasticsearch terms aggregation, a GROUP BY in SQLite,
+each with ``mincount`` 2), with the MD5s of the records holding it. This module turns those
+buckets into the self-join's answer, with memory that does not grow with the candidate pairs:
+
+1. :class:`ContentGroups`: every record's MD5 in id order (no content), so that each distinct
+   content gets its number in order of first id, as in :class:`neardup.selfjoin.Contents`;
+   24 bytes per content.
+2. Each bucket's pairs of contents, in both directions, go to one of ``parts`` spill files on
+   disk, chosen by the content that owns the candidate.
+3. A spill file holds every candidate of its owners: counting equal pairs gives the tokens each
+   pair shares, and each owner keeps its top ``rows`` candidates (most shared tokens, then the
+   lower content), as :func:`neardup.selfjoin.top_pairs` does.
+4. The kept pairs are collected by their lower content into ``parts`` files again, where a pair
+   kept by both its sides is counted once.
+
+The client holds the content numbers and one part at a time.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import _kernels
+from .errors import NeardupError
+from .stores import Store
+
+# Contents per spill part: a part's candidate pairs are sorted in memory (8 bytes per pair and
+# direction, a few times over).
+CONTENTS_PER_PART = 250_000
+
+
+def md5_halves(md5s: Sequence[str]) -> np.ndarray:
+    """MD5s (32 hex digits) as rows of two uint64: the first 8 bytes, then the last 8."""
+    raw = bytes.fromhex("".join(md5s))
+    return np.frombuffer(raw, dtype=">u8").astype(np.uint64).reshape(-1, 2)
+
+
+@dataclass
+class ContentGroups:
+    """The store's distinct contents (exact-duplicate groups), numbered in order of first id,
+    known by their MD5s: what a report needs of them besides the buckets."""
+
+    md5: np.ndarray  # each content's MD5, as md5_halves
+    copies: np.ndarray  # how many records hold it
+    first_words: np.ndarray | None  # a number per distinct first word, when the rules filter by it
+    _prefixes: np.ndarray  # the MD5s' first halves, sorted
+    _numbers: np.ndarray  # the content number of each of _prefixes
+
+    @classmethod
+    def read(cls, batches: Iterable[list[tuple[str, str]]], first_word: bool) -> ContentGroups:
+        """From every record's (MD5, first word), in id order."""
+        halves, words = [], []
+        vocabulary: dict[str, int] = {}
+        for batch in batches:
+            if batch:
+                halves.append(md5_halves([md5 for md5, _ in batch]))
+            if first_word:
+                words += [vocabulary.setdefault(word, len(vocabulary)) for _, word in batch]
+        every = np.concatenate(halves) if halves else np.empty((0, 2), np.uint64)
+        # Sorted by MD5, records of one content in id order: each run's head is its first record.
+        order = np.argsort(every[:, 0], kind="stable")
+        prefixes, low_halves = every[order, 0], every[order, 1]
+        starts = np.flatnonzero(np.r_[True, prefixes[1:] != prefixes[:-1]])[: len(order)]
+        if len(order) and np.any(
+            np.maximum.reduceat(low_halves, starts) != np.minimum.reduceat(low_halves, starts)
+        ):
+            raise NeardupError(
+                "two contents share the first half of their MD5: report with --strategy join"
+            )
+        first = order[starts]
+        copies = np.diff(np.r_[starts, len(order)])
+        # Numbered in order of first record: the rank of each content's first index.
+        by_first = np.argsort(first)
+        numbers = np.empty(len(first), dtype=np.int64)
+        numbers[by_first] = np.arange(len(first))
+        return cls(
+            md5=every[first[by_first]],
+            copies=copies[by_first],
+            first_words=np.array(words, dtype=np.int64)[first[by_first]] if first_word else None,
+            _prefixes=prefixes[starts],
+            _numbers=numbers,
+        )
+
+    def __len__(self) -> int:
+        return len(self.copies)
+
+    def numbers(self, md5s: Sequence[str]) -> np.ndarray:
+        """The content number of each MD5 (every one is a stored record's)."""
+        prefixes = md5_halves(md5s)[:, 0]
+        where = np.searchsorted(self._prefixes, prefixes)
+        if len(prefixes) and (
+            where.max() >= len(self._prefixes) or np.any(self._prefixes[where] != prefixes)
+        ):
+            raise NeardupError("the store changed during the report: run it again")
+        return self._numbers[where]
+
+    def md5s(self, groups: Iterable[int]) -> list[str]:
+        return [f"{int(hi):016x}{int(lo):016x}" for hi, lo in self.md5[list(groups)]]
+
+
+class StoredGroups:
+    """The ids of content groups, asked of the store by their MD5s."""
+
+    def __init__(self, store: Store, groups: ContentGroups) -> None:
+        self.store, self.groups = store, groups
+
+    def ids_of(self, numbers: np.ndarray) -> dict[int, list[str]]:
+        md5s = self.groups.md5s(numbers.tolist())
+        found = self.store.ids_by_md5(md5s)
+        return {number: found[md5] for number, md5 in zip(numbers.tolist(), md5s, strict=True)}
+
+
+class _Spill:
+    """``parts`` files of int64 values in a temporary directory, appended to and read back
+    whole, one at a time."""
+
+    def __init__(self, directory: Path, name: str, parts: int) -> None:
+        self.paths = [directory / f"{name}-{part}" for part in range(parts)]
+        self.files = [path.open("ab") for path in self.paths]
+
+    def append(self, codes: np.ndarray, owners: np.ndarray) -> None:
+        """Each code to the part of its owner."""
+        parts = len(self.files)
+        if parts == 1:
+            codes.tofile(self.files[0])
+            return
+        order = np.argsort(owners % parts, kind="stable")
+        bounds = np.searchsorted((owners % parts)[order], np.arange(parts + 1))
+        for part, file in enumerate(self.files):
+            codes[order[bounds[part] : bounds[part + 1]]].tofile(file)
+
+    def parts(self) -> Iterator[np.ndarray]:
+        for file in self.files:
+            file.close()
+        for path in self.paths:
+            codes = np.fromfile(path, dtype=np.int64)
+            path.unlink()
+            yield codes
+
+
+def bucket_pairs(groups: ContentGroups, buckets: Sequence[Sequence[str]]) -> np.ndarray:
+    """Every pair of contents in each bucket (MD5s), once per bucket, coded low * 2**32 + high;
+    with first words, only pairs of the same first word."""
+    sizes = np.array([len(b) for b in buckets], dtype=np.int64)
+    members = groups.numbers([md5 for bucket in buckets for md5 in bucket]).astype(np.int32)
+    keys = np.repeat(np.arange(len(buckets), dtype=np.int64), sizes)
+    order = np.lexsort((members, keys))
+    keys, members = keys[order], members[order]
+    keep = np.ones(len(keys), dtype=bool)
+    keep[1:] = (keys[1:] != keys[:-1]) | (members[1:] != members[:-1])
+    keys, members = keys[keep], members[keep]
+    codes = np.empty(_kernels.bucket_pairs(keys, members, None), dtype=np.int64)
+    _kernels.bucket_pairs(keys, members, codes)
+    if groups.first_words is not None:
+        words = groups.first_words
+        codes = codes[words[codes >> 32] == words[codes & 0xFFFFFFFF]]
+    return codes
+
+
+def _top_of_owners(directed: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """From directed codes (owner * 2**32 + other), one per shared token and holding every
+    candidate of their owners: each owner's top ``rows`` candidates (most shared tokens, then
+    the lower other), as undirected codes, and the tokens they share."""
+    codes, shared = np.unique(directed, return_counts=True)
+    owners, others = codes >> 32, codes & 0xFFFFFFFF
+    order = np.lexsort((others, -shared, owners))
+    owners = owners[order]
+    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+    rank = np.arange(len(owners)) - np.repeat(starts, np.diff(np.r_[starts, len(owners)]))
+    chosen = order[rank < rows]
+    low = np.minimum(owners[rank < rows], others[chosen])
+    high = np.maximum(owners[rank < rows], others[chosen])
+    return (low << 32) | high, shared[chosen]
+
+
+@contextmanager
+def candidate_parts(
+    groups: ContentGroups, pages: Iterable[Sequence[Sequence[str]]], rows: int
+) -> Iterator[Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """The pairs in which one side is among the other's top ``rows`` candidates, from the
+    store's shared buckets (``pages`` of buckets of MD5s), as parts of (low content, high
+    content, shared tokens), each sorted by (low, high): together exactly what
+    :func:`neardup.selfjoin.top_pairs` gives for the same store."""
+    parts = max(1, -(-len(groups) // CONTENTS_PER_PART))
+    with tempfile.TemporaryDirectory(prefix="neardup-report-") as directory:
+        directed = _Spill(Path(directory), "directed", parts)
+        for buckets in pages:
+            codes = bucket_pairs(groups, buckets)
+            low, high = codes >> 32, codes & 0xFFFFFFFF
+            directed.append(codes, low)
+            directed.append((high << 32) | low, high)
+        kept = _Spill(Path(directory), "kept", parts)
+        for part in directed.parts():
+            codes, shared = _top_of_owners(part, rows)
+            kept.append(np.column_stack([codes, shared]).ravel(), np.repeat(codes >> 32, 2))
+        yield (_distinct(part.reshape(-1, 2)) for part in kept.parts())
+
+
+def _distinct(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(low, high, shared) of (code, shared) rows, each code once (a pair both sides kept comes
+    twice), sorted."""
+    codes, first = np.unique(rows[:, 0], return_index=True)
+    return codes >> 32, codes & 0xFFFFFFFF, rows[first, 1]
