@@ -170,8 +170,8 @@ def _from_buckets(store: Store, rules: MatchRules, strategy: Strategy) -> bool:
     if strategy == "buckets":
         if rules.method != "bands" or not store.lists_buckets(TokenField.BANDS):
             raise NeardupError(
-                "a report from buckets needs the bands method and a store whose bands have "
-                f"doc values ({store.url} was made before: neardup upgrade --store URL)"
+                f"{store.url} was made before its bands had doc values, so it cannot list "
+                "their buckets: report with the default strategy, or index into a new store"
                 if rules.method == "bands"
                 else f"a report from buckets needs the bands method, not {rules.method}"
             )

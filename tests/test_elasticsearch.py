@@ -11,8 +11,10 @@ import pytest
 from neardup import api
 from neardup.errors import NeardupError, StoreUnavailable
 from neardup.fingerprint import FingerprintParams, fingerprint
-from neardup.stores import Document, open_store
+from neardup.stores import Document, TokenField, open_store
 from neardup.stores.base import LAYOUT
+from neardup.stores.schema import elasticsearch_mapping
+from tests.corpora import corpus
 
 
 def test_parameters_live_in_the_mapping_meta(elasticsearch_server, elasticsearch_url) -> None:
@@ -110,3 +112,20 @@ def test_an_unreachable_server_is_a_clear_error() -> None:
 def test_malformed_urls(url: str) -> None:
     with pytest.raises(NeardupError, match="elasticsearch://host:port/INDEX"):
         open_store(url)
+
+
+def test_an_index_made_before_bands_had_doc_values_reports_by_reading(
+    elasticsearch_url, sqlite_url, tmp_path, monkeypatch
+) -> None:
+    records = corpus(tmp_path / "records.txt")
+    old = elasticsearch_mapping()
+    old["properties"]["bands"]["doc_values"] = False
+    monkeypatch.setattr("neardup.stores.elasticsearch.elasticsearch_mapping", lambda: old)
+    api.index([records], elasticsearch_url)
+    monkeypatch.undo()  # what a newer neardup sees: it leaves the field as it is
+    api.index([records], sqlite_url)
+    with open_store(elasticsearch_url) as store:
+        assert not store.lists_buckets(TokenField.BANDS)
+    assert api.report(elasticsearch_url) == api.report(sqlite_url)
+    with pytest.raises(NeardupError, match="made before its bands had doc values"):
+        api.report(elasticsearch_url, strategy="buckets")

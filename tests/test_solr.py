@@ -7,6 +7,7 @@ import pytest
 from neardup import api
 from neardup.errors import NeardupError, StoreUnavailable
 from neardup.stores import open_store
+from tests.corpora import corpus
 
 
 def fields(server, name: str) -> set[str]:
@@ -22,6 +23,22 @@ def test_schema_apply_adds_missing_fields(solr_server, solr_url) -> None:
     assert "bands" not in fields(solr_server, name)
     api.apply_schema(url)
     assert "bands" in fields(solr_server, name)
+
+
+def test_a_core_made_before_bands_had_doc_values_reports_from_its_buckets(
+    solr_server, solr_url, sqlite_url, tmp_path
+) -> None:
+    # Solr's facets uninvert an indexed field without doc values: old cores need no upgrade.
+    name = solr_url.rsplit("/", 1)[-1]
+    api.apply_schema(solr_url)
+    old = {"name": "bands", "type": "tokens", "indexed": True, "stored": False}
+    solr_server.request("POST", f"{name}/schema", json={"replace-field": old}).raise_for_status()
+    records = corpus(tmp_path / "records.txt")
+    api.index([records], solr_url)
+    api.index([records], sqlite_url)
+    schema = solr_server.request("GET", f"{name}/schema/fields/bands").json()["field"]
+    assert schema["type"] == "tokens"
+    assert api.report(solr_url, strategy="buckets") == api.report(sqlite_url)
 
 
 def test_a_missing_core_is_a_clear_error_for_readers(solr_server) -> None:
