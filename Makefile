@@ -53,9 +53,12 @@ bench: bench-speed bench-scale bench-engines
 bench-speed: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/speed.py $(abspath $(SHARED))/kijiji_rent_rome.tsv
 
+# SCALE_STORES: store URLs to measure besides the default SQLite file, e.g. a running
+# `make solr` (solr://127.0.0.1:8983/solr/scale), one JVM at a time on a small machine.
 SCALE_RECORDS ?= 1000000
+SCALE_STORES ?= sqlite:///$(abspath .bench)/scale.db
 bench-scale: $(VENV)/.installed-bench
-	$(BIN)/python benchmarks/scale.py --records $(SCALE_RECORDS)
+	$(BIN)/python benchmarks/scale.py --records $(SCALE_RECORDS) $(foreach s,$(SCALE_STORES),--store $(s))
 
 bench-engines: $(VENV)/.installed-bench
 	mkdir -p .bench && test -f .bench/generated-$(ENGINE_RECORDS).tsv || \

@@ -1,12 +1,15 @@
-"""The embedded store at scale: `neardup index` + `neardup report` on a million generated records.
+"""Stores at scale: `neardup index` + `neardup report` on a million generated records.
 
     python benchmarks/scale.py [--records 1000000] [--corpus FILE] [--lookups 1000]
+        [--store URL ...]
 
-Generates the corpus with `neardup generate` (unless --corpus names one), then runs the CLI as a
-user would, each command in its own process, `--preset documents`: index, report. While each runs,
-its resident memory is sampled from /proc (Linux), so the table shows the peak and how memory
-moved while indexing (flat means streaming). Then lookups by id, spread over the store, in one
-process with the store open (after 20 warm-up lookups): p50 and p99. Also the store's file size.
+Generates the corpus with `neardup generate` (unless --corpus names one), then, for each store
+(default: a SQLite file in --folder; Solr and Elasticsearch URLs are emptied first), runs the CLI
+as a user would, each command in its own process, `--preset documents`: index, report. While each
+runs, its resident memory is sampled from /proc (Linux), so the table shows the peak and how
+memory moved while indexing (flat means streaming). Then lookups by id, spread over the store, in
+one process with the store open (after 20 warm-up lookups): p50 and p99. Every store's report is
+compared with the first one's, pair for pair.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from timing import lookup_latencies_ms
 from neardup import api
 from neardup.searcher import Searcher
 from neardup.settings import PRESETS
+from neardup.stores import open_store
 
 NEARDUP = [sys.executable, "-m", "neardup.cli"]
 
@@ -73,6 +77,7 @@ def main() -> None:
         help="where the generated corpus (kept for the next run) and the store go "
         "(default: .bench, which `make clean` removes; 1.7 GB at a million records)",
     )
+    parser.add_argument("--store", action="append", dest="stores", help="default: SQLite")
     args = parser.parse_args()
     folder = args.folder
     folder.mkdir(parents=True, exist_ok=True)
@@ -80,41 +85,57 @@ def main() -> None:
     if not corpus.exists():
         print(f"generating {args.records:,} records into {corpus} ...", file=sys.stderr)
         subprocess.run([*NEARDUP, "generate", str(args.records), "-o", str(corpus)], check=True)
-    store = folder / "scale.db"
-    for leftover in folder.glob("scale.db*"):
-        leftover.unlink()
-    url = f"sqlite:///{store}"
+    stores = args.stores or [f"sqlite:///{folder.resolve() / 'scale.db'}"]
+    results = [
+        measure(url, corpus, folder / f"pairs-{n}.tsv", args.lookups)
+        for n, url in enumerate(stores)
+    ]
+    text_mb = corpus.stat().st_size / 2**20
+    print(f"{results[0]['records']:,} records ({text_mb:,.0f} MB of text), --preset documents")
+    labels = [label for label in results[0] if label != "records"]
+    print(f"{'':<36}" + "".join(f"{url.split(':')[0]:>16}" for url in stores))
+    for label in labels:
+        print(f"{label:<36}" + "".join(f"{r[label]:>16}" for r in results))
+    print(f"cpu count {os.cpu_count()}; files in {folder}", file=sys.stderr)
+
+
+def measure(url: str, corpus: Path, report_file: Path, lookups: int) -> dict[str, object]:
+    """Index the corpus into an emptied store, report, look up; the table's cells."""
+    open_store(url).drop()
     index_s, index_peak, samples = run_sampled(
         [*NEARDUP, "index", str(corpus), "--store", url, "--preset", "documents"]
     )
-    report_file = folder / "pairs.tsv"
     report_s, report_peak, _ = run_sampled(
         [*NEARDUP, "report", "--store", url, "--preset", "documents", "-o", str(report_file)]
     )
-    pairs = sum(1 for _ in report_file.open(encoding="utf-8")) - 1
-    latencies = lookup_latencies(url, args.lookups)
-    size_mb = sum(f.stat().st_size for f in folder.glob("scale.db*")) / 2**20
+    pairs = report_file.read_bytes()
+    first = report_file.with_name("pairs-0.tsv")
+    latencies = lookup_latencies(url, lookups)
     records = api.stats(url)["documents"]
     quarters = [samples[min(len(samples) - 1, len(samples) * q // 4)] for q in (1, 2, 3, 4)]
-    text_mb = corpus.stat().st_size / 2**20
-    print(f"{records:,} records ({text_mb:,.0f} MB of text), --preset documents")
-    print(f"{'':<36}{'value':>24}")
-    rows = [
-        ("index s", f"{index_s:.1f}"),
-        ("index records/s", f"{records / index_s:,.0f}"),
-        ("report s", f"{report_s:.1f}"),
-        ("index + report s", f"{index_s + report_s:.1f}"),
-        ("pairs", f"{pairs:,}"),
-        ("peak RSS index MB", f"{index_peak:,.0f}"),
-        ("peak RSS report MB", f"{report_peak:,.0f}"),
-        ("RSS while indexing, at 1/4..4/4 MB", " / ".join(f"{q:,.0f}" for q in quarters)),
-        ("store file MB", f"{size_mb:,.0f}"),
-        ("lookup p50 ms", f"{np.percentile(latencies, 50):.2f}"),
-        ("lookup p99 ms", f"{np.percentile(latencies, 99):.2f}"),
-    ]
-    for label, value in rows:
-        print(f"{label:<36}{value:>24}")
-    print(f"cpu count {os.cpu_count()}; files in {folder}", file=sys.stderr)
+    return {
+        "records": records,
+        "index s": f"{index_s:.1f}",
+        "index records/s": f"{records / index_s:,.0f}",
+        "report s": f"{report_s:.1f}",
+        "index + report s": f"{index_s + report_s:.1f}",
+        "pairs": f"{len(pairs.splitlines()) - 1:,}",
+        "same pairs as the first": "yes" if pairs == first.read_bytes() else "NO",
+        "peak RSS index MB": f"{index_peak:,.0f}",
+        "peak RSS report MB": f"{report_peak:,.0f}",
+        "RSS indexing 1/4..4/4 MB": "/".join(f"{q:,.0f}" for q in quarters),
+        "store MB": store_mb(url),
+        "lookup p50 ms": f"{np.percentile(latencies, 50):.2f}",
+        "lookup p99 ms": f"{np.percentile(latencies, 99):.2f}",
+    }
+
+
+def store_mb(url: str) -> str:
+    """The SQLite file's size (an engine's index size is the engine's to tell)."""
+    if not url.startswith("sqlite:///"):
+        return "-"
+    path = Path(url.removeprefix("sqlite:///"))
+    return f"{sum(f.stat().st_size for f in path.parent.glob(path.name + '*')) / 2**20:,.0f}"
 
 
 if __name__ == "__main__":
