@@ -23,7 +23,7 @@ The client holds the content numbers and one part at a time.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,17 +32,12 @@ import numpy as np
 
 from . import _kernels
 from .errors import NeardupError
-from .stores import Store
+from .stores import Buckets, Store
+from .stores.base import md5_halves
 
 # Contents per spill part: a part's candidate pairs are sorted in memory (8 bytes per pair and
 # direction, a few times over).
 CONTENTS_PER_PART = 250_000
-
-
-def md5_halves(md5s: Sequence[str]) -> np.ndarray:
-    """MD5s (32 hex digits) as rows of two uint64: the first 8 bytes, then the last 8."""
-    raw = bytes.fromhex("".join(md5s))
-    return np.frombuffer(raw, dtype=">u8").astype(np.uint64).reshape(-1, 2)
 
 
 @dataclass
@@ -94,9 +89,9 @@ class ContentGroups:
     def __len__(self) -> int:
         return len(self.copies)
 
-    def numbers(self, md5s: Sequence[str]) -> np.ndarray:
-        """The content number of each MD5 (every one is a stored record's)."""
-        prefixes = md5_halves(md5s)[:, 0]
+    def numbers(self, md5s: np.ndarray) -> np.ndarray:
+        """The content number of each MD5 (md5_halves rows; every one a stored record's)."""
+        prefixes = md5s[:, 0]
         where = np.searchsorted(self._prefixes, prefixes)
         if len(prefixes) and (
             where.max() >= len(self._prefixes) or np.any(self._prefixes[where] != prefixes)
@@ -148,17 +143,13 @@ class _Spill:
             yield codes
 
 
-def bucket_pairs(groups: ContentGroups, buckets: Sequence[Sequence[str]]) -> np.ndarray:
-    """Every pair of contents in each bucket (MD5s), once per bucket, coded low * 2**32 + high;
-    with first words, only pairs of the same first word."""
-    sizes = np.array([len(b) for b in buckets], dtype=np.int64)
-    members = groups.numbers([md5 for bucket in buckets for md5 in bucket]).astype(np.int32)
-    keys = np.repeat(np.arange(len(buckets), dtype=np.int64), sizes)
+def bucket_pairs(groups: ContentGroups, buckets: Buckets) -> np.ndarray:
+    """Every pair of contents in each bucket, once per bucket, coded low * 2**32 + high; with
+    first words, only pairs of the same first word."""
+    members = groups.numbers(buckets.md5s).astype(np.int32)
+    keys = np.repeat(np.arange(len(buckets), dtype=np.int64), buckets.sizes)
     order = np.lexsort((members, keys))
     keys, members = keys[order], members[order]
-    keep = np.ones(len(keys), dtype=bool)
-    keep[1:] = (keys[1:] != keys[:-1]) | (members[1:] != members[:-1])
-    keys, members = keys[keep], members[keep]
     codes = np.empty(_kernels.bucket_pairs(keys, members, None), dtype=np.int64)
     _kernels.bucket_pairs(keys, members, codes)
     if groups.first_words is not None:
@@ -185,10 +176,10 @@ def _top_of_owners(directed: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndar
 
 @contextmanager
 def candidate_parts(
-    groups: ContentGroups, pages: Iterable[Sequence[Sequence[str]]], rows: int
+    groups: ContentGroups, pages: Iterable[Buckets], rows: int
 ) -> Iterator[Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
     """The pairs in which one side is among the other's top ``rows`` candidates, from the
-    store's shared buckets (``pages`` of buckets of MD5s), as parts of (low content, high
+    store's shared buckets (``pages``), as parts of (low content, high
     content, shared tokens), each sorted by (low, high): together exactly what
     :func:`neardup.selfjoin.top_pairs` gives for the same store."""
     parts = max(1, -(-len(groups) // CONTENTS_PER_PART))

@@ -294,10 +294,11 @@ def _measured(
     low: np.ndarray,
     high: np.ndarray,
     bar: tqdm,
-    chunk: int = 200_000,
+    chunk: int = 25_000,
 ) -> np.ndarray:
-    """The rules' similarity of each chosen group pair, a chunk at a time: large chunks, so that
-    a content that is in many pairs is shingled and weighed once for all of them."""
+    """The rules' similarity of each chosen group pair, a chunk at a time: chunks large enough
+    that a content in several pairs is mostly shingled once, small enough that the shingles of
+    their texts stay within a few hundred MB."""
     measured = []
     for start in range(0, len(low), chunk):
         part = slice(start, start + chunk)

@@ -365,7 +365,7 @@ def test_shared_buckets_equal_the_brute_force_reference(store: Store, monkeypatc
     live = {**corpus, "r000": "copy w1 w2 w3"}
     del live["r011"]
     assert store.lists_buckets(TokenField.BANDS)
-    listed = [b for page in store.shared_buckets(TokenField.BANDS) for b in page]
+    listed = [b for page in store.shared_buckets(TokenField.BANDS) for b in page.hex()]
     expected = reference_buckets(documents(live), TokenField.BANDS)
     assert len(expected) > 40
     assert sorted(sorted(b) for b in listed) == expected

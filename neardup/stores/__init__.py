@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from ..errors import NeardupError
 from .base import (
     MAX_ID_BYTES,
+    Buckets,
     Candidate,
     CandidateQuery,
     Document,
@@ -24,6 +25,7 @@ DEFAULT_STORE_URL = "sqlite:///neardup.db"
 __all__ = [
     "DEFAULT_STORE_URL",
     "MAX_ID_BYTES",
+    "Buckets",
     "Candidate",
     "CandidateQuery",
     "Document",

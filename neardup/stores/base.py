@@ -59,6 +59,57 @@ class StoredRecord:
     num_words: int
 
 
+def md5_halves(md5s: Sequence[str]) -> np.ndarray:
+    """MD5s (32 hex digits) as rows of two uint64: the first 8 bytes, then the last 8."""
+    raw = bytes.fromhex("".join(md5s))
+    return np.frombuffer(raw, dtype=">u8").astype(np.uint64).reshape(-1, 2)
+
+
+@dataclass(frozen=True)
+class Buckets:
+    """A page of buckets: the records holding one token each, as the MD5s of their distinct
+    contents (:func:`md5_halves` rows), bucket after bucket."""
+
+    md5s: np.ndarray
+    sizes: np.ndarray  # how many contents each bucket has, 2 or more
+
+    @classmethod
+    def of(cls, buckets: Sequence[Sequence[str]]) -> Buckets:
+        """From buckets of MD5 strings; buckets of fewer than two contents are left out."""
+        kept = [b for b in buckets if len(b) > 1]
+        flat = [md5 for bucket in kept for md5 in bucket]
+        return cls(md5_halves(flat), np.array([len(b) for b in kept], dtype=np.int64))
+
+    @classmethod
+    def of_holders(cls, tokens: np.ndarray, md5s: np.ndarray) -> Buckets:
+        """From one (token, MD5) row per record holding a token, sorted by token."""
+        shared = np.zeros(len(tokens), dtype=bool)
+        shared[1:] = tokens[1:] == tokens[:-1]
+        shared[:-1] |= shared[1:]
+        tokens, md5s = tokens[shared], md5s[shared]
+        order = np.lexsort((md5s[:, 1], md5s[:, 0], tokens))
+        tokens, md5s = tokens[order], md5s[order]
+        new_token = np.ones(len(tokens), dtype=bool)
+        new_token[1:] = tokens[1:] != tokens[:-1]
+        distinct = new_token.copy()
+        distinct[1:] |= np.any(md5s[1:] != md5s[:-1], axis=1)  # copies of one content: once
+        new_token, md5s = new_token[distinct], md5s[distinct]
+        starts = np.flatnonzero(new_token)
+        sizes = np.diff(np.r_[starts, len(md5s)])
+        return cls(md5s[np.repeat(sizes > 1, sizes)], sizes[sizes > 1])
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def hex(self) -> list[list[str]]:
+        """Each bucket's MD5s as strings."""
+        strings = [f"{int(a):016x}{int(b):016x}" for a, b in self.md5s.tolist()]
+        ends = np.cumsum(self.sizes).tolist()
+        return [
+            strings[end - size : end] for end, size in zip(ends, self.sizes.tolist(), strict=True)
+        ]
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A record that shares tokens with a query, returned whole so that verifying it needs no
@@ -245,11 +296,10 @@ class Store(ABC):
         word is "" unless asked for. No contents: what a report needs to number them."""
 
     @abstractmethod
-    def shared_buckets(self, field: TokenField) -> Iterator[list[list[str]]]:
-        """Every token of ``field`` held by two or more records, as the distinct MD5s of the
-        records holding it (a bucket), a page of buckets at a time: each such token once, in
-        any order; a bucket of one content may be left out. The engine counts and groups; the
-        client's memory holds one page."""
+    def shared_buckets(self, field: TokenField) -> Iterator[Buckets]:
+        """Every token of ``field`` held by records of two or more distinct contents, as the
+        MD5s of those contents (a bucket), a page of buckets at a time: each such token once, in
+        any order. The store counts and groups; the client's memory holds one page."""
 
     def lists_buckets(self, field: TokenField) -> bool:
         """Whether :meth:`shared_buckets` works on this store's ``field`` (an engine needs the

@@ -23,7 +23,7 @@ from elasticsearch import ApiError, Elasticsearch, helpers
 
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams, TokenField
-from .base import Candidate, CandidateQuery, Document, Store, StoredRecord
+from .base import Buckets, Candidate, CandidateQuery, Document, Store, StoredRecord
 from .schema import (
     band_prefixes,
     elasticsearch_mapping,
@@ -286,7 +286,7 @@ class ElasticsearchStore(Store):
         name = field_names(self.settings)[field]
         return bool(self._mappings()["properties"].get(name, {}).get("doc_values", True))
 
-    def shared_buckets(self, field: TokenField) -> Iterator[list[list[str]]]:
+    def shared_buckets(self, field: TokenField) -> Iterator[Buckets]:
         """A terms aggregation per token prefix, ``min_doc_count`` 2, with a terms
         sub-aggregation of the MD5s; the query holds it to the records with a token of that
         prefix. Composite aggregations cannot skip the tokens held once (most of them), and
@@ -298,10 +298,10 @@ class ElasticsearchStore(Store):
             buckets = self._prefix_buckets(name, prefix)
             if buckets is None:  # too many for one answer: a longer prefix
                 prefixes.extendleft(reversed([prefix + tail for tail in hex_tails(1)]))
-            elif buckets:
+            elif len(buckets):
                 yield buckets
 
-    def _prefix_buckets(self, name: str, prefix: str) -> list[list[str]] | None:
+    def _prefix_buckets(self, name: str, prefix: str) -> Buckets | None:
         """The shared tokens starting with ``prefix`` as buckets of MD5s; None when they do not
         fit one answer."""
         terms = {
@@ -335,9 +335,8 @@ class ElasticsearchStore(Store):
             md5s = [content["key"] for content in bucket["contents"]["buckets"]]
             if bucket["contents"]["sum_other_doc_count"]:
                 md5s = self._bucket_md5s(name, bucket["key"])
-            if len(md5s) > 1:
-                buckets.append(md5s)
-        return buckets
+            buckets.append(md5s)
+        return Buckets.of(buckets)
 
     def _bucket_md5s(self, name: str, token: str) -> list[str]:
         """The distinct MD5s of the records holding ``token``."""

@@ -30,7 +30,7 @@ from urllib3.util.retry import Retry
 
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams, TokenField
-from .base import Candidate, CandidateQuery, Document, Store, StoredRecord
+from .base import Buckets, Candidate, CandidateQuery, Document, Store, StoredRecord
 from .schema import (
     band_prefixes,
     engine_document,
@@ -319,7 +319,7 @@ class SolrStore(Store):
         if batch:
             yield batch
 
-    def shared_buckets(self, field: TokenField) -> Iterator[list[list[str]]]:
+    def shared_buckets(self, field: TokenField) -> Iterator[Buckets]:
         """A JSON terms facet per token prefix, ``mincount`` 2 and no limit, with a terms
         sub-facet of the MD5s; the query holds it to the records with a token of that prefix.
         (The export handler cannot sort by a multi-valued field, so streaming expressions
@@ -341,8 +341,8 @@ class SolrStore(Store):
                 **{"json.facet": json.dumps({"tokens": facet})},
             )
             found = body.get("facets", {}).get("tokens", {}).get("buckets", [])
-            buckets = [[c["val"] for c in b["contents"]["buckets"]] for b in found]
-            if buckets := [b for b in buckets if len(b) > 1]:
+            buckets = Buckets.of([[c["val"] for c in b["contents"]["buckets"]] for b in found])
+            if len(buckets):
                 yield buckets
 
     def count(self) -> int:

@@ -23,13 +23,24 @@ import numpy as np
 
 from ..errors import StoreUnavailable
 from ..fingerprint import Fingerprint, FingerprintParams, fingerprint_batch, frequency_counts
-from .base import Candidate, CandidateQuery, Document, Store, StoredRecord, TokenField
+from .base import (
+    Buckets,
+    Candidate,
+    CandidateQuery,
+    Document,
+    Store,
+    StoredRecord,
+    TokenField,
+    md5_halves,
+)
 
 SCHEMA_VERSION = "1"
 
 # Rows bound by one INSERT statement: a statement per row costs about twice the B-tree work it
 # does. 100 rows of the widest table bind 600 values, within every SQLite's limit (999).
 ROWS_PER_STATEMENT = 100
+# Postings a report's bucket listing reads at once (16 bytes each, sorted a few times over).
+POSTINGS_PER_PART = 4_000_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -304,36 +315,34 @@ class SQLiteStore(Store):
         while batch := rows.fetchmany(batch_size):
             yield batch
 
-    def shared_buckets(self, field: TokenField, page: int = 10_000) -> Iterator[list[list[str]]]:
-        # One scan of the postings in token order; the window counts each token's postings,
-        # so that only shared tokens are joined to their records' MD5s.
-        rows = self._conn.execute(
-            "SELECT p.token, d.md5 FROM (SELECT token, doc, "
-            f"COUNT(*) OVER (PARTITION BY token) AS n FROM {field}_postings) p "
-            "JOIN docs d ON d.doc = p.doc WHERE p.n > 1 ORDER BY p.token"
-        )
-        buckets: list[list[str]] = []
-        holders: list[str] = []
-        current = None
-        while batch := rows.fetchmany(page):
-            for token, md5 in batch:
-                if token != current:
-                    self._close_bucket(holders, buckets)
-                    if len(buckets) >= page:
-                        yield buckets
-                        buckets = []
-                    holders, current = [], token
-                holders.append(md5)
-        self._close_bucket(holders, buckets)
-        if buckets:
-            yield buckets
+    def shared_buckets(self, field: TokenField) -> Iterator[Buckets]:
+        """The postings in parts of the token space, each read in token order (the table is
+        clustered by token) and grouped by numpy: SQLite's own grouping, or a window over
+        the postings, takes two to three times as long."""
+        md5_of = self._md5_by_doc()
+        (postings,) = self._conn.execute(f"SELECT COUNT(*) FROM {field}_postings").fetchone()
+        parts = max(1, -(-postings // POSTINGS_PER_PART))
+        for part in range(parts):
+            low = -(2**63) + (2**64 * part) // parts
+            high = -(2**63) + (2**64 * (part + 1)) // parts - 1
+            rows = self._conn.execute(
+                f"SELECT token, doc FROM {field}_postings WHERE token BETWEEN ? AND ?",
+                (low, high),
+            )
+            flat = np.fromiter(chain.from_iterable(rows), np.int64).reshape(-1, 2)
+            buckets = Buckets.of_holders(flat[:, 0], md5_of[flat[:, 1]])
+            if len(buckets):
+                yield buckets
 
-    @staticmethod
-    def _close_bucket(holders: list[str], buckets: list[list[str]]) -> None:
-        """Add a token's bucket: its holders' distinct MD5s, unless they are one content's."""
-        distinct = list(dict.fromkeys(holders))
-        if len(distinct) > 1:
-            buckets.append(distinct)
+    def _md5_by_doc(self) -> np.ndarray:
+        """Every record's MD5 (md5_halves rows), indexed by its row number."""
+        (last,) = self._conn.execute("SELECT COALESCE(MAX(doc), 0) FROM docs").fetchone()
+        md5_of = np.zeros((last + 1, 2), dtype=np.uint64)
+        rows = self._conn.execute("SELECT doc, md5 FROM docs")
+        while batch := rows.fetchmany(100_000):
+            docs, md5s = zip(*batch, strict=True)
+            md5_of[list(docs)] = md5_halves(md5s)
+        return md5_of
 
     def iter_ids(self) -> Iterator[str]:
         for (record_id,) in self._conn.execute("SELECT id FROM docs ORDER BY id"):
