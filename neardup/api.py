@@ -134,13 +134,17 @@ def index(
     files = readers()  # every file is opened and its header checked before the store is
     summary = IndexSummary()
     with opened(store, create=True) as target:
-        if target.read_params() is None and isinstance(asked, Mapping | None):
+        new = target.read_params() is None
+        if new and isinstance(asked, Mapping | None):
             asked = _with_bands(asked, paths, format, id_field, text_fields)
         chosen = target.ensure_params(asked)
         if preset or threshold is not None:
             rules = {"threshold": threshold} if threshold is not None else None
             remembered = match_rules(chosen, None, rules, preset_name=preset)
-            target.update_settings({"rules": remembered_rules(remembered)})
+            settings: dict[str, object] = {"rules": remembered_rules(remembered)}
+            if new and remembered.similarity == "jaccard":  # no weights to count shingles for
+                settings["frequencies"] = False
+            target.update_settings(settings)
         total = sum(r.size for r in files)
         with tqdm(total=total, unit="B", unit_scale=True, disable=not progress, leave=False) as bar:
             for reader in files:

@@ -36,7 +36,7 @@ from .fingerprint import (
 )
 from .searcher import Match, MatchRules, Searcher, word_edit_distance
 from .selfjoin import PAIR_BUDGET, read_contents, scored_pairs, top_pairs
-from .stores import Store, StoredRecord
+from .stores import Buckets, Store, StoredRecord
 from .tuning import ThresholdChoice, choose_threshold, similarity_histogram
 
 Grouping = Literal["center", "components"]
@@ -196,8 +196,8 @@ def _bucket_report(
     with _phase("reading", total, " records", progress, seconds) as bar:
         digests = _counted(store.iter_digests(rules.first_word), bar)
         groups = ContentGroups.read(digests, rules.first_word)
-    with _phase("joining", None, " buckets", progress, seconds) as bar:
-        pages = _counted(store.shared_buckets(TokenField.BANDS), bar)
+    with _phase("joining", 100, "%", progress, seconds) as bar:
+        pages = _covered(store.shared_buckets(TokenField.BANDS), bar)
         with candidate_parts(groups, pages, rules.rows) as kept:
             parts = list(kept)
     ids_of = StoredGroups(store, groups).ids_of
@@ -268,6 +268,12 @@ def _phase(
         yield bar
 
 
+def _covered(pages: Iterable[Buckets], bar: tqdm) -> Iterator[Buckets]:
+    for page in pages:
+        yield page
+        bar.update(round(100 * page.covered) - bar.n)
+
+
 def _counted(batches: Iterable[list[StoredRecord]], bar: tqdm) -> Iterator[list[StoredRecord]]:
     for batch in batches:
         yield batch
@@ -294,7 +300,7 @@ def _measured(
     low: np.ndarray,
     high: np.ndarray,
     bar: tqdm,
-    chunk: int = 25_000,
+    chunk: int = 10_000,
 ) -> np.ndarray:
     """The rules' similarity of each chosen group pair, a chunk at a time: chunks large enough
     that a content in several pairs is mostly shingled once, small enough that the shingles of

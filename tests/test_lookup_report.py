@@ -352,3 +352,18 @@ def test_buckets_need_the_bands_method(sqlite_url: str, tmp_path: Path) -> None:
     api.index([corpus(tmp_path / "records.txt")], sqlite_url, params=ALL_FIELDS)
     with pytest.raises(NeardupError, match="needs the bands method, not signature"):
         api.report(sqlite_url, rules=MatchRules(method="signature"), strategy="buckets")
+
+
+def test_a_store_made_for_the_jaccard_similarity_does_not_count_shingles(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    records = corpus(tmp_path / "records.txt")
+    api.index([records], sqlite_url, preset="documents")  # Jaccard: no weights to count for
+    with api.opened(sqlite_url) as store:
+        assert not store.keeps_frequencies
+    assert api.report(sqlite_url)
+    with pytest.raises(NeardupError, match="does not count its shingles"):
+        api.report(sqlite_url, rules={"similarity": "weighted"})
+    api.index([records], sqlite_url)  # indexing again keeps the store as it was made
+    with api.opened(sqlite_url) as store:
+        assert not store.keeps_frequencies

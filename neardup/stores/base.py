@@ -72,16 +72,17 @@ class Buckets:
 
     md5s: np.ndarray
     sizes: np.ndarray  # how many contents each bucket has, 2 or more
+    covered: float  # the share of the field's tokens listed once this page is read: progress
 
     @classmethod
-    def of(cls, buckets: Sequence[Sequence[str]]) -> Buckets:
+    def of(cls, buckets: Sequence[Sequence[str]], covered: float) -> Buckets:
         """From buckets of MD5 strings; buckets of fewer than two contents are left out."""
         kept = [b for b in buckets if len(b) > 1]
         flat = [md5 for bucket in kept for md5 in bucket]
-        return cls(md5_halves(flat), np.array([len(b) for b in kept], dtype=np.int64))
+        return cls(md5_halves(flat), np.array([len(b) for b in kept], dtype=np.int64), covered)
 
     @classmethod
-    def of_holders(cls, tokens: np.ndarray, md5s: np.ndarray) -> Buckets:
+    def of_holders(cls, tokens: np.ndarray, md5s: np.ndarray, covered: float) -> Buckets:
         """From one (token, MD5) row per record holding a token, sorted by token."""
         shared = np.zeros(len(tokens), dtype=bool)
         shared[1:] = tokens[1:] == tokens[:-1]
@@ -96,7 +97,7 @@ class Buckets:
         new_token, md5s = new_token[distinct], md5s[distinct]
         starts = np.flatnonzero(new_token)
         sizes = np.diff(np.r_[starts, len(md5s)])
-        return cls(md5s[np.repeat(sizes > 1, sizes)], sizes[sizes > 1])
+        return cls(md5s[np.repeat(sizes > 1, sizes)], sizes[sizes > 1], covered)
 
     def __len__(self) -> int:
         return len(self.sizes)
@@ -253,8 +254,12 @@ class Store(ABC):
 
     @property
     def keeps_frequencies(self) -> bool:
-        """Whether the store counts its shingles (stores made before layout 3 do not)."""
-        return int((self.settings or {}).get("layout", 1)) >= FREQUENCIES_LAYOUT
+        """Whether the store counts its shingles: not when it was made before layout 3, nor
+        when it was made for the Jaccard similarity (an engine indexes every shingle of every
+        record to count them, several times the work of its band tokens)."""
+        settings = self.settings or {}
+        made_after = int(settings.get("layout", 1)) >= FREQUENCIES_LAYOUT
+        return made_after and bool(settings.get("frequencies", True))
 
     def frequencies(self, keys: np.ndarray) -> Frequencies:
         """How many stored records hold each shingle of ``keys`` (int64, as
@@ -262,8 +267,9 @@ class Store(ABC):
         what the weighted similarity weighs shingles by."""
         if not self.keeps_frequencies:
             raise NeardupError(
-                f"{self.url} was made before neardup counted shingles, so it cannot weigh them: "
-                "use --similarity jaccard, or index into a new store"
+                f"{self.url} does not count its shingles (it was made for the Jaccard "
+                "similarity, or before neardup counted them), so it cannot weigh them: use "
+                "--similarity jaccard, or index into a new store"
             )
         unique = np.unique(np.asarray(keys, dtype=np.int64))
         records, counts = self._frequencies(unique)
@@ -299,7 +305,8 @@ class Store(ABC):
     def shared_buckets(self, field: TokenField) -> Iterator[Buckets]:
         """Every token of ``field`` held by records of two or more distinct contents, as the
         MD5s of those contents (a bucket), a page of buckets at a time: each such token once, in
-        any order. The store counts and groups; the client's memory holds one page."""
+        any order, the last page covering 1.0. The store counts and groups; the client's memory
+        holds one page."""
 
     def lists_buckets(self, field: TokenField) -> bool:
         """Whether :meth:`shared_buckets` works on this store's ``field`` (an engine needs the

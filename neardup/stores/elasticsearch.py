@@ -292,16 +292,20 @@ class ElasticsearchStore(Store):
         prefix. Composite aggregations cannot skip the tokens held once (most of them), and
         hash partitions make every request hash every token of the field."""
         name = field_names(self.settings)[field]
-        prefixes = deque(band_prefixes(self.params.bands, self.count()))
+        first = band_prefixes(self.params.bands, self.count())
+        prefixes = deque((prefix, 1 / len(first)) for prefix in first)  # with their share
+        covered = 0.0
         while prefixes:
-            prefix = prefixes.popleft()
+            prefix, share = prefixes.popleft()
             buckets = self._prefix_buckets(name, prefix)
             if buckets is None:  # too many for one answer: a longer prefix
-                prefixes.extendleft(reversed([prefix + tail for tail in hex_tails(1)]))
-            elif len(buckets):
-                yield buckets
+                longer = [(prefix + tail, share / 16) for tail in hex_tails(1)]
+                prefixes.extendleft(reversed(longer))
+                continue
+            covered = 1.0 if not prefixes else covered + share
+            yield Buckets.of(buckets, covered)
 
-    def _prefix_buckets(self, name: str, prefix: str) -> Buckets | None:
+    def _prefix_buckets(self, name: str, prefix: str) -> list[list[str]] | None:
         """The shared tokens starting with ``prefix`` as buckets of MD5s; None when they do not
         fit one answer."""
         terms = {
@@ -336,7 +340,7 @@ class ElasticsearchStore(Store):
             if bucket["contents"]["sum_other_doc_count"]:
                 md5s = self._bucket_md5s(name, bucket["key"])
             buckets.append(md5s)
-        return Buckets.of(buckets)
+        return buckets
 
     def _bucket_md5s(self, name: str, token: str) -> list[str]:
         """The distinct MD5s of the records holding ``token``."""

@@ -325,7 +325,8 @@ class SolrStore(Store):
         (The export handler cannot sort by a multi-valued field, so streaming expressions
         would have to group every posting in the client.)"""
         name = field_names(self.settings)[field]
-        for prefix in band_prefixes(self.params.bands, self.count()):
+        prefixes = band_prefixes(self.params.bands, self.count())
+        for done, prefix in enumerate(prefixes, 1):
             contents = {"type": "terms", "field": "md5_hash", "limit": -1}
             facet = {
                 "type": "terms",
@@ -341,9 +342,8 @@ class SolrStore(Store):
                 **{"json.facet": json.dumps({"tokens": facet})},
             )
             found = body.get("facets", {}).get("tokens", {}).get("buckets", [])
-            buckets = Buckets.of([[c["val"] for c in b["contents"]["buckets"]] for b in found])
-            if len(buckets):
-                yield buckets
+            buckets = [[c["val"] for c in b["contents"]["buckets"]] for b in found]
+            yield Buckets.of(buckets, done / len(prefixes))
 
     def count(self) -> int:
         return int(self._search(q=RECORDS, rows=0)["response"]["numFound"])

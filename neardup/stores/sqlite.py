@@ -330,9 +330,7 @@ class SQLiteStore(Store):
                 (low, high),
             )
             flat = np.fromiter(chain.from_iterable(rows), np.int64).reshape(-1, 2)
-            buckets = Buckets.of_holders(flat[:, 0], md5_of[flat[:, 1]])
-            if len(buckets):
-                yield buckets
+            yield Buckets.of_holders(flat[:, 0], md5_of[flat[:, 1]], (part + 1) / parts)
 
     def _md5_by_doc(self) -> np.ndarray:
         """Every record's MD5 (md5_halves rows), indexed by its row number."""
