@@ -76,8 +76,10 @@ class Buckets:
 
     @classmethod
     def of(cls, buckets: Sequence[Sequence[str]], covered: float) -> Buckets:
-        """From buckets of MD5 strings; buckets of fewer than two contents are left out."""
-        kept = [b for b in buckets if len(b) > 1]
+        """From buckets of MD5 strings, each MD5 once in its bucket; buckets of fewer than
+        two contents are left out."""
+        distinct = (list(dict.fromkeys(bucket)) for bucket in buckets)
+        kept = [b for b in distinct if len(b) > 1]
         flat = [md5 for bucket in kept for md5 in bucket]
         return cls(md5_halves(flat), np.array([len(b) for b in kept], dtype=np.int64), covered)
 
