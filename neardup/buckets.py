@@ -104,7 +104,7 @@ class ContentGroups:
 
 
 class StoredGroups:
-    """The ids of content groups, asked of the store by their MD5s."""
+    """Content groups' ids, and their contents, asked of the store by their MD5s."""
 
     def __init__(self, store: Store, groups: ContentGroups) -> None:
         self.store, self.groups = store, groups
@@ -113,6 +113,15 @@ class StoredGroups:
         md5s = self.groups.md5s(numbers.tolist())
         found = self.store.ids_by_md5(md5s)
         return {number: found[md5] for number, md5 in zip(numbers.tolist(), md5s, strict=True)}
+
+    def of(self, numbers: np.ndarray) -> dict[int, tuple[list[str], str]]:
+        """Each group's ids and content, in one round trip."""
+        md5s = self.groups.md5s(numbers.tolist())
+        found = self.store.records_by_md5(md5s)
+        return {
+            number: ([r.id for r in found[md5]], found[md5][0].content)
+            for number, md5 in zip(numbers.tolist(), md5s, strict=True)
+        }
 
 
 class _Spill:

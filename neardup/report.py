@@ -35,7 +35,7 @@ from .fingerprint import (
     weighted_pairs,
 )
 from .searcher import Match, MatchRules, Searcher, word_edit_distance
-from .selfjoin import PAIR_BUDGET, read_contents, scored_pairs, top_pairs
+from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs, top_pairs
 from .stores import Buckets, Store, StoredRecord
 from .tuning import ThresholdChoice, choose_threshold, similarity_histogram
 
@@ -45,8 +45,8 @@ Strategy = Literal["auto", "buckets", "join", "lookups"]
 # Past this many records, "auto" reports the embedded store from its buckets too: the self-join
 # holds every record's tokens in memory (1.3 GB at a million records).
 JOIN_RECORDS = 250_000
-# The ids of each of some content groups (numbered as the join or the buckets number them).
-IdsOf = Callable[[np.ndarray], dict[int, list[str]]]
+# Each of some content groups' ids and content (numbered as the join or the buckets number them).
+GroupsOf = Callable[[np.ndarray], dict[int, tuple[list[str], str]]]
 # A report's passes over the store or its pairs, in the order they run.
 PHASES = ("reading", "joining", "measuring", "verifying", "looking up")
 
@@ -133,7 +133,7 @@ def find_pairs(
                 store,
                 params,
                 rules,
-                contents.ids_of,
+                _joined_groups(store, contents),
                 copies,
                 [(low, high, shared)],
                 exact,
@@ -200,23 +200,37 @@ def _bucket_report(
         pages = _covered(store.shared_buckets(TokenField.BANDS), bar)
         with candidate_parts(groups, pages, rules.rows) as kept:
             parts = list(kept)
-    ids_of = StoredGroups(store, groups).ids_of
+    stored = StoredGroups(store, groups)
     copied = np.flatnonzero(groups.copies > 1)
     exact = [
         (members, params.bands)
         for start in range(0, len(copied), 1000)
-        for members in ids_of(copied[start : start + 1000]).values()
+        for members in stored.ids_of(copied[start : start + 1000]).values()
     ]
     return _measured_and_verified(
-        store, params, rules, ids_of, groups.copies, parts, exact, progress, seconds
+        store, params, rules, stored.of, groups.copies, parts, exact, progress, seconds
     )
+
+
+def _joined_groups(store: Store, contents: Contents) -> GroupsOf:
+    """The self-join's groups: their ids from memory, the content of their first record."""
+
+    def of(groups: np.ndarray) -> dict[int, tuple[list[str], str]]:
+        heads = [contents.heads[g] for g in groups.tolist()]
+        records = store.get(heads)
+        return {
+            g: (contents.ids(g), records[head].content)
+            for g, head in zip(groups.tolist(), heads, strict=True)
+        }
+
+    return of
 
 
 def _measured_and_verified(
     store: Store,
     params: FingerprintParams,
     rules: MatchRules,
-    ids_of: IdsOf,
+    groups_of: GroupsOf,
     copies: np.ndarray,
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
     exact: list[tuple[list[str], int]],
@@ -228,12 +242,12 @@ def _measured_and_verified(
     expand them, with the ``exact`` groups' pairs, into record pairs."""
     low, high, shared = (np.concatenate(columns) for columns in zip(*parts, strict=True))
     with _phase("measuring", len(low), " pairs", progress, seconds) as bar:
-        similarities = _measured(store, params, rules, ids_of, low, high, bar)
+        similarities = _measured(store, params, rules, groups_of, low, high, bar)
     histogram = similarity_histogram(similarities, copies[low] * copies[high])
     applied, choice = _applied(rules, histogram)
     with _phase("verifying", len(low), " pairs", progress, seconds) as bar:
         pairs = [pair for members, size in exact for pair in _exact_pairs(members, size)]
-        pairs += _verified(store, applied, ids_of, (low, high, shared, similarities), bar)
+        pairs += _verified(applied, groups_of, (low, high, shared, similarities), bar)
     pairs.sort()
     return Found(pairs, applied, histogram, choice, seconds)
 
@@ -281,22 +295,21 @@ def _counted(batches: Iterable[list[StoredRecord]], bar: tqdm) -> Iterator[list[
 
 
 def _texts(
-    store: Store, ids_of: IdsOf, groups: np.ndarray
+    groups_of: GroupsOf, groups: np.ndarray
 ) -> tuple[list[str], np.ndarray, dict[int, list[str]]]:
     """The contents of these groups, each once, where each group's is in that list, and the
     groups' ids."""
     needed, where = np.unique(groups, return_inverse=True)
-    ids = ids_of(needed)
-    heads = [ids[g][0] for g in needed.tolist()]
-    records = store.get(heads)
-    return [records[head].content for head in heads], where, ids
+    found = groups_of(needed)
+    texts = [found[g][1] for g in needed.tolist()]
+    return texts, where, {g: ids for g, (ids, _) in found.items()}
 
 
 def _measured(
     store: Store,
     params: FingerprintParams,
     rules: MatchRules,
-    ids_of: IdsOf,
+    groups_of: GroupsOf,
     low: np.ndarray,
     high: np.ndarray,
     bar: tqdm,
@@ -309,16 +322,15 @@ def _measured(
     for start in range(0, len(low), chunk):
         part = slice(start, start + chunk)
         size = len(low[part])
-        texts, where, _ = _texts(store, ids_of, np.concatenate([low[part], high[part]]))
+        texts, where, _ = _texts(groups_of, np.concatenate([low[part], high[part]]))
         measured.append(_similarities(store, params, rules, texts, where[:size], where[size:]))
         bar.update(size)
     return np.concatenate(measured) if measured else np.empty(0, dtype=np.float64)
 
 
 def _verified(
-    store: Store,
     rules: MatchRules,
-    ids_of: IdsOf,
+    groups_of: GroupsOf,
     measured: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     bar: tqdm,
     chunk: int = 10_000,
@@ -331,7 +343,7 @@ def _verified(
     bar.update(len(low) - len(keep))
     for start in range(0, len(keep), chunk):
         part = keep[start : start + chunk]
-        texts, where, ids = _texts(store, ids_of, np.concatenate([low[part], high[part]]))
+        texts, where, ids = _texts(groups_of, np.concatenate([low[part], high[part]]))
         for a, b, text_a, text_b, count, similarity in zip(
             low[part].tolist(),
             high[part].tolist(),

@@ -44,9 +44,6 @@ class Contents:
     def ids(self, group: int) -> list[str]:
         return self.members.get(group, [self.heads[group]])
 
-    def ids_of(self, groups: np.ndarray) -> dict[int, list[str]]:
-        return {group: self.ids(group) for group in groups.tolist()}
-
 
 def read_contents(
     batches: Iterable[list[StoredRecord]],

@@ -215,6 +215,14 @@ def test_ids_by_md5_gives_several_complete_groups_at_once(store: Store) -> None:
         md5["alone"]: ["alone"],
     }
     assert store.ids_by_md5([]) == {}
+    records = store.records_by_md5([md5["p1"], absent, md5["c0000"]])
+    assert {m: [r.id for r in found] for m, found in records.items()} == {
+        md5["p1"]: ["p1", "p2"],
+        absent: [],
+        md5["c0000"]: sorted(copies),
+    }
+    assert [r.content for r in records[md5["p1"]]] == ["a pair of texts"] * 2
+    assert records[md5["p1"]][0] == store.get(["p1"])["p1"]
 
 
 @pytest.mark.parametrize("field", list(TokenField))

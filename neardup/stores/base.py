@@ -246,6 +246,11 @@ class Store(ABC):
         exact-duplicate groups, in one round trip ([] for an MD5 no record has)."""
 
     @abstractmethod
+    def records_by_md5(self, md5s: Sequence[str]) -> dict[str, list[StoredRecord]]:
+        """For each MD5, every record whose content has it, in id order, in one round trip
+        per page ([] for an MD5 no record has): :meth:`ids_by_md5` with the contents."""
+
+    @abstractmethod
     def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
         """The answer to each candidate query, together (engines batch them): the top
         ``rows`` records sharing at least one of its tokens, by :func:`sort_candidates` order.

@@ -252,8 +252,17 @@ class ElasticsearchStore(Store):
         found: dict[str, list[str]] = {md5: [] for md5 in md5s}
         if found:
             query = {"terms": {"md5_hash": list(found)}}
-            for hit in self._walk(query, point_in_time=False, source=["md5_hash"]):
+            hits = self._walk(query, point_in_time=False, source=["md5_hash"], page=DIGEST_PAGE)
+            for hit in hits:
                 found[hit["_source"]["md5_hash"]].append(hit["sort"][0])
+        return found
+
+    def records_by_md5(self, md5s: Sequence[str]) -> dict[str, list[StoredRecord]]:
+        found: dict[str, list[StoredRecord]] = {md5: [] for md5 in md5s}
+        if found:
+            query = {"terms": {"md5_hash": list(found)}}
+            for hit in self._walk(query, False, source=RECORD_FIELDS, page=DIGEST_PAGE):
+                found[hit["_source"]["md5_hash"]].append(_record(hit["_source"]))
         return found
 
     def iter_ids(self) -> Iterator[str]:

@@ -299,8 +299,17 @@ class SolrStore(Store):
     def ids_by_md5(self, md5s: Sequence[str]) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {md5: [] for md5 in md5s}
         if found:  # MD5s are hex: no commas to escape in the terms list
-            for doc in self._walk("{!terms f=md5_hash}" + ",".join(found), "id,md5_hash"):
+            query = "{!terms f=md5_hash}" + ",".join(found)
+            for doc in self._walk(query, "id,md5_hash", DIGEST_PAGE):
                 found[doc["md5_hash"]].append(doc["id"])
+        return found
+
+    def records_by_md5(self, md5s: Sequence[str]) -> dict[str, list[StoredRecord]]:
+        found: dict[str, list[StoredRecord]] = {md5: [] for md5 in md5s}
+        if found:  # large pages: each page runs the terms query again
+            query = "{!terms f=md5_hash}" + ",".join(found)
+            for doc in self._walk(query, RECORD_FIELDS, DIGEST_PAGE):
+                found[doc["md5_hash"]].append(_record(doc))
         return found
 
     def iter_ids(self) -> Iterator[str]:

@@ -261,6 +261,17 @@ class SQLiteStore(Store):
             found[md5].append(record_id)
         return found
 
+    def records_by_md5(self, md5s: Sequence[str]) -> dict[str, list[StoredRecord]]:
+        found: dict[str, list[StoredRecord]] = {md5: [] for md5 in md5s}
+        rows = self._conn.execute(
+            "SELECT id, content, md5, first_word, num_words FROM docs "
+            "WHERE md5 IN (SELECT value FROM json_each(?)) ORDER BY id",
+            (json.dumps(list(found)),),
+        )
+        for row in rows:
+            found[row[2]].append(StoredRecord(*row))
+        return found
+
     def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
         return [self._candidates(q) for q in queries]
 
