@@ -14,10 +14,12 @@ documents, so a failed batch can leave part of itself written until the run is r
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from itertools import islice
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -25,6 +27,8 @@ from ..errors import NeardupError, ParameterMismatch
 from ..fingerprint import Fingerprint, FingerprintParams, Frequencies, TokenField
 
 ParamsRequest = FingerprintParams | Mapping[str, object] | None
+T = TypeVar("T")
+R = TypeVar("R")
 
 # The longest id every store holds, in UTF-8 bytes (Elasticsearch's limit; Solr's is 32 KB).
 MAX_ID_BYTES = 512
@@ -140,6 +144,19 @@ class CandidateQuery:
     rows: int
     first_word: str | None = None
     exclude_md5: Sequence[str] = ()
+
+
+def ordered_map(function: Callable[[T], R], items: Sequence[T], workers: int) -> Iterator[R]:
+    """``function`` of each item, in order, computed by ``workers`` threads with at most twice
+    as many results waiting: for requests an engine answers in parallel."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        waiting: deque[Future[R]] = deque()
+        for item in items:
+            waiting.append(pool.submit(function, item))
+            if len(waiting) > 2 * workers:
+                yield waiting.popleft().result()
+        while waiting:
+            yield waiting.popleft().result()
 
 
 def sort_candidates(candidates: list[Candidate]) -> list[Candidate]:

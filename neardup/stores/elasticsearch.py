@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -23,7 +22,15 @@ from elasticsearch import ApiError, Elasticsearch, helpers
 
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams, TokenField
-from .base import Buckets, Candidate, CandidateQuery, Document, Store, StoredRecord
+from .base import (
+    Buckets,
+    Candidate,
+    CandidateQuery,
+    Document,
+    Store,
+    StoredRecord,
+    ordered_map,
+)
 from .schema import (
     band_prefixes,
     elasticsearch_mapping,
@@ -44,6 +51,8 @@ DIGEST_PAGE = 10_000
 MAX_BUCKETS = 65_536
 # Contents listed per bucket by its sub-aggregation; a larger bucket is walked.
 BUCKET_CONTENTS = 100
+# Token prefixes listed at once.
+CONCURRENT_PREFIXES = 2
 
 
 def _candidate_search(query: CandidateQuery, name: str) -> dict[str, Any]:
@@ -296,44 +305,74 @@ class ElasticsearchStore(Store):
         return bool(self._mappings()["properties"].get(name, {}).get("doc_values", True))
 
     def shared_buckets(self, field: TokenField) -> Iterator[Buckets]:
-        """A terms aggregation per token prefix, ``min_doc_count`` 2, with a terms
-        sub-aggregation of the MD5s; the query holds it to the records with a token of that
-        prefix. Composite aggregations cannot skip the tokens held once (most of them), and
-        hash partitions make every request hash every token of the field."""
+        """Per token prefix, two terms aggregations, ``min_doc_count`` 2: the first lists the
+        shared tokens, held to the records with a token of that prefix; the second, held to
+        the records of those tokens, lists each one's MD5s with a sub-aggregation. A
+        sub-aggregation costs every bucket of its parent, and most tokens of a prefix are
+        held once: in one request, 2.8 s a prefix at a million records, in two 0.9 s.
+        Composite aggregations cannot skip the tokens held once, and hash partitions make
+        every request hash every token of the field. Prefixes go ``CONCURRENT_PREFIXES`` at a
+        time: the engine works while the client waits."""
         name = field_names(self.settings)[field]
-        first = band_prefixes(self.params.bands, self.count())
-        prefixes = deque((prefix, 1 / len(first)) for prefix in first)  # with their share
-        covered = 0.0
-        while prefixes:
-            prefix, share = prefixes.popleft()
-            buckets = self._prefix_buckets(name, prefix)
-            if buckets is None:  # too many for one answer: a longer prefix
-                longer = [(prefix + tail, share / 16) for tail in hex_tails(1)]
-                prefixes.extendleft(reversed(longer))
-                continue
-            covered = 1.0 if not prefixes else covered + share
-            yield Buckets.of(buckets, covered)
+        prefixes = band_prefixes(self.params.bands, self.count())
+        with self._errors():
+            settings = self.es.indices.get_settings(index=self.index)
+        single = all(s["settings"]["index"]["number_of_shards"] == "1" for s in settings.values())
 
-    def _prefix_buckets(self, name: str, prefix: str) -> list[list[str]] | None:
-        """The shared tokens starting with ``prefix`` as buckets of MD5s; None when they do not
-        fit one answer."""
-        terms = {
+        def listed(prefix: str) -> list[list[str]]:
+            return self._prefix_buckets(name, prefix, single)
+
+        for done, buckets in enumerate(ordered_map(listed, prefixes, CONCURRENT_PREFIXES), 1):
+            yield Buckets.of(buckets, done / len(prefixes))
+
+    def _prefix_buckets(self, name: str, prefix: str, single_shard: bool) -> list[list[str]]:
+        """The shared tokens starting with ``prefix`` as buckets of MD5s; a prefix whose tokens
+        do not fit one answer is split by one more hex digit."""
+        shared = self._shared_tokens(name, prefix, single_shard)
+        if shared is None:
+            return [
+                bucket
+                for tail in hex_tails(1)
+                for bucket in self._prefix_buckets(name, prefix + tail, single_shard)
+            ]
+        buckets: list[list[str]] = []
+        chunk: list[str] = []
+        held = 0  # the chunk's sub-buckets: at most one a record
+        for token, count in shared:
+            if chunk and held + count > MAX_BUCKETS // 2:
+                buckets += self._token_md5s(name, prefix, chunk, single_shard)
+                chunk, held = [], 0
+            chunk.append(token)
+            held += count
+        if chunk:
+            buckets += self._token_md5s(name, prefix, chunk, single_shard)
+        return buckets
+
+    def _terms(self, name: str, include: str, single_shard: bool) -> dict[str, Any]:
+        return {
             "field": name,
-            "include": f"{prefix}.*",  # tokens are digits, "_" and hex: nothing to escape
+            "include": include,  # tokens are digits, "_" and hex: nothing to escape
             "min_doc_count": 2,
-            # Every shard sends every token of the prefix (held once there, it may be held
-            # again on another shard), and an answer that hit the limit is split.
+            # Each shard sends every token of the prefix (held once there, it may be held again
+            # on another shard), unless there is one shard; an answer that hit the limit is
+            # split.
+            "shard_min_doc_count": 2 if single_shard else 1,
             "size": MAX_BUCKETS,
             "shard_size": MAX_BUCKETS,
         }
-        contents = {"terms": {"field": "md5_hash", "size": BUCKET_CONTENTS}}
+
+    def _shared_tokens(
+        self, name: str, prefix: str, single_shard: bool
+    ) -> list[tuple[str, int]] | None:
+        """(token, records holding it) of the shared tokens starting with ``prefix``; None when
+        they do not fit one answer."""
         try:
             body = self.es.search(
                 index=self.index,
                 size=0,
                 track_total_hits=False,
                 query={"prefix": {name: prefix}},
-                aggs={"tokens": {"terms": terms, "aggs": {"contents": contents}}},
+                aggs={"tokens": {"terms": self._terms(name, f"{prefix}.*", single_shard)}},
             )
         except ApiError as exc:
             if "too_many_buckets" in str(exc.body):
@@ -343,8 +382,24 @@ class ElasticsearchStore(Store):
         tokens = body["aggregations"]["tokens"]
         if len(tokens["buckets"]) >= MAX_BUCKETS or tokens["doc_count_error_upper_bound"]:
             return None
+        return [(bucket["key"], bucket["doc_count"]) for bucket in tokens["buckets"]]
+
+    def _token_md5s(
+        self, name: str, prefix: str, tokens: list[str], single_shard: bool
+    ) -> list[list[str]]:
+        """The MD5s of the records holding each of ``tokens`` (all starting with ``prefix``)."""
+        terms = self._terms(name, f"{prefix}.*", single_shard)
+        contents = {"terms": {"field": "md5_hash", "size": BUCKET_CONTENTS}}
+        with self._errors():
+            body = self.es.search(
+                index=self.index,
+                size=0,
+                track_total_hits=False,
+                query={"terms": {name: tokens}},
+                aggs={"tokens": {"terms": terms, "aggs": {"contents": contents}}},
+            )
         buckets = []
-        for bucket in tokens["buckets"]:
+        for bucket in body["aggregations"]["tokens"]["buckets"]:
             md5s = [content["key"] for content in bucket["contents"]["buckets"]]
             if bucket["contents"]["sum_other_doc_count"]:
                 md5s = self._bucket_md5s(name, bucket["key"])

@@ -30,7 +30,15 @@ from urllib3.util.retry import Retry
 
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams, TokenField
-from .base import Buckets, Candidate, CandidateQuery, Document, Store, StoredRecord
+from .base import (
+    Buckets,
+    Candidate,
+    CandidateQuery,
+    Document,
+    Store,
+    StoredRecord,
+    ordered_map,
+)
 from .schema import (
     band_prefixes,
     engine_document,
@@ -335,10 +343,12 @@ class SolrStore(Store):
         records. Only the tokens held by more are listed again with an MD5 sub-facet, which
         Solr computes bucket by bucket (a facet of a million records' tokens takes a minute
         with the sub-facet, 0.2 s without). The export handler cannot sort by a multi-valued
-        field, so streaming expressions would group every posting in the client."""
+        field, so streaming expressions would group every posting in the client. Prefixes go
+        ``CONCURRENT_QUERIES`` at a time: the engine works while the client waits."""
         name = field_names(self.settings)[field]
         prefixes = band_prefixes(self.params.bands, self.count())
-        for done, prefix in enumerate(prefixes, 1):
+
+        def listed(prefix: str) -> list[list[str]]:
             ends = {"low": "min(md5_hash)", "high": "max(md5_hash)"}
             found = self._token_facet(f"{{!prefix f={name}}}{prefix}", name, prefix, ends)
             buckets = [[b["low"], b["high"]] for b in found if b["count"] == 2]
@@ -354,6 +364,9 @@ class SolrStore(Store):
                     for b in found
                     if b["val"] in wanted
                 ]
+            return buckets
+
+        for done, buckets in enumerate(ordered_map(listed, prefixes, CONCURRENT_QUERIES), 1):
             yield Buckets.of(buckets, done / len(prefixes))
 
     def _token_facet(
