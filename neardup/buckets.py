@@ -33,7 +33,7 @@ import numpy as np
 from . import _kernels
 from .errors import NeardupError
 from .stores import Buckets, Store
-from .stores.base import md5_halves
+from .stores.base import md5_halves, md5_strings
 
 # Contents per spill part: a part's candidate pairs are sorted in memory (8 bytes per pair and
 # direction, a few times over).
@@ -100,7 +100,7 @@ class ContentGroups:
         return self._numbers[where]
 
     def md5s(self, groups: Iterable[int]) -> list[str]:
-        return [f"{int(hi):016x}{int(lo):016x}" for hi, lo in self.md5[list(groups)]]
+        return md5_strings(self.md5[list(groups)])
 
 
 class StoredGroups:
@@ -138,8 +138,9 @@ class _Spill:
         if parts == 1:
             codes.tofile(self.files[0])
             return
-        order = np.argsort(owners % parts, kind="stable")
-        bounds = np.searchsorted((owners % parts)[order], np.arange(parts + 1))
+        part_of = owners % parts
+        order = np.argsort(part_of, kind="stable")
+        bounds = np.searchsorted(part_of[order], np.arange(parts + 1))
         for part, file in enumerate(self.files):
             codes[order[bounds[part] : bounds[part + 1]]].tofile(file)
 

@@ -5,9 +5,10 @@ its first id), emits every pair inside it, finds the group's near-duplicates, an
 across the two groups. So 40 identical records give all 780 pairs, and their near-duplicates are
 not crowded out of the candidate rows by their own copies.
 
-A group's near-duplicates are its top ``rows`` candidates, verified. They come from a self-join of
-all token buckets at once (:mod:`neardup.selfjoin`) when that fits its pair budget, else from one
-lookup per group; both give the same pairs.
+A group's near-duplicates are its top ``rows`` candidates, verified. They come from the band
+buckets the store lists itself (:mod:`neardup.buckets`), from a self-join of all token buckets
+in memory (:mod:`neardup.selfjoin`) when that fits its pair budget, or from one lookup per
+group; all three give the same pairs.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import combinations
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 from tqdm import tqdm
@@ -47,6 +48,7 @@ Strategy = Literal["auto", "buckets", "join", "lookups"]
 JOIN_RECORDS = 250_000
 # Each of some content groups' ids and content (numbered as the join or the buckets number them).
 GroupsOf = Callable[[np.ndarray], dict[int, tuple[list[str], str]]]
+Batched = TypeVar("Batched")  # what a store yields in batches: records, or (MD5, first word)
 # A report's passes over the store or its pairs, in the order they run.
 PHASES = ("reading", "joining", "measuring", "verifying", "looking up")
 
@@ -104,10 +106,12 @@ def find_pairs(
 
     Every candidate pair is measured first; with ``rules.auto_threshold`` the threshold is then
     chosen from their similarities (:func:`neardup.tuning.choose_threshold`, falling back to
-    ``rules.threshold``), and the rules are applied. ``strategy``: "join" computes every group's
-    candidates at once, "lookups" queries the store per group, "auto" joins when the join
-    counts at most ``pair_budget`` bucket pairs. ``progress`` shows a progress bar on stderr
-    for each pass over the store or the pairs.
+    ``rules.threshold``), and the rules are applied. ``strategy``: "buckets" takes every
+    group's candidates from the band buckets the store lists (:mod:`neardup.buckets`), "join"
+    computes them at once in memory, "lookups" queries the store per group; "auto" takes the
+    buckets on an engine or an embedded store past JOIN_RECORDS (with the bands method), else
+    joins when the join counts at most ``pair_budget`` bucket pairs. ``progress`` shows a
+    progress bar on stderr for each pass over the store or the pairs.
     """
     Searcher(store, params, rules)  # checks that the store indexes the method's field
     seconds: dict[str, float] = {}
@@ -288,7 +292,7 @@ def _covered(pages: Iterable[Buckets], bar: tqdm) -> Iterator[Buckets]:
         bar.update(round(100 * page.covered) - bar.n)
 
 
-def _counted(batches: Iterable[list[StoredRecord]], bar: tqdm) -> Iterator[list[StoredRecord]]:
+def _counted(batches: Iterable[list[Batched]], bar: tqdm) -> Iterator[list[Batched]]:
     for batch in batches:
         yield batch
         bar.update(len(batch))

@@ -69,6 +69,11 @@ def md5_halves(md5s: Sequence[str]) -> np.ndarray:
     return np.frombuffer(raw, dtype=">u8").astype(np.uint64).reshape(-1, 2)
 
 
+def md5_strings(halves: np.ndarray) -> list[str]:
+    """:func:`md5_halves` rows back as 32 hex digits."""
+    return [f"{high:016x}{low:016x}" for high, low in halves.tolist()]
+
+
 @dataclass(frozen=True)
 class Buckets:
     """A page of buckets: the records holding one token each, as the MD5s of their distinct
@@ -110,7 +115,7 @@ class Buckets:
 
     def hex(self) -> list[list[str]]:
         """Each bucket's MD5s as strings."""
-        strings = [f"{int(a):016x}{int(b):016x}" for a, b in self.md5s.tolist()]
+        strings = md5_strings(self.md5s)
         ends = np.cumsum(self.sizes).tolist()
         return [
             strings[end - size : end] for end, size in zip(ends, self.sizes.tolist(), strict=True)
