@@ -366,18 +366,18 @@ class ElasticsearchStore(Store):
     ) -> list[tuple[str, int]] | None:
         """(token, records holding it) of the shared tokens starting with ``prefix``; None when
         they do not fit one answer."""
-        try:
-            body = self.es.search(
-                index=self.index,
-                size=0,
-                track_total_hits=False,
-                query={"prefix": {name: prefix}},
-                aggs={"tokens": {"terms": self._terms(name, f"{prefix}.*", single_shard)}},
-            )
-        except ApiError as exc:
-            if "too_many_buckets" in str(exc.body):
-                return None
-            with self._errors():
+        with self._errors():  # one-line errors, the server's unreachability among them
+            try:
+                body = self.es.search(
+                    index=self.index,
+                    size=0,
+                    track_total_hits=False,
+                    query={"prefix": {name: prefix}},
+                    aggs={"tokens": {"terms": self._terms(name, f"{prefix}.*", single_shard)}},
+                )
+            except ApiError as exc:
+                if "too_many_buckets" in str(exc.body):
+                    return None
                 raise
         tokens = body["aggregations"]["tokens"]
         if len(tokens["buckets"]) >= MAX_BUCKETS or tokens["doc_count_error_upper_bound"]:
