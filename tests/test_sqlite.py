@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from neardup import api
+from neardup.stores import sqlite as sqlite_store
 from neardup.stores.sqlite import SQLiteStore
+
+from .corpora import corpus
 
 
 def test_a_failing_batch_rolls_back_and_a_rerun_completes(
@@ -34,7 +37,10 @@ def test_a_failing_batch_rolls_back_and_a_rerun_completes(
     assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     # Two whole batches, none of the third: its records and their postings are rolled back.
     assert database.execute("SELECT COUNT(*) FROM docs").fetchone() == (20,)
-    tokens = database.execute("SELECT COUNT(DISTINCT doc) FROM bands_postings").fetchone()
+    tokens = database.execute(
+        "SELECT COUNT(DISTINCT doc) FROM "
+        "(SELECT doc FROM bands_postings UNION ALL SELECT doc FROM bands_pending)"
+    ).fetchone()
     assert tokens == (20,)
     database.close()
     monkeypatch.setattr(SQLiteStore, "_insert_postings", insert)
@@ -84,3 +90,39 @@ def test_concurrent_writers_and_readers_wait_for_each_other(tmp_path: Path) -> N
     assert not any("locked" in e or "Traceback" in e for e in errors)
     assert lookups > 0
     assert api.stats(url)["documents"] == 6000
+
+
+def test_pending_postings_move_at_the_limit_and_at_the_end_with_the_same_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = corpus(tmp_path / "records.txt", 600)
+    direct = f"sqlite:///{tmp_path / 'direct.db'}"
+    api.index([path], direct, batch_size=50)
+    moved = f"sqlite:///{tmp_path / 'moved.db'}"
+    monkeypatch.setattr(sqlite_store, "PENDING_LIMIT", 1500)  # a move every few batches
+    api.index([path], moved, batch_size=50)
+    for url in (direct, moved):
+        database = sqlite3.connect(url[len("sqlite:///") :])
+        assert database.execute("SELECT COUNT(*) FROM bands_pending").fetchone() == (0,)
+        database.close()
+    assert api.report(moved) == api.report(direct)
+    assert api.report(moved, strategy="buckets") == api.report(direct)
+    assert api.lookup(moved, id="7") == api.lookup(direct, id="7")
+
+
+def test_a_reader_finds_what_is_still_pending(tmp_path: Path) -> None:
+    path = corpus(tmp_path / "records.txt", 200)
+    moved, pending = (f"sqlite:///{tmp_path / name}" for name in ("moved.db", "pending.db"))
+    for url in (moved, pending):
+        api.index([path], url)
+    database = sqlite3.connect(tmp_path / "pending.db")  # as a run killed before its move
+    database.execute("INSERT INTO bands_pending SELECT * FROM bands_postings WHERE doc % 2 = 0")
+    database.execute("DELETE FROM bands_postings WHERE doc % 2 = 0")
+    database.commit()
+    database.close()
+    expected = api.report(moved)
+    assert expected
+    for strategy in ("join", "buckets"):
+        assert api.report(pending, strategy=strategy) == expected
+    found = api.lookup(moved, id="8")
+    assert found and api.lookup(pending, id="8") == found
