@@ -83,6 +83,19 @@ def test_csv_skips_undecodable_empty_and_textless_rows(tmp_path: Path) -> None:
     assert reader.skipped.reasons == {"undecodable bytes": 1, "empty line": 1, "no text": 1}
 
 
+def test_tsv_has_no_quoting_and_skips_undecodable_empty_and_textless_rows(tmp_path: Path) -> None:
+    data = (
+        b'\xef\xbb\xbfid\ttext\r\na\t"quoted, kept"\r\nb\t\xff bad\n\t\nc\t\n'
+        b"d\tcaf\xc3\xa9 \tone\textra\n"
+    )
+    records, reader = read(write(tmp_path / "a.tsv", data))
+    assert [(r.id, r.text, r.line) for r in records] == [
+        ("a", '"quoted, kept"', 2),
+        ("d", "caf\u00e9", 6),
+    ]
+    assert reader.skipped.reasons == {"undecodable bytes": 1, "empty line": 1, "no text": 1}
+
+
 def test_missing_field_is_an_error_before_any_record(tmp_path: Path) -> None:
     path = write(tmp_path / "a.csv", "id,title\n1,x\n")
     with pytest.raises(NeardupError, match=r"no field 'body'.*'id', 'title'"):
