@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import IO
 
 import numpy as np
-from tqdm import tqdm
 
 from ._version import __version__ as __version__  # re-exported: neardup.api.__version__
 from .errors import NeardupError
@@ -42,6 +41,7 @@ from .indexer import (
     index_records,
 )
 from .output import record_writer
+from .progress import progress_bar
 from .readers import FORMATS, Format, Record, RecordReader, SkipLog
 from .report import GROUPINGS, Grouping, Pair, Strategy, clusters, find_pairs
 from .searcher import SIMILARITIES, Match, MatchRules, Searcher, collapse_copies
@@ -146,7 +146,7 @@ def index(
                 settings["frequencies"] = False
             target.update_settings(settings)
         total = sum(r.size for r in files)
-        with tqdm(total=total, unit="B", unit_scale=True, disable=not progress, leave=False) as bar:
+        with progress_bar(progress, total=total, unit="B", unit_scale=True) as bar:
             for reader in files:
                 done = bar.n
 

@@ -22,7 +22,6 @@ from itertools import combinations
 from typing import Literal, TypeVar
 
 import numpy as np
-from tqdm import tqdm
 
 from .buckets import ContentGroups, StoredGroups, candidate_parts
 from .errors import NeardupError
@@ -35,6 +34,7 @@ from .fingerprint import (
     shingle_segments,
     weighted_pairs,
 )
+from .progress import Bar, progress_bar
 from .searcher import Match, MatchRules, Searcher, word_edit_distance
 from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs, top_pairs
 from .stores import Buckets, Store, StoredRecord
@@ -274,25 +274,23 @@ def _timed(what: str, seconds: dict[str, float]) -> Iterator[None]:
 @contextmanager
 def _phase(
     what: str, total: int | None, unit: str, shown: bool, seconds: dict[str, float]
-) -> Iterator[tqdm]:
+) -> Iterator[Bar]:
     """One pass of the report: timed, with a progress bar (and its estimate of the time left)
     on stderr when ``shown``."""
     with (
         _timed(what, seconds),
-        tqdm(
-            total=total, desc=what, unit=unit, unit_scale=True, disable=not shown, leave=False
-        ) as bar,
+        progress_bar(shown, total=total, desc=what, unit=unit, unit_scale=True) as bar,
     ):
         yield bar
 
 
-def _covered(pages: Iterable[Buckets], bar: tqdm) -> Iterator[Buckets]:
+def _covered(pages: Iterable[Buckets], bar: Bar) -> Iterator[Buckets]:
     for page in pages:
         yield page
         bar.update(round(100 * page.covered) - bar.n)
 
 
-def _counted(batches: Iterable[list[Batched]], bar: tqdm) -> Iterator[list[Batched]]:
+def _counted(batches: Iterable[list[Batched]], bar: Bar) -> Iterator[list[Batched]]:
     for batch in batches:
         yield batch
         bar.update(len(batch))
@@ -316,7 +314,7 @@ def _measured(
     groups_of: GroupsOf,
     low: np.ndarray,
     high: np.ndarray,
-    bar: tqdm,
+    bar: Bar,
     chunk: int = 10_000,
 ) -> np.ndarray:
     """The rules' similarity of each chosen group pair, a chunk at a time: chunks large enough
@@ -336,7 +334,7 @@ def _verified(
     rules: MatchRules,
     groups_of: GroupsOf,
     measured: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    bar: tqdm,
+    bar: Bar,
     chunk: int = 10_000,
 ) -> list[Pair]:
     """Apply the rules to the measured group pairs (the similarity first: the word edit distance
