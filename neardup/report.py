@@ -46,6 +46,8 @@ Strategy = Literal["auto", "buckets", "join", "lookups"]
 # Past this many records, "auto" reports the embedded store from its buckets too: the self-join
 # holds every record's tokens in memory (1.3 GB at a million records).
 JOIN_RECORDS = 250_000
+# Distinct contents measured at once (see _chunks).
+CONTENTS_PER_CHUNK = 20_000
 # Each of some content groups' ids and content (numbered as the join or the buckets number them).
 GroupsOf = Callable[[np.ndarray], dict[int, tuple[list[str], str]]]
 Batched = TypeVar("Batched")  # what a store yields in batches: records, or (MD5, first word)
@@ -315,14 +317,11 @@ def _measured(
     low: np.ndarray,
     high: np.ndarray,
     bar: Bar,
-    chunk: int = 10_000,
 ) -> np.ndarray:
-    """The rules' similarity of each chosen group pair, a chunk at a time: chunks large enough
-    that a content in several pairs is mostly shingled once, small enough that the shingles of
-    their texts stay within a few hundred MB."""
+    """The rules' similarity of each chosen group pair, a chunk at a time (see
+    :func:`_chunks`)."""
     measured = []
-    for start in range(0, len(low), chunk):
-        part = slice(start, start + chunk)
+    for part in _chunks(low, high):
         size = len(low[part])
         texts, where, _ = _texts(groups_of, np.concatenate([low[part], high[part]]))
         measured.append(_similarities(store, params, rules, texts, where[:size], where[size:]))
@@ -330,12 +329,31 @@ def _measured(
     return np.concatenate(measured) if measured else np.empty(0, dtype=np.float64)
 
 
+def _chunks(
+    low: np.ndarray, high: np.ndarray, contents: int = CONTENTS_PER_CHUNK, step: int = 10_000
+) -> Iterator[slice]:
+    """Runs of consecutive pairs, ``step`` pairs at a time, until their groups number more than
+    ``contents``: each content of a run is fetched and shingled once however many of its pairs
+    it holds, and the shingles of a run's texts stay within ~100 MB."""
+    seen = np.zeros(int(max(low.max(), high.max())) + 1 if len(low) else 0, dtype=bool)
+    start = count = 0
+    for at in range(0, len(low), step):
+        groups = np.unique(np.concatenate([low[at : at + step], high[at : at + step]]))
+        if count and count + np.count_nonzero(~seen[groups]) > contents:
+            yield slice(start, at)
+            seen[:] = False
+            start, count = at, 0
+        count += np.count_nonzero(~seen[groups])
+        seen[groups] = True
+    if start < len(low):
+        yield slice(start, len(low))
+
+
 def _verified(
     rules: MatchRules,
     groups_of: GroupsOf,
     measured: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     bar: Bar,
-    chunk: int = 10_000,
 ) -> list[Pair]:
     """Apply the rules to the measured group pairs (the similarity first: the word edit distance
     only for pairs that pass it) and expand them into record pairs."""
@@ -343,8 +361,8 @@ def _verified(
     low, high, shared, similarities = measured
     keep = np.flatnonzero(_passing(rules, similarities))
     bar.update(len(low) - len(keep))
-    for start in range(0, len(keep), chunk):
-        part = keep[start : start + chunk]
+    for run in _chunks(low[keep], high[keep]):
+        part = keep[run]
         texts, where, ids = _texts(groups_of, np.concatenate([low[part], high[part]]))
         for a, b, text_a, text_b, count, similarity in zip(
             low[part].tolist(),

@@ -12,7 +12,7 @@ from neardup.errors import NeardupError, ParameterMismatch, UnknownRecord
 from neardup.fingerprint import TOKEN_FIELDS, FingerprintParams
 from neardup.indexer import index_records
 from neardup.readers import Record
-from neardup.report import Pair, clusters, find_pairs
+from neardup.report import Pair, _chunks, clusters, find_pairs
 from neardup.searcher import MatchRules, Searcher
 from neardup.selfjoin import top_pairs
 from neardup.stores import CandidateQuery, TokenField
@@ -367,3 +367,18 @@ def test_a_store_made_for_the_jaccard_similarity_does_not_count_shingles(
     api.index([records], sqlite_url)  # indexing again keeps the store as it was made
     with api.opened(sqlite_url) as store:
         assert not store.keeps_frequencies
+
+
+def test_pairs_are_measured_in_runs_of_few_contents_each_fetched_once() -> None:
+    rng = np.random.default_rng(5)
+    low = np.sort(rng.integers(0, 3000, 25_000))
+    high = rng.integers(0, 3000, 25_000)
+    runs = list(_chunks(low, high, contents=1200, step=1000))
+    assert [r.start for r in runs] == [0, *(r.stop for r in runs[:-1])]
+    assert runs[-1].stop == len(low) and len(runs) > 3
+    for run in runs:
+        groups = np.unique(np.concatenate([low[run], high[run]]))
+        assert len(groups) <= 1200 or run.stop - run.start == 1000
+    (whole,) = _chunks(low, high, contents=3000, step=1000)
+    assert (whole.start, whole.stop) == (0, len(low))
+    assert list(_chunks(low[:0], high[:0])) == []
