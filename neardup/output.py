@@ -77,7 +77,12 @@ def _write(
     if format == "tsv":
         out.write("\t".join(fields) + "\n")
         for count, row in enumerate(rows, start=1):  # noqa: B007
-            out.write("\t".join(tsv_escape(str(row[f])) for f in fields) + "\n")
+            values = [str(row[f]) for f in fields]
+            line = "\t".join(values)
+            # Most rows need no escapes: one look at the joined line is cheaper than escaping.
+            if line.count("\t") >= len(fields) or any(c in line for c in "\\\n\r"):
+                line = "\t".join(map(tsv_escape, values))
+            out.write(line + "\n")
         return count
     writer = csv.DictWriter(out, fields, lineterminator="\r\n")
     writer.writeheader()
