@@ -339,11 +339,12 @@ def _chunks(
     start = count = 0
     for at in range(0, len(low), step):
         groups = np.unique(np.concatenate([low[at : at + step], high[at : at + step]]))
-        if count and count + np.count_nonzero(~seen[groups]) > contents:
+        new = int(np.count_nonzero(~seen[groups]))
+        if count and count + new > contents:
             yield slice(start, at)
             seen[:] = False
-            start, count = at, 0
-        count += np.count_nonzero(~seen[groups])
+            start, count, new = at, 0, len(groups)
+        count += new
         seen[groups] = True
     if start < len(low):
         yield slice(start, len(low))

@@ -51,7 +51,8 @@ class Document:
     fields: tuple[str, ...] = tuple(TokenField)
 
     def indexed(self, field: TokenField) -> bool:
-        return field.value in self.fields
+        # A StrEnum member equals its value; reading .value is a descriptor call per record.
+        return field in self.fields
 
 
 @dataclass(frozen=True)

@@ -197,11 +197,10 @@ class SQLiteStore(Store):
         """Each indexed field's (token, doc) rows for these documents, as one int64 array of
         token, doc, token, doc..., sorted by token so that the B-tree takes them in order."""
         for field in TokenField:
-            name = field.value  # read once: an enum member's value is a descriptor call
             chosen = [
                 (doc, d.fingerprint)
                 for doc, d in zip(docs, documents, strict=True)
-                if name in d.fields
+                if d.indexed(field)
             ]
             if not chosen:
                 continue
