@@ -35,7 +35,7 @@ from .fingerprint import (
     weighted_pairs,
 )
 from .progress import Bar, progress_bar
-from .searcher import Match, MatchRules, Searcher, word_edit_distance
+from .searcher import Match, MatchRules, Searcher, word_edit_distances
 from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs, top_pairs
 from .stores import Buckets, Store, StoredRecord
 from .tuning import ThresholdChoice, choose_threshold, similarity_histogram
@@ -247,13 +247,22 @@ def _measured_and_verified(
     choose the threshold from them when it is automatic, then verify the pairs that pass and
     expand them, with the ``exact`` groups' pairs, into record pairs."""
     low, high, shared = (np.concatenate(columns) for columns in zip(*parts, strict=True))
-    with _phase("measuring", len(low), " pairs", progress, seconds) as bar:
-        similarities = _measured(store, params, rules, groups_of, low, high, bar)
+    pairs = [pair for members, size in exact for pair in _exact_pairs(members, size)]
+    # A given threshold verifies each run's pairs as soon as they are measured, with their
+    # texts in hand; an automatic one is known only once every pair is measured.
+    verify = None if rules.auto_threshold else rules
+    with progress_bar(
+        progress, total=len(low), desc="measuring", unit=" pairs", unit_scale=True
+    ) as bar:
+        similarities, verified = _measured(
+            store, params, rules, groups_of, (low, high, shared), verify, bar, seconds
+        )
     histogram = similarity_histogram(similarities, copies[low] * copies[high])
     applied, choice = _applied(rules, histogram)
-    with _phase("verifying", len(low), " pairs", progress, seconds) as bar:
-        pairs = [pair for members, size in exact for pair in _exact_pairs(members, size)]
-        pairs += _verified(applied, groups_of, (low, high, shared, similarities), bar)
+    if verify is None:
+        with _phase("verifying", len(low), " pairs", progress, seconds) as bar:
+            verified = _verified(applied, groups_of, (low, high, shared, similarities), bar)
+    pairs += verified
     pairs.sort()
     return Found(pairs, applied, histogram, choice, seconds)
 
@@ -314,19 +323,31 @@ def _measured(
     params: FingerprintParams,
     rules: MatchRules,
     groups_of: GroupsOf,
-    low: np.ndarray,
-    high: np.ndarray,
+    candidates: tuple[np.ndarray, np.ndarray, np.ndarray],
+    verify: MatchRules | None,
     bar: Bar,
-) -> np.ndarray:
-    """The rules' similarity of each chosen group pair, a chunk at a time (see
-    :func:`_chunks`)."""
-    measured = []
-    for part in _chunks(low, high):
-        size = len(low[part])
-        texts, where, _ = _texts(groups_of, np.concatenate([low[part], high[part]]))
-        measured.append(_similarities(store, params, rules, texts, where[:size], where[size:]))
+    seconds: dict[str, float],
+) -> tuple[np.ndarray, list[Pair]]:
+    """The rules' similarity of each candidate group pair (low, high, shared tokens), a run at
+    a time (see :func:`_chunks`), and with ``verify`` the record pairs it accepts."""
+    low, high, shared = candidates
+    measured: list[np.ndarray] = []
+    pairs: list[Pair] = []
+    for run in _chunks(low, high):
+        size = len(low[run])
+        with _timed("measuring", seconds):
+            texts, where, ids = _texts(groups_of, np.concatenate([low[run], high[run]]))
+            similarities = _similarities(store, params, rules, texts, where[:size], where[size:])
+        measured.append(similarities)
+        if verify is not None:
+            with _timed("verifying", seconds):
+                keep = np.flatnonzero(_passing(verify, similarities))
+                found = (low[run][keep], high[run][keep], shared[run][keep], similarities[keep])
+                pairs += _accepted(
+                    verify, texts, where[:size][keep], where[size:][keep], ids, found
+                )
         bar.update(size)
-    return np.concatenate(measured) if measured else np.empty(0, dtype=np.float64)
+    return (np.concatenate(measured) if measured else np.empty(0, dtype=np.float64)), pairs
 
 
 def _chunks(
@@ -356,8 +377,8 @@ def _verified(
     measured: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     bar: Bar,
 ) -> list[Pair]:
-    """Apply the rules to the measured group pairs (the similarity first: the word edit distance
-    only for pairs that pass it) and expand them into record pairs."""
+    """The record pairs the rules accept among the measured group pairs, their texts fetched
+    again a run at a time."""
     pairs: list[Pair] = []
     low, high, shared, similarities = measured
     keep = np.flatnonzero(_passing(rules, similarities))
@@ -365,19 +386,36 @@ def _verified(
     for run in _chunks(low[keep], high[keep]):
         part = keep[run]
         texts, where, ids = _texts(groups_of, np.concatenate([low[part], high[part]]))
-        for a, b, text_a, text_b, count, similarity in zip(
-            low[part].tolist(),
-            high[part].tolist(),
-            where[: len(part)].tolist(),
-            where[len(part) :].tolist(),
-            shared[part].tolist(),
-            similarities[part].tolist(),
-            strict=True,
-        ):
-            distance = word_edit_distance(texts[text_a], texts[text_b])
-            if rules.accepts(distance, similarity):
-                pairs.extend(_near_pairs(ids[a], ids[b], distance, similarity, count))
+        found = (low[part], high[part], shared[part], similarities[part])
+        pairs += _accepted(rules, texts, where[: len(part)], where[len(part) :], ids, found)
         bar.update(len(part))
+    return pairs
+
+
+def _accepted(
+    rules: MatchRules,
+    texts: list[str],
+    left: np.ndarray,
+    right: np.ndarray,
+    ids: dict[int, list[str]],
+    measured: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> list[Pair]:
+    """The record pairs of measured group pairs (low, high, shared tokens, similarity; each
+    past the similarity threshold) that the rules accept once their word edit distance is
+    known: the texts of pair i are texts[left[i]] and texts[right[i]]."""
+    pairs: list[Pair] = []
+    low, high, shared, similarities = measured
+    distances = word_edit_distances(texts, left.tolist(), right.tolist())
+    for a, b, distance, count, similarity in zip(
+        low.tolist(),
+        high.tolist(),
+        distances,
+        shared.tolist(),
+        similarities.tolist(),
+        strict=True,
+    ):
+        if rules.accepts(distance, similarity):
+            pairs.extend(_near_pairs(ids[a], ids[b], distance, similarity, count))
     return pairs
 
 

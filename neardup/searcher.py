@@ -116,6 +116,19 @@ def word_edit_distance(a: str, b: str) -> int:
     return Levenshtein.distance(a.split(), b.split())
 
 
+def word_edit_distances(texts: Sequence[str], left: list[int], right: list[int]) -> list[int]:
+    """:func:`word_edit_distance` of texts[left[i]] and texts[right[i]] for many pairs: each
+    text is split once, however many pairs it is in (splitting costs more than comparing)."""
+    words: dict[int, list[str]] = {}
+
+    def split(text: int) -> list[str]:
+        if text not in words:
+            words[text] = texts[text].split()
+        return words[text]
+
+    return [Levenshtein.distance(split(a), split(b)) for a, b in zip(left, right, strict=True)]
+
+
 class Searcher:
     """Finds the stored near-duplicates of a record or a text. Talks only to the Store interface."""
 

@@ -23,7 +23,7 @@ from neardup.fingerprint import (
     shingle_sets,
     token_keys,
 )
-from neardup.searcher import word_edit_distance
+from neardup.searcher import word_edit_distance, word_edit_distances
 
 WORD3 = FingerprintParams("word", 3, 20, 5)
 
@@ -66,6 +66,15 @@ def test_word_edit_distance_counts_words_not_characters() -> None:
     assert word_edit_distance("a b c d", "a x c d") == 1
     assert word_edit_distance("the cat sat", "cat sat the") == 2
     assert word_edit_distance("delicatessen", "deli") == 1
+
+
+def test_word_edit_distances_of_many_pairs_equal_one_pair_at_a_time() -> None:
+    texts = ["a b c d", "a x c d", "the cat sat", "cat sat the", ""]
+    left, right = [0, 2, 0, 4, 1], [1, 3, 2, 0, 1]
+    assert word_edit_distances(texts, left, right) == [1, 2, 4, 4, 0]
+    assert word_edit_distances(texts, left, right) == [
+        word_edit_distance(texts[a], texts[b]) for a, b in zip(left, right, strict=True)
+    ]
 
 
 def test_fields() -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from itertools import combinations
 from pathlib import Path
 
@@ -382,3 +383,15 @@ def test_pairs_are_measured_in_runs_of_few_contents_each_fetched_once() -> None:
     (whole,) = _chunks(low, high, contents=3000, step=1000)
     assert (whole.start, whole.stop) == (0, len(low))
     assert list(_chunks(low[:0], high[:0])) == []
+
+
+def test_a_given_threshold_verifies_while_measuring_and_finds_what_auto_found(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    api.index([corpus(tmp_path / "records.txt")], sqlite_url)
+    with api.opened(sqlite_url) as store:
+        auto = find_pairs(store, store.params, MatchRules(auto_threshold=True))
+        given = find_pairs(store, store.params, replace(auto.rules, auto_threshold=False))
+    assert auto.choice and not given.choice
+    assert given.pairs == auto.pairs and any(p.kind == "near" for p in given.pairs)
+    assert given.rules == replace(auto.rules, auto_threshold=False)
