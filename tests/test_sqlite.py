@@ -101,10 +101,13 @@ def test_pending_postings_move_at_the_limit_and_at_the_end_with_the_same_answers
     moved = f"sqlite:///{tmp_path / 'moved.db'}"
     monkeypatch.setattr(sqlite_store, "PENDING_LIMIT", 1500)  # a move every few batches
     api.index([path], moved, batch_size=50)
-    for url in (direct, moved):
+    postings = []
+    for url in (direct, moved):  # direct: the first move renames the pending table, no copy
         database = sqlite3.connect(url[len("sqlite:///") :])
         assert database.execute("SELECT COUNT(*) FROM bands_pending").fetchone() == (0,)
+        postings.append(database.execute("SELECT COUNT(*) FROM bands_postings").fetchone())
         database.close()
+    assert postings[0] == postings[1] and postings[0][0] > 0
     assert api.report(moved) == api.report(direct)
     assert api.report(moved, strategy="buckets") == api.report(direct)
     assert api.lookup(moved, id="7") == api.lookup(direct, id="7")

@@ -54,6 +54,14 @@ POSTINGS_PER_PART = 2_000_000
 # write more of the pending table's pages.
 PENDING_LIMIT = 2_000_000
 
+
+def _postings_table(name: str) -> str:
+    return (
+        f"CREATE TABLE IF NOT EXISTS {name} (token INTEGER NOT NULL, doc INTEGER NOT NULL, "
+        "PRIMARY KEY (token, doc)) WITHOUT ROWID;\n"
+    )
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS docs (
@@ -70,10 +78,7 @@ CREATE TABLE IF NOT EXISTS frequencies (
     records INTEGER NOT NULL
 ) WITHOUT ROWID;
 """ + "".join(
-    f"CREATE TABLE IF NOT EXISTS {field}_postings (token INTEGER NOT NULL, doc INTEGER NOT NULL, "
-    "PRIMARY KEY (token, doc)) WITHOUT ROWID;\n"
-    f"CREATE TABLE IF NOT EXISTS {field}_pending (token INTEGER NOT NULL, doc INTEGER NOT NULL, "
-    "PRIMARY KEY (token, doc)) WITHOUT ROWID;\n"
+    _postings_table(f"{field}_postings") + _postings_table(f"{field}_pending")
     for field in TokenField
 )
 
@@ -232,13 +237,25 @@ class SQLiteStore(Store):
 
     def _merge_pending(self) -> None:
         """Move the pending postings into the postings, in token order: the order both are
-        clustered in, so nothing is sorted (within a transaction)."""
+        clustered in, so nothing is sorted (within a transaction). Empty postings, as in a
+        new store, give way instead: the pending table becomes them, and nothing is copied."""
         for field in TokenField:
+            postings, pending = f"{field}_postings", f"{field}_pending"
+            merged, waiting = self._conn.execute(
+                f"SELECT EXISTS (SELECT 1 FROM {postings}), EXISTS (SELECT 1 FROM {pending})"
+            ).fetchone()
+            if not waiting:
+                continue
+            if not merged:
+                self._conn.execute(f"DROP TABLE {postings}")
+                self._conn.execute(f"ALTER TABLE {pending} RENAME TO {postings}")
+                self._conn.execute(_postings_table(pending))
+                continue
             self._conn.execute(
-                f"INSERT OR IGNORE INTO {field}_postings (token, doc) "
-                f"SELECT token, doc FROM {field}_pending ORDER BY token, doc"
+                f"INSERT OR IGNORE INTO {postings} (token, doc) "
+                f"SELECT token, doc FROM {pending} ORDER BY token, doc"
             )
-            self._conn.execute(f"DELETE FROM {field}_pending")
+            self._conn.execute(f"DELETE FROM {pending}")
         self._pending = 0
 
     def flush(self) -> None:
