@@ -348,20 +348,21 @@ class SQLiteStore(Store):
         return [Candidate(StoredRecord(*row[:5]), row[5]) for row in rows]
 
     def _frequencies(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
+        # A left join from the keys, in their order, rather than an IN list (which first
+        # builds a temporary index of the keys); both columns come back as lists of numbers.
         self._conn.execute("BEGIN")  # one snapshot for the counts and the total
         try:
-            found = dict(
+            tokens, counts = _numbers(
                 self._conn.execute(
-                    "SELECT token, records FROM frequencies "
-                    "WHERE token IN (SELECT value FROM json_each(?))",
+                    "SELECT group_concat(k.value), group_concat(COALESCE(f.records, 0)) "
+                    "FROM json_each(?) k LEFT JOIN frequencies f ON f.token = k.value",
                     (json.dumps(keys.tolist()),),
-                ).fetchall()
+                ).fetchone()
             )
             records = self.count()
         finally:
             self._conn.execute("COMMIT")
-        counts = np.fromiter((found.get(k, 0) for k in keys.tolist()), np.int64, len(keys))
-        return records, counts
+        return records, counts[np.argsort(tokens, kind="stable")]
 
     def iter_records(self, batch_size: int = 1000) -> Iterator[list[StoredRecord]]:
         # One scan in id order instead of the ids first and then each batch by its ids.
@@ -393,12 +394,13 @@ class SQLiteStore(Store):
             low = -(2**63) + (2**64 * part) // parts
             high = -(2**63) + (2**64 * (part + 1)) // parts - 1
             # Both lists are made in one pass over the same rows, so they pair up.
-            tokens, docs = self._conn.execute(
-                "SELECT group_concat(token), group_concat(doc) FROM "
-                f"({_both(field, 'token, doc', 'token BETWEEN ?1 AND ?2')})",
-                (low, high),
-            ).fetchone()
-            tokens, docs = (np.fromstring(t or "", dtype=np.int64, sep=",") for t in (tokens, docs))
+            tokens, docs = _numbers(
+                self._conn.execute(
+                    "SELECT group_concat(token), group_concat(doc) FROM "
+                    f"({_both(field, 'token, doc', 'token BETWEEN ?1 AND ?2')})",
+                    (low, high),
+                ).fetchone()
+            )
             order = np.argsort(tokens, kind="stable")
             yield Buckets.of_holders(tokens[order], md5_of[docs[order]], (part + 1) / parts)
 
@@ -421,6 +423,12 @@ class SQLiteStore(Store):
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _numbers(lists: Sequence[str | None]) -> list[np.ndarray]:
+    """Comma-separated integers (group_concat's lists; None when it had no rows) as int64
+    arrays: much faster to read than as rows of Python integers."""
+    return [np.fromstring(numbers or "", dtype=np.int64, sep=",") for numbers in lists]
 
 
 def _both(field: TokenField, columns: str, where: str) -> str:
