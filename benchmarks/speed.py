@@ -18,7 +18,8 @@ Every side uses character 5-shingles of the normalised text and 128 hashes, on o
   `index --shingle char:5 --num-hashes 128` and `report --threshold 0.8` (no preset: the
   defaults choose the bands and the method), then `--preset documents`.
 
-Medians over --runs; x is the peer's time over neardup's.
+Medians over --runs rounds, each running every side once in turn (this machine's speed drifts
+within minutes); x is the median over the rounds of the peer's time over neardup's.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from pathlib import Path
 
 from datasketch import MinHash
 from rensa import RMinHash
-from timing import median_seconds
+from timing import interleaved_seconds
 
 import neardup
 from neardup import api
@@ -173,39 +174,47 @@ def main() -> None:
     normalized.write_text("".join(f"{c}\n" for c in contents), encoding="utf-8")
     # The whole processes first, while this one is still small: on this machine, processes
     # started just after this one has made and freed gigabytes of objects run up to 40% slower.
-    peers = tuple(
-        median_seconds(lambda p=peer: peer_process(p, normalized), args.runs)
-        for peer in ("datasketch", "rensa")
+    processes = interleaved_seconds(
+        {
+            "datasketch": lambda: peer_process("datasketch", normalized),
+            "rensa": lambda: peer_process("rensa", normalized),
+            **{
+                label: lambda f=flags: neardup_cli(documents, *f)
+                for label, flags in CLI_ROWS.items()
+            },
+        },
+        args.runs,
     )
-    cli_rows = [
-        (label, median_seconds(lambda f=flags: neardup_cli(documents, *f), args.runs), *peers)
-        for label, flags in CLI_ROWS.items()
-    ]
+    peers = (processes["datasketch"], processes["rensa"])
     shingled = shingles(contents)
     as_bytes = [[x.encode() for x in s] for s in shingled]
     gc.freeze()  # ten million inputs the collector need not walk again in every row below
+    fingerprinting = interleaved_seconds(
+        {
+            "neardup": lambda: neardup_fingerprints(texts),
+            "datasketch": lambda: datasketch_fingerprints(as_bytes),
+            "rensa": lambda: rensa_fingerprints(shingled),
+        },
+        args.runs,
+    )
+    whole = interleaved_seconds({"neardup": lambda: neardup_whole(texts, timings)}, args.runs)
     rows = [
-        (
-            "fingerprinting",
-            median_seconds(lambda: neardup_fingerprints(texts), args.runs),
-            median_seconds(lambda: datasketch_fingerprints(as_bytes), args.runs),
-            median_seconds(lambda: rensa_fingerprints(shingled), args.runs),
-        ),
-        (
-            "index + report",
-            median_seconds(lambda: neardup_whole(texts, timings), args.runs),
-            *peers,
-        ),
-        *cli_rows,
+        ("fingerprinting", *fingerprinting.values()),
+        ("index + report", whole["neardup"], *peers),
+        *((label, processes[label], *peers) for label in CLI_ROWS),
     ]
     print(
-        f"{args.documents:,} documents, char 5-shingles, 128 hashes, threshold 0.8; "
-        f"medians of {args.runs} runs; x = the peer's time / neardup's"
+        f"{args.documents:,} documents, char 5-shingles, 128 hashes, threshold 0.8; medians of "
+        f"{args.runs} rounds, each running every side once in turn; x = the median over the "
+        "rounds of the peer's time / neardup's (the API row: its rounds against the peers')"
     )
     header = ["neardup s", "datasketch s", "x", "rensa s", "x", "pairs", "ds pairs", "rensa pairs"]
     print(f"{'':<16}" + "".join(f"{h:>13}" for h in header))
     for label, (ours, our_pairs), (ds, ds_pairs), (rs, rs_pairs) in rows:
-        cells = [f"{ours:.2f}", f"{ds:.2f}", f"{ds / ours:.1f}", f"{rs:.2f}", f"{rs / ours:.1f}"]
+        cells = [f"{statistics.median(ours):.2f}"]
+        for theirs in (ds, rs):
+            ratio = statistics.median(t / o for t, o in zip(theirs, ours, strict=True))
+            cells += [f"{statistics.median(theirs):.2f}", f"{ratio:.1f}"]
         cells += [str(p or "") for p in (our_pairs, ds_pairs, rs_pairs)]
         print(f"{label:<16}" + "".join(f"{c:>13}" for c in cells))
     index_s, report_s = (statistics.median(timings[k]) for k in ("index", "report"))

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
-import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from neardup.searcher import Searcher
 
 
-def median_seconds(work: Callable[[], object], runs: int) -> tuple[float, object]:
-    """The median wall time of ``runs`` calls, and the last call's result."""
-    times, result = [], None
+def interleaved_seconds(
+    works: Mapping[str, Callable[[], object]], runs: int
+) -> dict[str, tuple[list[float], object]]:
+    """Each work's wall times over ``runs`` rounds, every work called once a round in turn, and
+    its last result. This machine's speed drifts by tens of percent within minutes; works timed
+    in the same round are compared under the same conditions."""
+    times: dict[str, list[float]] = {name: [] for name in works}
+    results: dict[str, object] = {}
     for _ in range(runs):
-        started = time.perf_counter()
-        result = work()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times), result
+        for name, work in works.items():
+            started = time.perf_counter()
+            results[name] = work()
+            times[name].append(time.perf_counter() - started)
+    return {name: (times[name], results[name]) for name in works}
 
 
 def lookup_latencies_ms(searcher: Searcher, ids: Sequence[str], count: int) -> np.ndarray:
