@@ -245,7 +245,8 @@ def _measured_and_verified(
 ) -> Found:
     """Measure every candidate pair of contents (``parts`` of (low, high, shared tokens)),
     choose the threshold from them when it is automatic, then verify the pairs that pass and
-    expand them, with the ``exact`` groups' pairs, into record pairs."""
+    expand them, with the ``exact`` groups' pairs, into record pairs. A given threshold is
+    applied in the same pass: each run is verified as soon as it is measured."""
     low, high, shared = (np.concatenate(columns) for columns in zip(*parts, strict=True))
     pairs = [pair for members, size in exact for pair in _exact_pairs(members, size)]
     # A given threshold verifies each run's pairs as soon as they are measured, with their
