@@ -643,6 +643,106 @@ static PyObject *top_candidates(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* --- word numbers ------------------------------------------------------------------------ */
+
+/* A distinct word: its hash, and where its code points are in the words' own arena. */
+typedef struct {
+    uint64_t hash;
+    int64_t start, length;
+} Word;
+
+/* The distinct words seen so far, numbered in order of first sight, their code points copied
+ * one after the other into a small arena (comparing with a word's first place in the texts
+ * would miss the cache at every word), and an open-addressing table from a word to its
+ * number; the table doubles when half full. */
+typedef struct {
+    Word *words;
+    uint32_t *arena;
+    int64_t *slots; /* a word's number, -1 for an empty slot */
+    Py_ssize_t size, capacity, used;
+} Words;
+
+static int words_grow(Words *w) {
+    Py_ssize_t capacity = w->capacity ? w->capacity * 2 : 1 << 12;
+    Word *words = PyMem_Realloc(w->words, capacity / 2 * sizeof(Word));
+    int64_t *slots = PyMem_Malloc(capacity * sizeof(int64_t));
+    if (words) w->words = words;
+    if (!words || !slots) {
+        PyMem_Free(slots);
+        return -1;
+    }
+    memset(slots, 0xFF, capacity * sizeof(int64_t));
+    PyMem_Free(w->slots);
+    w->slots = slots, w->capacity = capacity;
+    for (Py_ssize_t n = 0; n < w->size; n++) {
+        uint64_t slot = words[n].hash & (uint64_t)(capacity - 1);
+        while (slots[slot] >= 0) slot = (slot + 1) & (uint64_t)(capacity - 1);
+        slots[slot] = n;
+    }
+    return 0;
+}
+
+/* The number of the word codes[0..length), numbering it if new; -1 out of memory. */
+static int64_t word_number(Words *w, const uint32_t *codes, int64_t length) {
+    uint64_t h = 0;
+    for (int64_t i = 0; i < length; i++) h = h * MULTIPLIER + codes[i] + 1;
+    h = fmix64(h);
+    uint64_t mask = (uint64_t)w->capacity - 1, slot = h & mask;
+    for (; w->slots[slot] >= 0; slot = (slot + 1) & mask) {
+        const Word *word = &w->words[w->slots[slot]];
+        if (word->hash == h && word->length == length &&
+            !memcmp(w->arena + word->start, codes, (size_t)length * 4))
+            return w->slots[slot];
+    }
+    memcpy(w->arena + w->used, codes, (size_t)length * 4);
+    w->words[w->size] = (Word){h, w->used, length};
+    w->used += length;
+    w->slots[slot] = w->size;
+    int64_t number = w->size++;
+    if (2 * w->size >= w->capacity && words_grow(w) < 0) return -1;
+    return number;
+}
+
+/* word_numbers(codes u32, offsets i64, numbers u32 [len(codes)], word_offsets i64
+ * [texts + 1]) -> words written. Numbers the words of normalised texts (runs of code points
+ * between spaces): equal words get the same number, in order of first sight, so that a word
+ * edit distance compares numbers instead of strings. Words are told apart by their code
+ * points; the hash only finds their slot. */
+static PyObject *word_numbers(PyObject *self, PyObject *args) {
+    Py_buffer codes_b, offsets_b, numbers_b, word_offsets_b;
+    if (!PyArg_ParseTuple(args, "y*y*w*w*", &codes_b, &offsets_b, &numbers_b, &word_offsets_b))
+        return NULL;
+    Py_buffer *all[] = {&codes_b, &offsets_b, &numbers_b, &word_offsets_b, NULL};
+    const uint32_t *codes = codes_b.buf;
+    const int64_t *offsets = offsets_b.buf;
+    uint32_t *numbers = numbers_b.buf;
+    int64_t *word_offsets = word_offsets_b.buf;
+    Py_ssize_t texts = offsets_b.len / 8 - 1, written = 0;
+    /* The arena never holds more than the texts: untouched, most of it is never paged in. */
+    Words w = {NULL, PyMem_Malloc(codes_b.len + 4), NULL, 0, 0, 0};
+    int failed = !w.arena || words_grow(&w) < 0;
+    for (Py_ssize_t t = 0; t < texts && !failed; t++) {
+        word_offsets[t] = written;
+        for (int64_t i = offsets[t], end = offsets[t + 1]; i < end && !failed;) {
+            if (codes[i] == 32) {
+                i++;
+                continue;
+            }
+            int64_t j = i;
+            while (j < end && codes[j] != 32) j++;
+            int64_t number = word_number(&w, codes + i, j - i);
+            failed = number < 0;
+            numbers[written++] = (uint32_t)number;
+            i = j;
+        }
+    }
+    word_offsets[texts] = written;
+    PyMem_Free(w.words), PyMem_Free(w.arena), PyMem_Free(w.slots);
+    release(all);
+    if (failed) return PyErr_NoMemory();
+    return PyLong_FromSsize_t(written);
+}
+
 static PyMethodDef methods[] = {
     {"collapse_separators", collapse_separators, METH_VARARGS, NULL},
     {"sketch", sketch, METH_VARARGS, NULL},
@@ -655,6 +755,7 @@ static PyMethodDef methods[] = {
     {"document_frequencies", document_frequencies, METH_VARARGS, NULL},
     {"bucket_pairs", bucket_pairs, METH_VARARGS, NULL},
     {"top_candidates", top_candidates, METH_VARARGS, NULL},
+    {"word_numbers", word_numbers, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

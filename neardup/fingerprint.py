@@ -433,6 +433,16 @@ def shingle_segments(
     return _sorted_unique_segments(hashes, offsets)
 
 
+def word_numbers(contents: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Every word of normalised contents (words between single spaces) as a number, equal words
+    alike, content after content (uint32), and each content's offsets into them."""
+    codes, offsets = _code_points(contents)
+    numbers = np.empty(len(codes), dtype=np.uint32)
+    word_offsets = np.empty(len(contents) + 1, dtype=np.int64)
+    written = _kernels.word_numbers(codes, offsets, numbers, word_offsets)
+    return numbers[:written], word_offsets
+
+
 def shared_count(a: np.ndarray, b: np.ndarray) -> int:
     """How many values two sorted unique uint64 arrays share (a merge, no allocation)."""
     return _kernels.shared_count(a, b)

@@ -3,8 +3,10 @@ verified and ranked by word-level edit distance and shingle-set Jaccard similari
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Literal
 
 import Levenshtein
@@ -20,6 +22,7 @@ from .fingerprint import (
     jaccard,
     shingle_sets,
     weighted_similarity,
+    word_numbers,
 )
 from .stores import Candidate, CandidateQuery, Store, StoredRecord
 
@@ -111,22 +114,31 @@ def collapse_copies(matches: Sequence[Match]) -> list[Match]:
     return collapsed
 
 
+# Word numbers below this have a character each (every code point but the 2,048 surrogates).
+_CHARACTERS = sys.maxunicode + 1 - 0x800
+
+
 def word_edit_distance(a: str, b: str) -> int:
     """Levenshtein distance counted in words (Levenshtein compares any sequences of hashables)."""
     return Levenshtein.distance(a.split(), b.split())
 
 
 def word_edit_distances(texts: Sequence[str], left: list[int], right: list[int]) -> list[int]:
-    """:func:`word_edit_distance` of texts[left[i]] and texts[right[i]] for many pairs: each
-    text is split once, however many pairs it is in (splitting costs more than comparing)."""
-    words: dict[int, list[str]] = {}
-
-    def split(text: int) -> list[str]:
-        if text not in words:
-            words[text] = texts[text].split()
-        return words[text]
-
-    return [Levenshtein.distance(split(a), split(b)) for a, b in zip(left, right, strict=True)]
+    """:func:`word_edit_distance` of texts[left[i]] and texts[right[i]] for many pairs of
+    normalised texts. Each distinct word becomes one character, so that a pair is compared as
+    two short strings: splitting the texts into strings of words costs more than comparing
+    them."""
+    needed, where = np.unique(np.array(left + right, dtype=np.int64), return_inverse=True)
+    numbers, offsets = word_numbers([texts[i] for i in needed.tolist()])
+    spans = list(pairwise(offsets.tolist()))
+    if len(numbers) and numbers.max() >= _CHARACTERS:  # more distinct words than characters
+        words: list[str] | list[list[int]] = [numbers[a:b].tolist() for a, b in spans]
+    else:  # the surrogates are not characters: numbers from theirs on move past them
+        characters = numbers + np.where(numbers >= 0xD800, 0x800, 0).astype(np.uint32)
+        joined = characters.tobytes().decode("utf-32-le")
+        words = [joined[a:b] for a, b in spans]
+    pairs = zip(where[: len(left)].tolist(), where[len(left) :].tolist(), strict=True)
+    return [Levenshtein.distance(words[a], words[b]) for a, b in pairs]
 
 
 class Searcher:

@@ -5,6 +5,7 @@ import random
 import numpy as np
 import pytest
 
+from neardup import searcher
 from neardup.errors import InvalidParameter
 from neardup.fingerprint import (
     TOKEN_FIELDS,
@@ -22,6 +23,7 @@ from neardup.fingerprint import (
     parse_shingle,
     shingle_sets,
     token_keys,
+    word_numbers,
 )
 from neardup.searcher import word_edit_distance, word_edit_distances
 
@@ -68,13 +70,27 @@ def test_word_edit_distance_counts_words_not_characters() -> None:
     assert word_edit_distance("delicatessen", "deli") == 1
 
 
-def test_word_edit_distances_of_many_pairs_equal_one_pair_at_a_time() -> None:
-    texts = ["a b c d", "a x c d", "the cat sat", "cat sat the", ""]
-    left, right = [0, 2, 0, 4, 1], [1, 3, 2, 0, 1]
-    assert word_edit_distances(texts, left, right) == [1, 2, 4, 4, 0]
+def test_words_are_numbered_alike_when_alike_and_apart_when_not() -> None:
+    numbers, offsets = word_numbers(["to be or not to be", "", "bé be b\u00e9 b"])
+    assert numbers.tolist() == [0, 1, 2, 3, 0, 1, 4, 1, 4, 5]
+    assert offsets.tolist() == [0, 6, 6, 10]
+
+
+@pytest.mark.parametrize("characters", [searcher._CHARACTERS, 3], ids=["as text", "as numbers"])
+def test_word_edit_distances_of_many_pairs_equal_one_pair_at_a_time(
+    characters: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(searcher, "_CHARACTERS", characters)  # 3: more words than characters
+    rng = random.Random(7)
+    vocabulary = ["a", "b", "ab", "città", "straße", "日本", "x-y", "\U0001f600", "aa"]
+    texts = normalize_batch(
+        [" ".join(rng.choices(vocabulary, k=rng.randint(0, 12))) for _ in range(60)]
+    )
+    left, right = [rng.randrange(60) for _ in range(300)], [rng.randrange(60) for _ in range(300)]
     assert word_edit_distances(texts, left, right) == [
         word_edit_distance(texts[a], texts[b]) for a, b in zip(left, right, strict=True)
     ]
+    assert word_edit_distances(["a b c d", "a x c d"], [0], [1]) == [1]
 
 
 def test_fields() -> None:
