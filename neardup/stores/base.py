@@ -41,7 +41,7 @@ NAMED_FIELDS_LAYOUT = 2
 FREQUENCIES_LAYOUT = 3
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # one per record indexed: see StoredRecord
 class Document:
     """One record ready to store: its id, its fingerprint and the token fields to index
     (the store's ``FingerprintParams.fields``)."""
@@ -56,7 +56,7 @@ class Document:
 
 
 # Not frozen: a report makes millions of these, and a frozen dataclass takes five times as long
-# to make (each field set through object.__setattr__).
+# to make (each field is set through object.__setattr__).
 @dataclass(slots=True)
 class StoredRecord:
     id: str
