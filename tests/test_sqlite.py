@@ -129,3 +129,37 @@ def test_a_reader_finds_what_is_still_pending(tmp_path: Path) -> None:
         assert api.report(pending, strategy=strategy) == expected
     found = api.lookup(moved, id="8")
     assert found and api.lookup(pending, id="8") == found
+
+
+def _md5_indexed(path: Path) -> bool:
+    database = sqlite3.connect(path)
+    plan = database.execute("EXPLAIN QUERY PLAN SELECT id FROM docs WHERE md5 = 'x'").fetchall()
+    database.close()
+    return any("docs_md5" in str(step) for step in plan)
+
+
+def test_a_new_store_builds_its_md5_index_at_the_end_of_its_first_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = corpus(tmp_path / "records.txt", 300)
+    built, killed = tmp_path / "built.db", tmp_path / "killed.db"
+    api.index([path], f"sqlite:///{built}", batch_size=50)
+    assert _md5_indexed(built)
+    with monkeypatch.context() as patched:  # a first run killed before its end
+        patched.setattr(SQLiteStore, "flush", lambda self: None)
+        api.index([path], f"sqlite:///{killed}", batch_size=50)
+    assert not _md5_indexed(killed)
+    assert api.report(f"sqlite:///{killed}") == api.report(f"sqlite:///{built}")
+    assert _md5_indexed(killed)  # opening the store built it
+    assert api.lookup(f"sqlite:///{killed}", id="7") == api.lookup(f"sqlite:///{built}", id="7")
+
+
+def test_a_store_with_records_keeps_its_md5_index_while_more_come(tmp_path: Path) -> None:
+    path = corpus(tmp_path / "records.txt", 200)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    api.index([path], url, batch_size=150)
+    store = SQLiteStore(str(tmp_path / "store.db"))
+    store.upsert([])  # an upsert into a store that holds records keeps the index
+    assert store._md5_indexed
+    store.close()
+    assert _md5_indexed(tmp_path / "store.db")

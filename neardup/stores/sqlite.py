@@ -13,7 +13,8 @@ PENDING_LIMIT rows), and move into the postings in token order at the end of a r
 when it fills: each move writes a page of the postings once. Written straight into the postings,
 every batch would dirty pages all over a B-tree keyed by random tokens, and each commit would
 write them all again: 35 GB written to index a million records, where the store is 1 GB. Queries
-read both tables, so a record is found as soon as its batch is committed.
+read both tables, so a record is found as soon as its batch is committed. For the same reason a
+first run into a new store builds the MD5 index once, at its end (see ``_defer_md5_index``).
 """
 
 from __future__ import annotations
@@ -62,7 +63,11 @@ def _postings_table(name: str) -> str:
     )
 
 
-_SCHEMA = """
+# Records by content: exact duplicates, and the report's contents. A new store builds it once its
+# first run is written (see _upsert).
+_MD5_INDEX = "CREATE INDEX IF NOT EXISTS docs_md5 ON docs (md5, id)"
+
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS docs (
     doc INTEGER PRIMARY KEY,
@@ -72,7 +77,7 @@ CREATE TABLE IF NOT EXISTS docs (
     first_word TEXT NOT NULL,
     num_words INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS docs_md5 ON docs (md5, id);
+{_MD5_INDEX};
 CREATE TABLE IF NOT EXISTS frequencies (
     token INTEGER PRIMARY KEY,
     records INTEGER NOT NULL
@@ -112,6 +117,8 @@ class SQLiteStore(Store):
                 f"{path} has store schema {version}; this neardup reads {SCHEMA_VERSION}"
             )
         self._pending = 0  # postings this connection added to the pending tables
+        self._writing = False  # whether this connection has written records
+        self._md5_indexed = True  # False while a first run into a new store has no MD5 index
 
     def apply_schema(self) -> None:
         self._conn.executescript(_SCHEMA)
@@ -136,6 +143,9 @@ class SQLiteStore(Store):
 
     def _upsert(self, latest: Mapping[str, Document], params: FingerprintParams) -> None:
         with self._transaction():
+            if not self._writing:
+                self._writing = True
+                self._defer_md5_index()
             existing = {
                 row[1]: (row[0], row[2], row[3])
                 for row in self._conn.execute(
@@ -263,6 +273,22 @@ class SQLiteStore(Store):
         if self._conn.execute(f"SELECT EXISTS ({pending})").fetchone()[0]:
             with self._transaction():
                 self._merge_pending()
+        self._index_md5()
+
+    def _defer_md5_index(self) -> None:
+        """A first run into a new store builds the MD5 index at its end (flush), sorting once:
+        kept up as records come, every commit rewrote its pages all over (28 s of 142 s for a
+        million records). A reader that opens the store meanwhile, or a run killed before its
+        end, builds it when the store is next opened (apply_schema)."""
+        if self._conn.execute("SELECT NOT EXISTS (SELECT 1 FROM docs)").fetchone()[0]:
+            self._conn.execute("DROP INDEX IF EXISTS docs_md5")
+            self._md5_indexed = False
+
+    def _index_md5(self) -> None:
+        """Build the MD5 index if this connection deferred it, before anything reads by MD5."""
+        if not self._md5_indexed:
+            self._conn.execute(_MD5_INDEX)
+            self._md5_indexed = True
 
     def _count(self, fingerprints: Sequence[Fingerprint], sign: int) -> None:
         """Add (+1) or remove (-1) these records' shingles from the frequencies. A count that
@@ -305,6 +331,7 @@ class SQLiteStore(Store):
         return {row[0]: StoredRecord(*row) for row in rows}
 
     def ids_by_md5(self, md5s: Sequence[str]) -> dict[str, list[str]]:
+        self._index_md5()
         found: dict[str, list[str]] = {md5: [] for md5 in md5s}
         rows = self._conn.execute(
             "SELECT md5, id FROM docs WHERE md5 IN (SELECT value FROM json_each(?)) ORDER BY id",
@@ -315,6 +342,7 @@ class SQLiteStore(Store):
         return found
 
     def records_by_md5(self, md5s: Sequence[str]) -> dict[str, list[StoredRecord]]:
+        self._index_md5()
         found: dict[str, list[StoredRecord]] = {md5: [] for md5 in md5s}
         rows = self._conn.execute(
             "SELECT id, content, md5, first_word, num_words FROM docs "
