@@ -7,6 +7,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
+from operator import attrgetter
 from typing import IO, Literal
 
 from .evaluate import Evaluation, tsv_escape
@@ -28,9 +29,11 @@ def write_pairs(
 ) -> int:
     """One row per pair; with ``texts`` (by id), both records' texts in ``left_text`` and
     ``right_text``."""
-    fields = list(Pair.__dataclass_fields__) + (["left_text", "right_text"] if texts else [])
+    names = list(Pair.__dataclass_fields__)
+    fields = names + (["left_text", "right_text"] if texts else [])
+    values = attrgetter(*names)  # asdict's deep copy costs a second per 100,000 pairs
     rows = (
-        vars(p)  # a shallow copy would do; asdict's deep copy costs a second per 100,000 pairs
+        dict(zip(names, values(p), strict=True))
         | {"similarity": round(p.similarity, 6)}
         | (
             {"left_text": texts.get(p.left_id, ""), "right_text": texts.get(p.right_id, "")}

@@ -55,7 +55,7 @@ Batched = TypeVar("Batched")  # what a store yields in batches: records, or (MD5
 PHASES = ("reading", "joining", "measuring", "verifying", "looking up")
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)  # a report holds every pair: ~80 bytes each
 class Pair:
     left_id: str
     right_id: str
@@ -248,7 +248,6 @@ def _measured_and_verified(
     expand them, with the ``exact`` groups' pairs, into record pairs. A given threshold is
     applied in the same pass: each run is verified as soon as it is measured."""
     low, high, shared = (np.concatenate(columns) for columns in zip(*parts, strict=True))
-    pairs = [pair for members, size in exact for pair in _exact_pairs(members, size)]
     # A given threshold verifies each run's pairs as soon as they are measured, with their
     # texts in hand; an automatic one is known only once every pair is measured.
     verify = None if rules.auto_threshold else rules
@@ -263,7 +262,8 @@ def _measured_and_verified(
     if verify is None:
         with _phase("verifying", len(low), " pairs", progress, seconds) as bar:
             verified = _verified(applied, groups_of, (low, high, shared, similarities), bar)
-    pairs += verified
+    # The exact pairs last: while the measuring holds its texts, the fewer pairs held the better.
+    pairs = verified + [pair for members, size in exact for pair in _exact_pairs(members, size)]
     pairs.sort()
     return Found(pairs, applied, histogram, choice, seconds)
 
