@@ -437,7 +437,7 @@ def word_numbers(contents: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Every word of normalised contents (words between single spaces) as a number, equal words
     alike, content after content (uint32), and each content's offsets into them."""
     codes, offsets = _code_points(contents)
-    numbers = np.empty(len(codes), dtype=np.uint32)
+    numbers = np.empty((len(codes) + len(contents)) // 2 + 1, dtype=np.uint32)  # words at most
     word_offsets = np.empty(len(contents) + 1, dtype=np.int64)
     written = _kernels.word_numbers(codes, offsets, numbers, word_offsets)
     return numbers[:written], word_offsets

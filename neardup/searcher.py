@@ -114,6 +114,8 @@ def collapse_copies(matches: Sequence[Match]) -> list[Match]:
     return collapsed
 
 
+# Pairs whose words are numbered at once (see word_edit_distances).
+WORD_PAIRS = 2000
 # Word numbers below this have a character each (every code point but the 2,048 surrogates).
 _CHARACTERS = sys.maxunicode + 1 - 0x800
 
@@ -127,7 +129,19 @@ def word_edit_distances(texts: Sequence[str], left: list[int], right: list[int])
     """:func:`word_edit_distance` of texts[left[i]] and texts[right[i]] for many pairs of
     normalised texts. Each distinct word becomes one character, so that a pair is compared as
     two short strings: splitting the texts into strings of words costs more than comparing
-    them."""
+    them. The words are numbered afresh for every WORD_PAIRS pairs: a pair needs equal numbers
+    for equal words only within itself, and the code points of a few thousand texts at a time
+    stay small."""
+    return [
+        distance
+        for start in range(0, len(left), WORD_PAIRS)
+        for distance in _word_edit_distances(
+            texts, left[start : start + WORD_PAIRS], right[start : start + WORD_PAIRS]
+        )
+    ]
+
+
+def _word_edit_distances(texts: Sequence[str], left: list[int], right: list[int]) -> list[int]:
     needed, where = np.unique(np.array(left + right, dtype=np.int64), return_inverse=True)
     numbers, offsets = word_numbers([texts[i] for i in needed.tolist()])
     spans = list(pairwise(offsets.tolist()))

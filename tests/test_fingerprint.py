@@ -76,11 +76,16 @@ def test_words_are_numbered_alike_when_alike_and_apart_when_not() -> None:
     assert offsets.tolist() == [0, 6, 6, 10]
 
 
-@pytest.mark.parametrize("characters", [searcher._CHARACTERS, 3], ids=["as text", "as numbers"])
+@pytest.mark.parametrize(
+    ("characters", "word_pairs"),
+    [(searcher._CHARACTERS, searcher.WORD_PAIRS), (3, searcher.WORD_PAIRS), (3, 7)],
+    ids=["as text", "as numbers", "numbered 7 pairs at a time"],
+)
 def test_word_edit_distances_of_many_pairs_equal_one_pair_at_a_time(
-    characters: int, monkeypatch: pytest.MonkeyPatch
+    characters: int, word_pairs: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(searcher, "_CHARACTERS", characters)  # 3: more words than characters
+    monkeypatch.setattr(searcher, "WORD_PAIRS", word_pairs)
     rng = random.Random(7)
     vocabulary = ["a", "b", "ab", "città", "straße", "日本", "x-y", "\U0001f600", "aa"]
     texts = normalize_batch(
