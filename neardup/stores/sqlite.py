@@ -67,6 +67,13 @@ def _postings_table(name: str) -> str:
 # first run is written (see _upsert).
 _MD5_INDEX = "CREATE INDEX IF NOT EXISTS docs_md5 ON docs (md5, id)"
 
+# SQLite's page cache, in KB. A writer keeps the pages its batches dirty (the pending postings, the
+# records' ends) from one commit to the next; a reader's pages are in the operating system's
+# cache anyway, and a million-record report peaked at 730 MB with the writer's cache, 600 MB
+# with this one, in the same time.
+WRITING_CACHE_KB = 262_144
+READING_CACHE_KB = 131_072
+
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS docs (
@@ -104,7 +111,7 @@ class SQLiteStore(Store):
             )
             self._conn.executescript(
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
-                "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144;"
+                f"PRAGMA temp_store = MEMORY; PRAGMA cache_size = -{READING_CACHE_KB};"
             )
             self.apply_schema()
             version = self._meta("schema_version")
@@ -145,6 +152,7 @@ class SQLiteStore(Store):
         with self._transaction():
             if not self._writing:
                 self._writing = True
+                self._conn.execute(f"PRAGMA cache_size = -{WRITING_CACHE_KB}")
                 self._defer_md5_index()
             existing = {
                 row[1]: (row[0], row[2], row[3])
