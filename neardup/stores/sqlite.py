@@ -64,7 +64,7 @@ def _postings_table(name: str) -> str:
 
 
 # Records by content: exact duplicates, and the report's contents. A new store builds it once its
-# first run is written (see _upsert).
+# first run is written (see SQLiteStore._defer_md5_index).
 _MD5_INDEX = "CREATE INDEX IF NOT EXISTS docs_md5 ON docs (md5, id)"
 
 # SQLite's page cache, in KB. A writer keeps the pages its batches dirty (the pending postings, the
@@ -286,8 +286,8 @@ class SQLiteStore(Store):
     def _defer_md5_index(self) -> None:
         """A first run into a new store builds the MD5 index at its end (flush), sorting once:
         kept up as records come, every commit rewrote its pages all over (28 s of 142 s for a
-        million records). A reader that opens the store meanwhile, or a run killed before its
-        end, builds it when the store is next opened (apply_schema)."""
+        million records). A reader that opens the store meanwhile builds it through the schema
+        (apply_schema), as does the next open after a run killed before its end."""
         if self._conn.execute("SELECT NOT EXISTS (SELECT 1 FROM docs)").fetchone()[0]:
             self._conn.execute("DROP INDEX IF EXISTS docs_md5")
             self._md5_indexed = False
