@@ -74,6 +74,11 @@ def test_words_are_numbered_alike_when_alike_and_apart_when_not() -> None:
     numbers, offsets = word_numbers(["to be or not to be", "", "bé be b\u00e9 b"])
     assert numbers.tolist() == [0, 1, 2, 3, 0, 1, 4, 1, 4, 5]
     assert offsets.tolist() == [0, 6, 6, 10]
+    rng = random.Random(3)  # enough distinct words for the table to grow several times
+    texts = [" ".join(f"w{rng.randrange(20_000)}" for _ in range(50)) for _ in range(400)]
+    first_seen: dict[str, int] = {}
+    expected = [first_seen.setdefault(w, len(first_seen)) for t in texts for w in t.split()]
+    assert word_numbers(texts)[0].tolist() == expected and len(first_seen) > 10_000
 
 
 @pytest.mark.parametrize(
