@@ -443,6 +443,21 @@ def word_numbers(contents: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return numbers[:written], word_offsets
 
 
+# Word numbers below this have a character each (every code point but the 2,048 surrogates).
+WORD_CHARACTERS = sys.maxunicode + 1 - 0x800
+
+
+def word_characters(contents: Sequence[str]) -> list[str] | list[list[int]]:
+    """Each normalised content with one character per word, equal words alike: the edit
+    distance of two of them is the word edit distance of their contents. Lists of the word
+    numbers instead when there are more distinct words than characters."""
+    numbers, offsets = word_numbers(contents)
+    if len(numbers) and numbers.max() >= WORD_CHARACTERS:
+        return [part.tolist() for part in _slices(numbers, offsets)]
+    # The surrogates are not characters: numbers from theirs on move past them.
+    return _strings(numbers + np.where(numbers >= 0xD800, 0x800, 0).astype(np.uint32), offsets)
+
+
 def shared_count(a: np.ndarray, b: np.ndarray) -> int:
     """How many values two sorted unique uint64 arrays share (a merge, no allocation)."""
     return _kernels.shared_count(a, b)

@@ -3,10 +3,8 @@ verified and ranked by word-level edit distance and shingle-set Jaccard similari
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from itertools import pairwise
 from typing import Literal
 
 import Levenshtein
@@ -22,7 +20,7 @@ from .fingerprint import (
     jaccard,
     shingle_sets,
     weighted_similarity,
-    word_numbers,
+    word_characters,
 )
 from .stores import Candidate, CandidateQuery, Store, StoredRecord
 
@@ -116,8 +114,6 @@ def collapse_copies(matches: Sequence[Match]) -> list[Match]:
 
 # Pairs whose words are numbered at once (see word_edit_distances).
 WORD_PAIRS = 2000
-# Word numbers below this have a character each (every code point but the 2,048 surrogates).
-_CHARACTERS = sys.maxunicode + 1 - 0x800
 
 
 def word_edit_distance(a: str, b: str) -> int:
@@ -143,14 +139,7 @@ def word_edit_distances(texts: Sequence[str], left: list[int], right: list[int])
 
 def _word_edit_distances(texts: Sequence[str], left: list[int], right: list[int]) -> list[int]:
     needed, where = np.unique(np.array(left + right, dtype=np.int64), return_inverse=True)
-    numbers, offsets = word_numbers([texts[i] for i in needed.tolist()])
-    spans = list(pairwise(offsets.tolist()))
-    if len(numbers) and numbers.max() >= _CHARACTERS:  # more distinct words than characters
-        words: list[str] | list[list[int]] = [numbers[a:b].tolist() for a, b in spans]
-    else:  # the surrogates are not characters: numbers from theirs on move past them
-        characters = numbers + np.where(numbers >= 0xD800, 0x800, 0).astype(np.uint32)
-        joined = characters.tobytes().decode("utf-32-le")
-        words = [joined[a:b] for a, b in spans]
+    words = word_characters([texts[i] for i in needed.tolist()])
     pairs = zip(where[: len(left)].tolist(), where[len(left) :].tolist(), strict=True)
     return [Levenshtein.distance(words[a], words[b]) for a, b in pairs]
 

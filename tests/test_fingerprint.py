@@ -1,4 +1,5 @@
 import hashlib
+import importlib
 import math
 import random
 
@@ -28,6 +29,8 @@ from neardup.fingerprint import (
 from neardup.searcher import word_edit_distance, word_edit_distances
 
 WORD3 = FingerprintParams("word", 3, 20, 5)
+# The module: the package exports a function of the same name.
+fingerprinting = importlib.import_module("neardup.fingerprint")
 
 
 @pytest.mark.parametrize(
@@ -83,13 +86,13 @@ def test_words_are_numbered_alike_when_alike_and_apart_when_not() -> None:
 
 @pytest.mark.parametrize(
     ("characters", "word_pairs"),
-    [(searcher._CHARACTERS, searcher.WORD_PAIRS), (3, searcher.WORD_PAIRS), (3, 7)],
+    [(fingerprinting.WORD_CHARACTERS, searcher.WORD_PAIRS), (3, searcher.WORD_PAIRS), (3, 7)],
     ids=["as text", "as numbers", "numbered 7 pairs at a time"],
 )
 def test_word_edit_distances_of_many_pairs_equal_one_pair_at_a_time(
     characters: int, word_pairs: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(searcher, "_CHARACTERS", characters)  # 3: more words than characters
+    monkeypatch.setattr(fingerprinting, "WORD_CHARACTERS", characters)  # 3: more words than chars
     monkeypatch.setattr(searcher, "WORD_PAIRS", word_pairs)
     rng = random.Random(7)
     vocabulary = ["a", "b", "ab", "città", "straße", "日本", "x-y", "\U0001f600", "aa"]
