@@ -342,11 +342,8 @@ def _measured(
         measured.append(similarities)
         if verify is not None:
             with _timed("verifying", seconds):
-                keep = np.flatnonzero(_passing(verify, similarities))
-                found = (low[run][keep], high[run][keep], shared[run][keep], similarities[keep])
-                pairs += _accepted(
-                    verify, texts, where[:size][keep], where[size:][keep], ids, found
-                )
+                found = (low[run], high[run], shared[run], similarities)
+                pairs += _accepted(verify, texts, where[:size], where[size:], ids, found)
         bar.update(size)
     return (np.concatenate(measured) if measured else np.empty(0, dtype=np.float64)), pairs
 
@@ -401,12 +398,13 @@ def _accepted(
     ids: dict[int, list[str]],
     measured: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
 ) -> list[Pair]:
-    """The record pairs of measured group pairs (low, high, shared tokens, similarity; each
-    past the similarity threshold) that the rules accept once their word edit distance is
-    known: the texts of pair i are texts[left[i]] and texts[right[i]]."""
+    """The record pairs the rules accept among measured group pairs (low, high, shared
+    tokens, similarity) whose texts are texts[left[i]] and texts[right[i]]: the similarity
+    first, the word edit distance only for pairs that pass it."""
     pairs: list[Pair] = []
-    low, high, shared, similarities = measured
-    distances = word_edit_distances(texts, left.tolist(), right.tolist())
+    keep = np.flatnonzero(_passing(rules, measured[3]))
+    low, high, shared, similarities = (column[keep] for column in measured)
+    distances = word_edit_distances(texts, left[keep].tolist(), right[keep].tolist())
     for a, b, distance, count, similarity in zip(
         low.tolist(),
         high.tolist(),
