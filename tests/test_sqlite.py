@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from neardup import api
+from neardup.readers import Record
 from neardup.stores import sqlite as sqlite_store
 from neardup.stores.sqlite import SQLiteStore
 
@@ -92,25 +93,58 @@ def test_concurrent_writers_and_readers_wait_for_each_other(tmp_path: Path) -> N
     assert api.stats(url)["documents"] == 6000
 
 
-def test_pending_postings_move_at_the_limit_and_at_the_end_with_the_same_answers(
+def _band_tables(path: Path) -> dict[str, int]:
+    """The store's tables of band postings (and the retired ones), with their rows."""
+    database = sqlite3.connect(path)
+    names = database.execute(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE '%bands%'"
+    ).fetchall()
+    rows = {
+        name: database.execute(f"SELECT COUNT(*) FROM {name}").fetchone()[0] for (name,) in names
+    }
+    database.close()
+    return rows
+
+
+def test_full_pending_postings_become_runs_that_merge_by_level_with_the_same_answers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = corpus(tmp_path / "records.txt", 600)
-    direct = f"sqlite:///{tmp_path / 'direct.db'}"
-    api.index([path], direct, batch_size=50)
-    moved = f"sqlite:///{tmp_path / 'moved.db'}"
-    monkeypatch.setattr(sqlite_store, "PENDING_LIMIT", 1500)  # a move every few batches
-    api.index([path], moved, batch_size=50)
-    postings = []
-    for url in (direct, moved):  # direct: the first move renames the pending table, no copy
-        database = sqlite3.connect(url[len("sqlite:///") :])
-        assert database.execute("SELECT COUNT(*) FROM bands_pending").fetchone() == (0,)
-        postings.append(database.execute("SELECT COUNT(*) FROM bands_postings").fetchone())
-        database.close()
-    assert postings[0] == postings[1] and postings[0][0] > 0
-    assert api.report(moved) == api.report(direct)
-    assert api.report(moved, strategy="buckets") == api.report(direct)
-    assert api.lookup(moved, id="7") == api.lookup(direct, id="7")
+    direct, tiered, killed = (tmp_path / f"{name}.db" for name in ("direct", "tiered", "killed"))
+    api.index([path], f"sqlite:///{direct}", batch_size=50)  # one pending table, renamed
+    monkeypatch.setattr(sqlite_store, "PENDING_LIMIT", 500)  # a run every batch
+    monkeypatch.setattr(sqlite_store, "RUN_FANOUT", 2)
+    api.index([path], f"sqlite:///{tiered}", batch_size=50)
+    with monkeypatch.context() as patched:  # a run killed before its flush leaves its runs
+        patched.setattr(SQLiteStore, "flush", lambda self: None)
+        api.index([path], f"sqlite:///{killed}", batch_size=50)
+    postings = _band_tables(direct)["bands_postings"]
+    assert postings > 0
+    assert _band_tables(tiered) == {"bands_postings": postings, "bands_pending": 0}
+    runs = {name: rows for name, rows in _band_tables(killed).items() if "_run_" in name}
+    assert len({name.split("_")[2] for name in runs}) > 1  # runs of several levels
+    assert sum(_band_tables(killed).values()) == postings
+    stores = [f"sqlite:///{path}" for path in (direct, tiered, killed)]
+    expected = api.report(stores[0])
+    assert expected
+    for url in stores[1:]:
+        for strategy in ("join", "buckets", "lookups"):
+            assert api.report(url, strategy=strategy) == expected
+        assert api.lookup(url, id="g0007") == api.lookup(stores[0], id="g0007")
+    # Updates and deletes reach the postings in runs, before a flush merges them.
+    with monkeypatch.context() as patched:
+        patched.setattr(SQLiteStore, "flush", lambda self: None)
+        for url in (stores[0], stores[2]):
+            api.delete(["g0003", "g0010"], url)
+            api.add([Record("g0011", "a new text for record g0011")], url)
+    assert len(_band_tables(killed)) > 2
+    assert api.report(stores[2]) == api.report(stores[0])
+    database = sqlite3.connect(killed)  # as a run killed after a merge, before its drops
+    database.execute("CREATE TABLE retired_bands_run_0_1 AS SELECT * FROM bands_pending")
+    database.commit()
+    database.close()
+    api.index([path], stores[2], batch_size=50)  # the next run's flush merges every run
+    assert set(_band_tables(killed)) == {"bands_postings", "bands_pending"}
 
 
 def test_a_reader_finds_what_is_still_pending(tmp_path: Path) -> None:

@@ -9,12 +9,17 @@ is one transaction: a killed run leaves the store consistent, and indexing again
 The store's settings are one JSON value in ``meta``.
 
 New postings go first to ``<field>_pending``, a table like the postings that stays small (up to
-PENDING_LIMIT rows), and move into the postings in token order at the end of a run (``flush``) or
-when it fills: each move writes a page of the postings once. Written straight into the postings,
-every batch would dirty pages all over a B-tree keyed by random tokens, and each commit would
-write them all again: 35 GB written to index a million records, where the store is 1 GB. Queries
-read both tables, so a record is found as soon as its batch is committed. For the same reason a
-first run into a new store builds the MD5 index once, at its end (see ``_defer_md5_index``).
+PENDING_LIMIT rows): written straight into the postings, every batch would dirty pages all over a
+B-tree keyed by random tokens, and each commit would write them all again (35 GB written to index
+a million records, where the store is 1 GB). A full pending table becomes a run (a rename), and
+RUN_FANOUT runs of one level merge into one run of the next, as Lucene merges its segments; at the
+end of a run (``flush``) the runs and the pending postings merge into the postings. A merge reads
+its tables in token order and writes a new B-tree from its first page to its last, so a posting is
+written once per level. (Moving each full pending table into the postings rewrote the whole
+postings every two million postings: over 100 GB for ten million records.) Queries read every
+table of a field in one snapshot, so a record is found as soon as its batch is committed. For the
+same reason a first run into a new store builds the MD5 index once, at its end (see
+``_defer_md5_index``).
 """
 
 from __future__ import annotations
@@ -50,10 +55,12 @@ ROWS_PER_STATEMENT = 100
 # Postings a report's bucket listing reads at once (~40 bytes each as text, then 16 as numbers,
 # sorted a few times over).
 POSTINGS_PER_PART = 2_000_000
-# Pending postings past which an upsert moves them into the postings without waiting for the
-# flush. Fewer make more moves, each writing the whole postings B-tree; more make every commit
-# write more of the pending table's pages.
+# Pending postings past which an upsert makes them a run. Fewer make more runs and merges; more make
+# every commit write more of the pending table's pages.
 PENDING_LIMIT = 2_000_000
+# Runs of one level that merge into a run of the next. More write each posting fewer times (once
+# per level) and leave more runs for a query to read during a run (up to RUN_FANOUT - 1 a level).
+RUN_FANOUT = 4
 
 
 def _postings_table(name: str) -> str:
@@ -184,6 +191,8 @@ class SQLiteStore(Store):
             stored = [latest[row[1]] for row in rows]
             self._insert_postings(keys, stored)
             self._count([d.fingerprint for d in stored], +1)
+        if self._pending > PENDING_LIMIT:
+            self._seal_pending()
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -237,50 +246,119 @@ class SQLiteStore(Store):
         for field, rows in self._postings(docs, documents):
             self._insert(f"INSERT OR IGNORE INTO {field}_pending", 2, rows.tolist())
             self._pending += len(rows) // 2
-        if self._pending > PENDING_LIMIT:
-            self._merge_pending()
 
     def _delete_postings(
         self, docs: Sequence[int], contents: Sequence[str], params: FingerprintParams
     ) -> None:
-        """Remove these documents' postings, merged or pending, and counts: their tokens are
+        """Remove these documents' postings, wherever they are, and counts: their tokens are
         those of their stored contents."""
         old = fingerprint_batch(contents, params, normalized=True) if contents else []
         stored = [Document("", fp, params.fields) for fp in old]
         for field, rows in self._postings(docs, stored):
             pairs = rows.reshape(-1, 2).tolist()
-            for table in (f"{field}_postings", f"{field}_pending"):
+            for table in self._tables(field):
                 self._conn.executemany(f"DELETE FROM {table} WHERE token = ? AND doc = ?", pairs)
         self._count(old, -1)
 
-    def _merge_pending(self) -> None:
-        """Move the pending postings into the postings, in token order: the order both are
-        clustered in, so nothing is sorted (within a transaction). Empty postings, as in a
-        new store, give way instead: the pending table becomes them, and nothing is copied."""
-        for field in TokenField:
-            postings, pending = f"{field}_postings", f"{field}_pending"
-            merged, waiting = self._conn.execute(
-                f"SELECT EXISTS (SELECT 1 FROM {postings}), EXISTS (SELECT 1 FROM {pending})"
-            ).fetchone()
-            if not waiting:
-                continue
-            if not merged:
-                self._conn.execute(f"DROP TABLE {postings}")
-                self._conn.execute(f"ALTER TABLE {pending} RENAME TO {postings}")
-                self._conn.execute(_postings_table(pending))
-                continue
-            self._conn.execute(
-                f"INSERT OR IGNORE INTO {postings} (token, doc) "
-                f"SELECT token, doc FROM {pending} ORDER BY token, doc"
+    def _runs(self, field: TokenField, level: int | str = "%") -> list[str]:
+        """The field's runs (of one level), tables named ``<field>_run_<level>_<number>``."""
+        return [
+            name
+            for (name,) in self._conn.execute(
+                "SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE ? ESCAPE '!'",
+                (f"{field}!_run!_{level}!_%",),
             )
-            self._conn.execute(f"DELETE FROM {pending}")
+        ]
+
+    def _tables(self, field: TokenField) -> list[str]:
+        """Every table holding some of the field's postings."""
+        return [f"{field}_postings", f"{field}_pending", *self._runs(field)]
+
+    def _has_rows(self, table: str) -> bool:
+        return self._conn.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]
+
+    def _seal_pending(self) -> None:
+        """Make each field's pending postings a run of level 0, and merge every level that
+        holds RUN_FANOUT runs into one run of the next: a transaction each."""
+        self._drop_retired()  # a killed run's, whose names new runs may take
+        for field in TokenField:
+            with self._transaction():
+                if self._has_rows(f"{field}_pending"):
+                    self._merge_into(field, self._new_run(field, 0), [f"{field}_pending"])
+            level = 0
+            while self._merge_level(field, level):
+                level += 1
+            self._drop_retired()
+        self._pending = 0
+
+    def _new_run(self, field: TokenField, level: int) -> str:
+        number = 1 + max((int(run.rsplit("_", 1)[1]) for run in self._runs(field)), default=0)
+        return f"{field}_run_{level}_{number}"
+
+    def _merge_level(self, field: TokenField, level: int) -> bool:
+        """Merge the level's runs into one of the next level if it holds RUN_FANOUT of them."""
+        with self._transaction():
+            runs = self._runs(field, level)
+            if len(runs) < RUN_FANOUT:
+                return False
+            self._merge_into(field, self._new_run(field, level + 1), runs)
+        return True
+
+    def _merge_into(self, field: TokenField, target: str, sources: Sequence[str]) -> None:
+        """Make a field's ``sources`` one table, ``target`` (which may be one of them), within
+        the caller's transaction. Each source is read in token order and SQLite merges them as
+        it reads (no sort), so the new B-tree is written in order; one source is renamed. The
+        sources are retired (renamed out of every query's sight), and dropped later
+        (_drop_retired)."""
+        merging = f"{field}_merging"
+        if len(sources) == 1:
+            self._conn.execute(f"ALTER TABLE {sources[0]} RENAME TO {merging}")
+        else:
+            self._conn.execute(_postings_table(merging))
+            merged = " UNION ALL ".join(f"SELECT token, doc FROM {table}" for table in sources)
+            self._conn.execute(f"INSERT OR IGNORE INTO {merging} {merged} ORDER BY token, doc")
+        for table in {*sources, target}:
+            if self._conn.execute(
+                "SELECT 1 FROM sqlite_schema WHERE name = ?", (table,)
+            ).fetchone():
+                self._conn.execute(f"ALTER TABLE {table} RENAME TO retired_{table}")
+        self._conn.execute(f"ALTER TABLE {merging} RENAME TO {target}")
+        self._conn.execute(_postings_table(f"{field}_pending"))
+
+    def _drop_retired(self) -> None:
+        """Drop the tables merges retired (or a run killed meanwhile left), each in a
+        transaction of its own: dropped in the merge's transaction, freeing their pages held
+        memory (~200 MB at a million records)."""
+        for (table,) in self._conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE 'retired!_%' "
+            "ESCAPE '!'"
+        ).fetchall():
+            self._conn.execute(f"DROP TABLE {table}")
+
+    def _merge_runs(self) -> None:
+        """Bring each field's runs and pending postings into its postings. With runs, every
+        table of the field merges into new postings. Pending postings alone (fewer than
+        PENDING_LIMIT) are inserted in place, which writes only the pages they land on."""
+        self._drop_retired()  # a killed run's
+        for field in TokenField:
+            if not any(self._has_rows(table) for table in self._tables(field)[1:]):
+                continue  # without taking the write lock
+            with self._transaction():
+                postings, pending, *runs = self._tables(field)
+                if runs or not self._has_rows(postings):
+                    sources = [t for t in (postings, *runs, pending) if self._has_rows(t)]
+                    self._merge_into(field, postings, sources)
+                else:
+                    self._conn.execute(
+                        f"INSERT OR IGNORE INTO {postings} (token, doc) "
+                        f"SELECT token, doc FROM {pending} ORDER BY token, doc"
+                    )
+                    self._conn.execute(f"DELETE FROM {pending}")
+            self._drop_retired()
         self._pending = 0
 
     def flush(self) -> None:
-        pending = " UNION ALL ".join(f"SELECT 1 FROM {f}_pending" for f in TokenField)
-        if self._conn.execute(f"SELECT EXISTS ({pending})").fetchone()[0]:
-            with self._transaction():
-                self._merge_pending()
+        self._merge_runs()
         self._index_md5()
 
     def _defer_md5_index(self) -> None:
@@ -364,6 +442,25 @@ class SQLiteStore(Store):
     def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
         return [self._candidates(q) for q in queries]
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction, so that the tables a query lists are the tables it reads: a
+        writer may make or merge runs between two statements."""
+        if self._conn.in_transaction:
+            yield
+            return
+        self._conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._conn.execute("COMMIT")
+
+    def _union(self, field: TokenField, columns: str, where: str) -> str:
+        """A SELECT of ``columns`` from every table of a field's postings, as one."""
+        return " UNION ALL ".join(
+            f"SELECT {columns} FROM {table} WHERE {where}" for table in self._tables(field)
+        )
+
     def _candidates(self, q: CandidateQuery) -> list[Candidate]:
         filters, args = [], [json.dumps(np.asarray(q.keys).tolist())]
         if q.first_word is not None:
@@ -373,21 +470,20 @@ class SQLiteStore(Store):
             filters.append("d.md5 NOT IN (SELECT value FROM json_each(?))")
             args.append(json.dumps(list(q.exclude_md5)))
         where = f"WHERE {' AND '.join(filters)}" if filters else ""
-        query = (
-            "SELECT d.id, d.content, d.md5, d.first_word, d.num_words, p.score "
-            "FROM (SELECT doc, COUNT(*) AS score "
-            f"FROM ({_both(q.field, 'doc', 'token IN (SELECT value FROM json_each(?1))')}) "
-            "GROUP BY doc) p "
-            f"JOIN docs d ON d.doc = p.doc {where} ORDER BY p.score DESC, d.id LIMIT ?"
-        )
-        rows = self._conn.execute(query, (*args, q.rows))
+        with self._snapshot():
+            postings = self._union(q.field, "doc", "token IN (SELECT value FROM json_each(?1))")
+            query = (
+                "SELECT d.id, d.content, d.md5, d.first_word, d.num_words, p.score "
+                f"FROM (SELECT doc, COUNT(*) AS score FROM ({postings}) GROUP BY doc) p "
+                f"JOIN docs d ON d.doc = p.doc {where} ORDER BY p.score DESC, d.id LIMIT ?"
+            )
+            rows = self._conn.execute(query, (*args, q.rows)).fetchall()
         return [Candidate(StoredRecord(*row[:5]), row[5]) for row in rows]
 
     def _frequencies(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
         # A left join from the keys, in their order, rather than an IN list (which first
         # builds a temporary index of the keys); both columns come back as lists of numbers.
-        self._conn.execute("BEGIN")  # one snapshot for the counts and the total
-        try:
+        with self._snapshot():  # for the counts and the total
             tokens, counts = _numbers(
                 self._conn.execute(
                     "SELECT group_concat(k.value), group_concat(COALESCE(f.records, 0)) "
@@ -396,8 +492,6 @@ class SQLiteStore(Store):
                 ).fetchone()
             )
             records = self.count()
-        finally:
-            self._conn.execute("COMMIT")
         return records, counts[np.argsort(tokens, kind="stable")]
 
     def iter_records(self, batch_size: int = 1000) -> Iterator[list[StoredRecord]]:
@@ -422,21 +516,23 @@ class SQLiteStore(Store):
         the reading takes twice as long; SQLite's own grouping, or a window over the postings,
         two to three times."""
         md5_of = self._md5_by_doc()
-        (postings,) = self._conn.execute(
-            f"SELECT COUNT(*) FROM ({_both(field, 'token', '1')})"
-        ).fetchone()
+        with self._snapshot():
+            (postings,) = self._conn.execute(
+                f"SELECT COUNT(*) FROM ({self._union(field, 'token', '1')})"
+            ).fetchone()
         parts = max(1, -(-postings // POSTINGS_PER_PART))
         for part in range(parts):
             low = -(2**63) + (2**64 * part) // parts
             high = -(2**63) + (2**64 * (part + 1)) // parts - 1
             # Both lists are made in one pass over the same rows, so they pair up.
-            tokens, docs = _numbers(
-                self._conn.execute(
-                    "SELECT group_concat(token), group_concat(doc) FROM "
-                    f"({_both(field, 'token, doc', 'token BETWEEN ?1 AND ?2')})",
-                    (low, high),
-                ).fetchone()
-            )
+            with self._snapshot():
+                part_postings = self._union(field, "token, doc", "token BETWEEN ?1 AND ?2")
+                tokens, docs = _numbers(
+                    self._conn.execute(
+                        f"SELECT group_concat(token), group_concat(doc) FROM ({part_postings})",
+                        (low, high),
+                    ).fetchone()
+                )
             order = np.argsort(tokens, kind="stable")
             yield Buckets.of_holders(tokens[order], md5_of[docs[order]], (part + 1) / parts)
 
@@ -465,10 +561,3 @@ def _numbers(lists: Sequence[str | None]) -> list[np.ndarray]:
     """Comma-separated integers (group_concat's lists; None when it had no rows) as int64
     arrays: much faster to read than as rows of Python integers."""
     return [np.fromstring(numbers or "", dtype=np.int64, sep=",") for numbers in lists]
-
-
-def _both(field: TokenField, columns: str, where: str) -> str:
-    """A SELECT of ``columns`` from a field's postings and its pending postings, as one."""
-    return " UNION ALL ".join(
-        f"SELECT {columns} FROM {field}_{table} WHERE {where}" for table in ("postings", "pending")
-    )
