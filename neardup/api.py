@@ -129,8 +129,8 @@ def index(
     if on_duplicate_id == "error":  # a first pass over the ids, so that a repeat writes nothing
         check = IndexSummary()
         for reader in readers():
-            for record in reader:
-                check.admit(record, "error")
+            for batch in batches(reader, batch_size):
+                check.admit(batch, "error")
     files = readers()  # every file is opened and its header checked before the store is
     summary = IndexSummary()
     with opened(store, create=True) as target:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Literal
+
+import numpy as np
 
 from .errors import NeardupError
 from .fingerprint import fingerprint_batch
@@ -24,6 +27,34 @@ OnDuplicateId = Literal["replace", "skip", "error"]
 ON_DUPLICATE_ID: tuple[OnDuplicateId, ...] = ("replace", "skip", "error")
 
 
+class SeenIds:
+    """The ids of a run so far, known by their MD5s (as contents are) in sorted arrays that
+    merge as they grow: 16 bytes an id. A set of the id strings took ~100 bytes an id, 1 GB of
+    a ten-million-record run."""
+
+    def __init__(self) -> None:
+        self._runs: list[np.ndarray] = []  # sorted, disjoint; each at most half the one before
+
+    def first_seen(self, ids: Sequence[str]) -> np.ndarray:
+        """Whether each id is new to the run (and not earlier in ``ids``); all are then seen."""
+        digests = np.array([hashlib.md5(i.encode()).digest() for i in ids], dtype="S16")
+        distinct, first = np.unique(digests, return_index=True)
+        new = np.zeros(len(ids), dtype=bool)
+        new[first] = True
+        unseen = np.ones(len(distinct), dtype=bool)
+        for run in self._runs:
+            where = np.minimum(np.searchsorted(run, distinct), len(run) - 1)
+            unseen &= run[where] != distinct
+        new[first[~unseen]] = False
+        if unseen.any():
+            self._runs.append(distinct[unseen])
+        while len(self._runs) > 1 and len(self._runs[-2]) < 2 * len(self._runs[-1]):
+            merged = np.concatenate([self._runs.pop(), self._runs.pop()])
+            merged.sort()
+            self._runs.append(merged)
+        return new
+
+
 @dataclass
 class IndexSummary:
     read: int = 0
@@ -33,7 +64,7 @@ class IndexSummary:
     seconds: float = 0.0
     documents: int = 0  # records in the store afterwards
     params: ParamsRequest = None
-    ids: set[str] = field(default_factory=set, repr=False)  # every id indexed in this run
+    ids: SeenIds = field(default_factory=SeenIds, repr=False)  # every id indexed in this run
     text: list[str] = field(default_factory=list)  # each file's text fields, where neardup chose
     # with skip_duplicates: (record not stored, the stored duplicate, similarity)
     duplicates: list[tuple[str, str, float]] = field(default_factory=list)
@@ -69,14 +100,19 @@ class IndexSummary:
             ],
         }
 
-    def admit(self, record: Record, on_duplicate_id: OnDuplicateId) -> bool:
-        """Whether to index ``record``, by its id and the run so far; repeats are counted."""
-        if len(record.id.encode("utf-8")) > MAX_ID_BYTES:
-            self.skipped.add(record.line, f"id longer than {MAX_ID_BYTES} bytes")
-            return False
-        if record.id not in self.ids:
-            self.ids.add(record.id)
-            return True
+    def admit(self, records: Sequence[Record], on_duplicate_id: OnDuplicateId) -> list[bool]:
+        """Whether to index each record, by its id and the run so far; repeats are counted."""
+        fits = [len(r.id.encode("utf-8")) <= MAX_ID_BYTES for r in records]
+        new = iter(self.ids.first_seen([r.id for r, fit in zip(records, fits, strict=True) if fit]))
+        admitted = []
+        for record, fit in zip(records, fits, strict=True):
+            if not fit:
+                self.skipped.add(record.line, f"id longer than {MAX_ID_BYTES} bytes")
+            admitted.append(fit and (next(new) or self._repeated(record, on_duplicate_id)))
+        return admitted
+
+    def _repeated(self, record: Record, on_duplicate_id: OnDuplicateId) -> bool:
+        """Whether to index a record whose id came earlier in the run."""
         if on_duplicate_id == "error":
             raise NeardupError(
                 f"line {record.line}: the id {record.id!r} came earlier in this run "
@@ -111,12 +147,18 @@ def index_records(
     summary.params = store.ensure_params(params)
     for batch in batches(records, batch_size):
         fingerprints = fingerprint_batch([r.text for r in batch], summary.params)
-        documents = []
+        worded = []
         for record, fp in zip(batch, fingerprints, strict=True):
-            if not fp.num_words:
+            if fp.num_words:
+                worded.append((record, fp))
+            else:
                 summary.skipped.add(record.line, "no words after normalisation")
-            elif summary.admit(record, on_duplicate_id):
-                documents.append(Document(record.id, fp, summary.params.fields))
+        admitted = summary.admit([record for record, _ in worded], on_duplicate_id)
+        documents = [
+            Document(record.id, fp, summary.params.fields)
+            for (record, fp), admit in zip(worded, admitted, strict=True)
+            if admit
+        ]
         store.upsert(documents)
         summary.read += len(batch)
         summary.indexed += len(documents)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib
+import random
 from dataclasses import replace
 from itertools import combinations
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from neardup import api
 from neardup.errors import NeardupError, ParameterMismatch, UnknownRecord
 from neardup.fingerprint import TOKEN_FIELDS, FingerprintParams
-from neardup.indexer import index_records
+from neardup.indexer import SeenIds, index_records
 from neardup.readers import Record
 from neardup.report import Pair, _chunks, clusters, find_pairs
 from neardup.searcher import MatchRules, Searcher
@@ -280,6 +281,20 @@ def test_a_repeated_id_replaces_the_earlier_record_and_is_counted(
     )
     with api.opened(sqlite_url) as store:
         assert store.get(["1"])["1"].content == "third"
+
+
+def test_the_ids_seen_in_a_run_are_those_a_set_would_hold() -> None:
+    """Batches with repeats inside them and across them, and enough of them to merge the
+    sorted arrays of MD5s several times over."""
+    rng = random.Random(5)
+    seen, reference = SeenIds(), set()
+    for size in [0, 1, 3, 7, 50, 2, 200, 31, 500, 9, 1000, 64] * 3:
+        ids = [f"r{rng.randrange(3000)}" for _ in range(size)] + ["\u00e9t\u00e9", ""][: size % 3]
+        expected = []
+        for record_id in ids:
+            expected.append(record_id not in reference)
+            reference.add(record_id)
+        assert seen.first_seen(ids).tolist() == expected
 
 
 def test_a_repeated_id_can_be_skipped_or_stop_the_run(tmp_path: Path, sqlite_url: str) -> None:
