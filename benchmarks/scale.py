@@ -32,13 +32,14 @@ from neardup.stores import open_store
 NEARDUP = [sys.executable, "-m", "neardup.cli"]
 
 
-def resident_mb(pid: int, field: str) -> float:
-    """VmRSS (now) or VmHWM (peak so far) of a process, in MB."""
+def resident_mb(pid: int, field: str) -> float | None:
+    """VmRSS (now) or VmHWM (peak so far) of a process, in MB; None once it has exited (its
+    status no longer shows memory)."""
     with open(f"/proc/{pid}/status") as status:
         for line in status:
             if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
-    return 0.0
+    return None
 
 
 def run_sampled(args: list[str]) -> tuple[float, float, list[float]]:
@@ -48,10 +49,13 @@ def run_sampled(args: list[str]) -> tuple[float, float, list[float]]:
     samples, peak = [], 0.0
     while process.poll() is None:
         try:
-            samples.append(resident_mb(process.pid, "VmRSS"))
-            peak = max(peak, resident_mb(process.pid, "VmHWM"))
+            now, most = resident_mb(process.pid, "VmRSS"), resident_mb(process.pid, "VmHWM")
         except (FileNotFoundError, ProcessLookupError):
             break
+        if now is None or most is None:
+            break
+        samples.append(now)
+        peak = max(peak, most)
         time.sleep(0.5)
     _, errors = process.communicate()
     if process.returncode:
