@@ -517,13 +517,27 @@ def weighted_similarity(a: np.ndarray, wa: np.ndarray, b: np.ndarray, wb: np.nda
 
 
 def weighted_pairs(
-    sets: np.ndarray, weights: np.ndarray, offsets: np.ndarray, left: np.ndarray, right: np.ndarray
+    shingles: np.ndarray,
+    weights: np.ndarray,
+    offsets: np.ndarray,
+    left: np.ndarray,
+    right: np.ndarray,
 ) -> np.ndarray:
-    """:func:`weighted_similarity` of segments left[i] and right[i] of ``sets`` (sorted unique
-    shingles, set after set, as :func:`shingle_segments` gives them), for many pairs at once:
-    the same loop, so the same floats, as one pair at a time."""
+    """:func:`weighted_similarity` of sets left[i] and right[i], for many pairs at once: the
+    same floats as one pair at a time. The sets are sorted unique shingles, set after set, as
+    :func:`shingle_segments` gives them, each shingle given as its number among the distinct
+    shingles (``where`` of :func:`distinct_values`), whose weights are ``weights``."""
+    if len(weights) >= 2**31:
+        raise ValueError("weighted_pairs numbers shingles in 32 bits")
     result = np.empty(len(left), dtype=np.float64)
-    _kernels.weighted_pairs(sets, weights, _int64(offsets), _int64(left), _int64(right), result)
+    _kernels.weighted_pairs(
+        np.ascontiguousarray(shingles, dtype=np.int32),  # half the bytes to read of int64
+        np.ascontiguousarray(weights, dtype=np.float64),
+        _int64(offsets),
+        _int64(left),
+        _int64(right),
+        result,
+    )
     return result
 
 

@@ -439,8 +439,8 @@ def _similarities(
     sets, offsets = shingle_segments(texts, params)
     # Each distinct shingle is looked up and weighed once: the texts share most of theirs.
     distinct, where = distinct_values(sets)
-    weights = store.frequencies(distinct.view(np.int64)).weights(distinct)[where]
-    return weighted_pairs(sets, weights, offsets, np.asarray(left), np.asarray(right))
+    weights = store.frequencies(distinct.view(np.int64)).weights(distinct)
+    return weighted_pairs(where, weights, offsets, np.asarray(left), np.asarray(right))
 
 
 def _looked_up(

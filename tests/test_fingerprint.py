@@ -22,8 +22,11 @@ from neardup.fingerprint import (
     normalize,
     normalize_batch,
     parse_shingle,
+    shingle_segments,
     shingle_sets,
     token_keys,
+    weighted_pairs,
+    weighted_similarity,
     word_numbers,
 )
 from neardup.searcher import word_edit_distance, word_edit_distances
@@ -335,6 +338,30 @@ def test_jaccard_of_many_pairs_equals_jaccard_of_sorted_sets(params: Fingerprint
     assert jaccard_pairs(contents, left, right, params).tolist() == expected
     # The pairs cover disjoint, identical (and both empty) and partly shared sets.
     assert {0.0, 1.0} < set(expected) and len(set(expected)) > 20
+
+
+def test_weighted_similarity_of_many_pairs_has_the_bits_of_one_pair_at_a_time() -> None:
+    rng = random.Random(4)
+    words = [f"w{i}" for i in range(30)]
+    texts = [" ".join(rng.choices(words, k=rng.randint(0, 40))) for _ in range(150)]
+    contents = normalize_batch([*texts, "", "a"])
+    sets, offsets = shingle_segments(contents, FingerprintParams())
+    distinct, where = distinct_values(sets)
+    weights = np.array([rng.uniform(0.1, 9.0) for _ in distinct])
+    # Sorted by the left side, as a report's pairs are, with a left side coming back later.
+    left = np.array([*sorted(rng.randrange(len(contents)) for _ in range(1500)), 3, 150, 150])
+    right = np.array([rng.randrange(len(contents)) for _ in range(1500)] + [3, 150, 151])
+    one_at_a_time = [
+        weighted_similarity(
+            sets[offsets[a] : offsets[a + 1]],
+            weights[where[offsets[a] : offsets[a + 1]]],
+            sets[offsets[b] : offsets[b + 1]],
+            weights[where[offsets[b] : offsets[b + 1]]],
+        )
+        for a, b in zip(left, right, strict=True)
+    ]
+    assert weighted_pairs(where, weights, offsets, left, right).tolist() == one_at_a_time
+    assert {0.0, 1.0} < set(one_at_a_time) and len(set(one_at_a_time)) > 100
 
 
 def test_frequency_counts_count_each_record_once_per_shingle() -> None:
