@@ -116,9 +116,12 @@ class SQLiteStore(Store):
             self._conn = sqlite3.connect(
                 path, isolation_level=None, timeout=60, check_same_thread=False
             )
+            # A sort larger than the page cache (the MD5 index of a new store) spills to a
+            # temporary file: held in memory, ten million records' took 1.2 GB and 37 s, in
+            # files 535 MB and 24 s.
             self._conn.executescript(
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
-                f"PRAGMA temp_store = MEMORY; PRAGMA cache_size = -{READING_CACHE_KB};"
+                f"PRAGMA temp_store = FILE; PRAGMA cache_size = -{READING_CACHE_KB};"
             )
             self.apply_schema()
             version = self._meta("schema_version")
