@@ -362,6 +362,8 @@ def test_weighted_similarity_of_many_pairs_has_the_bits_of_one_pair_at_a_time() 
     ]
     assert weighted_pairs(where, weights, offsets, left, right).tolist() == one_at_a_time
     assert {0.0, 1.0} < set(one_at_a_time) and len(set(one_at_a_time)) > 100
+    with pytest.raises(ValueError, match="must index the weights"):
+        weighted_pairs(where, weights[:-1], offsets, left, right)
 
 
 def test_frequency_counts_count_each_record_once_per_shingle() -> None:
