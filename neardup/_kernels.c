@@ -360,7 +360,7 @@ static PyObject *weighted_similarity(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(result);
 }
 
-/* weighted_pairs(shingles i32, weights f64, offsets i64, left i64, right i64, out f64):
+/* weighted_pairs(shingles i64, weights f64, offsets i64, left i64, right i64, out f64):
  * weighted_similarity of segments left[i] and right[i] for many pairs at once.
  *
  * ``shingles`` numbers each set's shingles (sorted unique hashes, set after set) by the distinct
@@ -376,8 +376,7 @@ static PyObject *weighted_pairs(PyObject *self, PyObject *args) {
                           &right_b, &out_b))
         return NULL;
     Py_buffer *all[] = {&shingles_b, &weights_b, &offsets_b, &left_b, &right_b, &out_b, NULL};
-    const int32_t *shingles = shingles_b.buf;
-    const int64_t *offsets = offsets_b.buf;
+    const int64_t *shingles = shingles_b.buf, *offsets = offsets_b.buf;
     const int64_t *left = left_b.buf, *right = right_b.buf;
     const double *weights = weights_b.buf;
     double *out = out_b.buf;
@@ -399,7 +398,16 @@ static PyObject *weighted_pairs(PyObject *self, PyObject *args) {
     for (Py_ssize_t d = 0; d < distinct; d++) squares[d] = weights[d] * weights[d];
     for (Py_ssize_t s = 0; s < segments; s++) {
         double sum = 0.0;
-        for (int64_t i = offsets[s]; i < offsets[s + 1]; i++) sum += squares[shingles[i]];
+        for (int64_t i = offsets[s]; i < offsets[s + 1]; i++) {
+            if ((uint64_t)shingles[i] >= (uint64_t)distinct) { /* each checked where first read */
+                PyMem_Free(norms), PyMem_Free(squares), PyMem_Free(marks);
+                release(all);
+                PyErr_SetString(PyExc_ValueError,
+                                "weighted_pairs: shingle numbers must index the weights");
+                return NULL;
+            }
+            sum += squares[shingles[i]];
+        }
         norms[s] = sum;
     }
     int64_t marked = -1; /* the left segment marked */
@@ -412,7 +420,7 @@ static PyObject *weighted_pairs(PyObject *self, PyObject *args) {
         }
         double shared = 0.0;
         for (int64_t j = offsets[r]; j < offsets[r + 1]; j++) {
-            int32_t s = shingles[j];
+            int64_t s = shingles[j];
             if (marks[s] == mark) shared += squares[s];
         }
         out[p] = cosine(shared, norms[l], offsets[l + 1] - offsets[l], norms[r],

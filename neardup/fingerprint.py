@@ -527,12 +527,9 @@ def weighted_pairs(
     same floats as one pair at a time. The sets are sorted unique shingles, set after set, as
     :func:`shingle_segments` gives them, each shingle given as its number among the distinct
     shingles (``where`` of :func:`distinct_values`), whose weights are ``weights``."""
-    # The kernel indexes arrays by these numbers: one out of range would read past them.
-    if len(shingles) and not 0 <= shingles.min() <= shingles.max() < len(weights) < 2**31:
-        raise ValueError("weighted_pairs: shingle numbers must index the weights (32 bits)")
     result = np.empty(len(left), dtype=np.float64)
     _kernels.weighted_pairs(
-        np.ascontiguousarray(shingles, dtype=np.int32),  # half the bytes to read of int64
+        _int64(shingles),
         np.ascontiguousarray(weights, dtype=np.float64),
         _int64(offsets),
         _int64(left),
