@@ -197,3 +197,24 @@ def test_a_store_with_records_keeps_its_md5_index_while_more_come(tmp_path: Path
     assert store._md5_indexed
     store.close()
     assert _md5_indexed(tmp_path / "store.db")
+
+
+def _page_size(path: Path) -> int:
+    database = sqlite3.connect(path)
+    (size,) = database.execute("PRAGMA page_size").fetchone()
+    database.close()
+    return size
+
+
+def test_a_new_store_takes_the_larger_pages_and_an_older_store_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    path = corpus(tmp_path / "records.txt", 200)
+    new, older = tmp_path / "new.db", tmp_path / "older.db"
+    api.index([path], f"sqlite:///{new}")
+    database = sqlite3.connect(older)  # a store file made with SQLite's default pages
+    database.executescript("PRAGMA page_size = 4096; PRAGMA journal_mode = WAL;")
+    database.close()
+    api.index([path], f"sqlite:///{older}")
+    assert (_page_size(new), _page_size(older)) == (sqlite_store.PAGE_SIZE, 4096)
+    assert api.report(f"sqlite:///{older}") == api.report(f"sqlite:///{new}")

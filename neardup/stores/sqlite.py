@@ -80,6 +80,10 @@ _MD5_INDEX = "CREATE INDEX IF NOT EXISTS docs_md5 ON docs (md5, id)"
 # with this one, in the same time.
 WRITING_CACHE_KB = 262_144
 READING_CACHE_KB = 131_072
+# Bytes per page of a new store. Each commit and checkpoint writes every page it dirtied: with
+# 16 KB pages a batch's records and postings take a quarter of the pages (and of the write
+# calls) they take with SQLite's 4 KB, and indexing 20,000 ads took 0.50 s instead of 0.58 s.
+PAGE_SIZE = 16_384
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -118,8 +122,9 @@ class SQLiteStore(Store):
             )
             # A sort larger than the page cache (the MD5 index of a new store) spills to a
             # temporary file: held in memory, ten million records' took 1.2 GB and 37 s, in
-            # files 535 MB and 24 s.
+            # files 535 MB and 24 s. The page size applies to a new file only (see PAGE_SIZE).
             self._conn.executescript(
+                f"PRAGMA page_size = {PAGE_SIZE}; "
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
                 f"PRAGMA temp_store = FILE; PRAGMA cache_size = -{READING_CACHE_KB};"
             )
