@@ -219,9 +219,12 @@ def _bucket_report(
 
 
 def _joined_groups(store: Store, contents: Contents) -> GroupsOf:
-    """The self-join's groups: their ids from memory, the content of their first record."""
+    """The self-join's groups: their ids from memory, their content from memory too when the
+    join kept the contents, else that of their first record in the store."""
 
     def of(groups: np.ndarray) -> dict[int, tuple[list[str], str]]:
+        if contents.texts is not None:
+            return {g: (contents.ids(g), contents.texts[g]) for g in groups.tolist()}
         heads = [contents.heads[g] for g in groups.tolist()]
         records = store.get(heads)
         return {

@@ -26,6 +26,9 @@ from .stores import StoredRecord
 
 # Most pairs the join may count (8 bytes each while sorting); past it, lookups are cheaper.
 PAIR_BUDGET = 40_000_000
+# Most characters of contents the join keeps for measuring its pairs; past it, the report
+# fetches them from the store again, a run of pairs at a time.
+KEPT_CHARACTERS = 64_000_000
 
 
 @dataclass
@@ -40,6 +43,7 @@ class Contents:
     first_words: list[str]  # each group's first word, when the rules filter by it
     keys: np.ndarray  # every group's token keys, group after group
     sizes: np.ndarray  # how many keys each group has
+    texts: list[str] | None  # every group's content, or None past KEPT_CHARACTERS
 
     def ids(self, group: int) -> list[str]:
         return self.members.get(group, [self.heads[group]])
@@ -50,11 +54,14 @@ def read_contents(
     params: FingerprintParams,
     token_field: TokenField,
     first_word: bool,
+    kept_characters: int = KEPT_CHARACTERS,
 ) -> Contents:
     """Read the store's records (``batches``, in id order) once; fingerprint each distinct
     content once and keep its ``token_field`` keys (and first word, when the rules filter by
-    it)."""
+    it), and the contents themselves while they fit ``kept_characters``."""
     heads: list[str] = []
+    texts: list[str] | None = []
+    characters = 0
     members: dict[int, list[str]] = {}
     first_words: list[str] = []
     key_batches: list[np.ndarray] = []
@@ -71,6 +78,11 @@ def read_contents(
                     first_words.append(record.first_word)
             else:
                 members.setdefault(group, [heads[group]]).append(record.id)
+        characters += sum(map(len, fresh))
+        if characters > kept_characters:
+            texts = None
+        elif texts is not None:
+            texts.extend(fresh)
         keys, counts = token_keys(fresh, params, token_field)
         key_batches.append(keys)  # one array per batch, not per group: a few bytes per record
         sizes.extend(counts.tolist())
@@ -80,6 +92,7 @@ def read_contents(
         first_words,
         np.concatenate(key_batches) if key_batches else np.empty(0, np.int64),
         np.array(sizes, dtype=np.int64),
+        texts,
     )
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import importlib
 import random
 from dataclasses import replace
+from functools import partial
 from itertools import combinations
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from neardup.indexer import SeenIds, index_records
 from neardup.readers import Record
 from neardup.report import Pair, _chunks, clusters, find_pairs
 from neardup.searcher import MatchRules, Searcher
-from neardup.selfjoin import top_pairs
+from neardup.selfjoin import read_contents, top_pairs
 from neardup.stores import CandidateQuery, TokenField
 from tests.corpora import corpus
 
@@ -209,12 +210,19 @@ STRATEGY_RULES = [
     "rules", STRATEGY_RULES, ids=["signature", "bands", "shingles", "first-word", "edit-only"]
 )
 def test_the_self_join_reports_exactly_what_lookups_and_buckets_report(
-    sqlite_url: str, tmp_path: Path, rules: MatchRules
+    sqlite_url: str, tmp_path: Path, rules: MatchRules, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Few rows and many exact copies: the top-rows cut and its id tie-break decide pairs here.
     api.index([corpus(tmp_path / "records.txt")], sqlite_url, params=ALL_FIELDS)
     joined = api.report(sqlite_url, rules=rules, strategy="join")
     assert len(joined) > 50
+    with monkeypatch.context() as fetching:  # contents past the budget: fetched, not kept
+        fetching.setattr(
+            importlib.import_module("neardup.report"),
+            "read_contents",
+            partial(read_contents, kept_characters=0),
+        )
+        assert api.report(sqlite_url, rules=rules, strategy="join") == joined
     assert joined == api.report(sqlite_url, rules=rules, strategy="lookups")
     if rules.method == "bands":
         assert joined == api.report(sqlite_url, rules=rules, strategy="buckets")
