@@ -593,9 +593,28 @@ static PyObject *bucket_pairs(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(written);
 }
 
-static int descending(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x < y) - (x > y);
+/* The k-th largest of a[0..n) (k from 0), reordering a: Hoare's selection, linear on average,
+ * where sorting each group's list with qsort took most of the ranking's time. */
+static int64_t kth_largest(int64_t *a, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int64_t pivot = a[lo + (hi - lo) / 2], i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] > pivot) i++;
+            while (a[j] < pivot) j--;
+            if (i <= j) {
+                int64_t swapped = a[i];
+                a[i++] = a[j], a[j--] = swapped;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return a[k]; /* between the two parts every value is the pivot */
+    }
+    return a[k];
 }
 
 /* top_candidates(low i64, high i64, shared i64, groups, rows, keep u8 [zeroed]): marks the
@@ -637,9 +656,8 @@ static PyObject *top_candidates(PyObject *self, PyObject *args) {
             continue;
         }
         for (int64_t i = 0; i < n; i++) scores[i] = shared[list[i]];
-        qsort(scores, n, sizeof(int64_t), descending);
-        int64_t cutoff = scores[rows - 1], above = 0;
-        for (int64_t i = 0; i < rows; i++) above += scores[i] > cutoff;
+        int64_t cutoff = kth_largest(scores, n, rows - 1), above = 0;
+        for (int64_t i = 0; i < n; i++) above += scores[i] > cutoff;
         int64_t at_cutoff = rows - above;
         for (int64_t i = 0; i < n; i++) {
             int64_t score = shared[list[i]];
