@@ -165,10 +165,17 @@ def test_a_reader_finds_what_is_still_pending(tmp_path: Path) -> None:
     assert found and api.lookup(pending, id="8") == found
 
 
-def _md5_indexed(path: Path) -> bool:
+def _rows(path: Path, query: str) -> list[tuple]:
+    """A query's rows from a store file, read outside neardup."""
     database = sqlite3.connect(path)
-    plan = database.execute("EXPLAIN QUERY PLAN SELECT id FROM docs WHERE md5 = 'x'").fetchall()
-    database.close()
+    try:
+        return database.execute(query).fetchall()
+    finally:
+        database.close()
+
+
+def _md5_indexed(path: Path) -> bool:
+    plan = _rows(path, "EXPLAIN QUERY PLAN SELECT id FROM docs WHERE md5 = 'x'")
     return any("docs_md5" in str(step) for step in plan)
 
 
@@ -199,13 +206,6 @@ def test_a_store_with_records_keeps_its_md5_index_while_more_come(tmp_path: Path
     assert _md5_indexed(tmp_path / "store.db")
 
 
-def _page_size(path: Path) -> int:
-    database = sqlite3.connect(path)
-    (size,) = database.execute("PRAGMA page_size").fetchone()
-    database.close()
-    return size
-
-
 def test_a_new_store_takes_the_larger_pages_and_an_older_store_keeps_its_own(
     tmp_path: Path,
 ) -> None:
@@ -216,5 +216,6 @@ def test_a_new_store_takes_the_larger_pages_and_an_older_store_keeps_its_own(
     database.executescript("PRAGMA page_size = 4096; PRAGMA journal_mode = WAL;")
     database.close()
     api.index([path], f"sqlite:///{older}")
-    assert (_page_size(new), _page_size(older)) == (sqlite_store.PAGE_SIZE, 4096)
+    page_sizes = [_rows(store, "PRAGMA page_size")[0][0] for store in (new, older)]
+    assert page_sizes == [sqlite_store.PAGE_SIZE, 4096]
     assert api.report(f"sqlite:///{older}") == api.report(f"sqlite:///{new}")
