@@ -306,9 +306,7 @@ def _sketch_contents(
     """(shingle hashes, each text's offsets into them, signatures, band hashes) of every text,
     in one pass over the tokens (see ``sketch`` in ``_kernels.c``)."""
     tokens, offsets = _tokens(contents, params, code_points)
-    lengths = np.diff(offsets)
-    counts = np.where(lengths > 0, np.maximum(lengths - params.shingle_size + 1, 1), 0)
-    hash_offsets = _offsets(counts)
+    hash_offsets = _offsets(_shingle_counts(offsets, params))
     hashes = np.empty(hash_offsets[-1], dtype=np.uint64)
     signatures = np.zeros((len(contents), params.num_hashes), dtype=np.uint32)
     bands = np.empty((len(contents), params.bands), dtype=np.uint64)
@@ -328,15 +326,10 @@ def _sketch_contents(
     return hashes, hash_offsets, signatures, bands
 
 
-def _sorted_unique_segments(
-    hashes: np.ndarray, offsets: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Sort each segment of ``hashes`` (in place) and drop repeats; returns the values and new
-    offsets."""
-    out = np.empty(len(hashes), dtype=np.uint64)
-    out_offsets = np.zeros(len(offsets), dtype=np.int64)
-    written = _kernels.sorted_unique_segments(hashes, offsets, out, out_offsets)
-    return out[:written], out_offsets
+def _shingle_counts(offsets: np.ndarray, params: FingerprintParams) -> np.ndarray:
+    """How many shingles each text has, from its tokens' offsets (``shingle_count`` in C)."""
+    lengths = np.diff(offsets)
+    return np.where(lengths > 0, np.maximum(lengths - params.shingle_size + 1, 1), 0)
 
 
 # Texts per compiled pass: a larger pass's arrays fall out of the CPU caches and run slower.
@@ -403,13 +396,13 @@ def token_keys(
     without a :class:`Fingerprint` (and its MD5) per content."""
     if not contents:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    hashes, offsets, signatures, bands = _sketch_contents(contents, params)
+    if field is TokenField.SHINGLES:
+        sets, set_offsets = shingle_segments(contents, params)
+        return sets.view(np.int64), np.diff(set_offsets)
+    _, _, signatures, bands = _sketch_contents(contents, params)
     if field is TokenField.BANDS:
         return bands.ravel().view(np.int64), np.full(len(contents), params.bands)
-    if field is TokenField.SIGNATURE:
-        return _signature_keys(signatures).ravel(), np.full(len(contents), params.num_hashes)
-    sets, set_offsets = _sorted_unique_segments(hashes, offsets)
-    return sets.view(np.int64), np.diff(set_offsets)
+    return _signature_keys(signatures).ravel(), np.full(len(contents), params.num_hashes)
 
 
 def shingle_texts(content: str, params: FingerprintParams) -> dict[int, str]:
@@ -429,8 +422,24 @@ def shingle_segments(
     contents: Sequence[str], params: FingerprintParams
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`shingle_sets` as one array of every set, set after set, and each set's offsets."""
-    hashes, offsets, _, _ = _sketch_contents(contents, params)
-    return _sorted_unique_segments(hashes, offsets)
+    numbers, offsets, distinct = shingle_numbers(contents, params)
+    return distinct[numbers], offsets
+
+
+def shingle_numbers(
+    contents: Sequence[str], params: FingerprintParams
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The shingle sets of normalised contents as numbers: (each set's shingles, sorted by hash,
+    as their numbers among all the sets' distinct shingles (int32), set after set; each set's
+    offsets; the distinct shingles' hashes, in order of first sight). What a report weighs
+    and marks, each distinct shingle once."""
+    tokens, offsets = _tokens(contents, params)
+    numbers = np.empty(int(_shingle_counts(offsets, params).sum()), dtype=np.int32)
+    set_offsets = np.zeros(len(contents) + 1, dtype=np.int64)
+    distinct = _kernels.shingle_numbers(
+        tokens, tokens.itemsize, offsets, params.shingle_size, params.seed, numbers, set_offsets
+    )
+    return numbers[: set_offsets[-1]], set_offsets, np.frombuffer(distinct, dtype=np.uint64)
 
 
 def word_numbers(contents: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -476,13 +485,9 @@ def jaccard_pairs(
 ) -> np.ndarray:
     """Exact Jaccard similarity of the shingle sets of contents[left[i]] and contents[right[i]]
     (already normalised contents), for many pairs at once: equal to :func:`jaccard` of the two
-    :func:`shingle_sets`, without sorting any set."""
-    if not len(left):
-        return np.empty(0, dtype=np.float64)
-    hashes, offsets, _, _ = _sketch_contents(contents, params)
-    result = np.empty(len(left), dtype=np.float64)
-    _kernels.pair_jaccards(hashes, offsets, _int64(left), _int64(right), result)
-    return result
+    :func:`shingle_sets`."""
+    numbers, offsets, distinct = shingle_numbers(contents, params)
+    return pair_similarities(numbers, len(distinct), None, offsets, left, right)
 
 
 def estimated_jaccard(a: Fingerprint, b: Fingerprint) -> float:
@@ -516,21 +521,23 @@ def weighted_similarity(a: np.ndarray, wa: np.ndarray, b: np.ndarray, wb: np.nda
     return _kernels.weighted_similarity(a, wa, b, wb)
 
 
-def weighted_pairs(
-    shingles: np.ndarray,
-    weights: np.ndarray,
+def pair_similarities(
+    numbers: np.ndarray,
+    distinct: int,
+    weights: np.ndarray | None,
     offsets: np.ndarray,
     left: np.ndarray,
     right: np.ndarray,
 ) -> np.ndarray:
-    """:func:`weighted_similarity` of sets left[i] and right[i], for many pairs at once: the
-    same floats as one pair at a time. The sets are sorted unique shingles, set after set, as
-    :func:`shingle_segments` gives them, each shingle given as its number among the distinct
-    shingles (``where`` of :func:`distinct_values`), whose weights are ``weights``."""
+    """The similarity of sets left[i] and right[i], for many pairs at once: their exact Jaccard
+    when ``weights`` is None, else :func:`weighted_similarity`, the same floats as one pair at a
+    time. The sets are :func:`shingle_numbers`' (``distinct`` shingles in all); ``weights``
+    gives each distinct shingle's weight."""
     result = np.empty(len(left), dtype=np.float64)
-    _kernels.weighted_pairs(
-        _int64(shingles),
-        np.ascontiguousarray(weights, dtype=np.float64),
+    _kernels.pair_similarities(
+        np.ascontiguousarray(numbers, dtype=np.int32),
+        distinct,
+        None if weights is None else np.ascontiguousarray(weights, dtype=np.float64),
         _int64(offsets),
         _int64(left),
         _int64(right),
@@ -552,13 +559,6 @@ def frequency_counts(fingerprints: Sequence[Fingerprint]) -> tuple[np.ndarray, n
     keys = np.frombuffer(values, dtype=np.int64)
     order = np.argsort(keys)
     return keys[order], np.frombuffer(counts, dtype=np.int64)[order]
-
-
-def distinct_values(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the distinct values of a uint64 array, in order of first sight; where each value is
-    among them): ``np.unique(values, return_inverse=True)`` without sorting."""
-    where = np.empty(len(values), dtype=np.int64)
-    return np.frombuffer(_kernels.distinct(values, where), dtype=np.uint64), where
 
 
 def _flat(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -28,11 +28,10 @@ from .errors import NeardupError
 from .fingerprint import (
     FingerprintParams,
     TokenField,
-    distinct_values,
     fingerprint_batch,
     jaccard_pairs,
-    shingle_segments,
-    weighted_pairs,
+    pair_similarities,
+    shingle_numbers,
 )
 from .progress import Bar, progress_bar
 from .searcher import Match, MatchRules, Searcher, word_edit_distances
@@ -439,11 +438,10 @@ def _similarities(
     lookup's (:meth:`Searcher.measure`), many pairs at once."""
     if rules.similarity == "jaccard":
         return jaccard_pairs(texts, left, right, params)
-    sets, offsets = shingle_segments(texts, params)
     # Each distinct shingle is looked up and weighed once: the texts share most of theirs.
-    distinct, where = distinct_values(sets)
+    numbers, offsets, distinct = shingle_numbers(texts, params)
     weights = store.frequencies(distinct.view(np.int64)).weights(distinct)
-    return weighted_pairs(where, weights, offsets, np.asarray(left), np.asarray(right))
+    return pair_similarities(numbers, len(distinct), weights, offsets, left, right)
 
 
 def _looked_up(

@@ -2,6 +2,7 @@ import hashlib
 import importlib
 import math
 import random
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -12,7 +13,6 @@ from neardup.fingerprint import (
     TOKEN_FIELDS,
     FingerprintParams,
     TokenField,
-    distinct_values,
     estimated_jaccard,
     fingerprint,
     fingerprint_batch,
@@ -21,11 +21,11 @@ from neardup.fingerprint import (
     jaccard_pairs,
     normalize,
     normalize_batch,
+    pair_similarities,
     parse_shingle,
-    shingle_segments,
+    shingle_numbers,
     shingle_sets,
     token_keys,
-    weighted_pairs,
     weighted_similarity,
     word_numbers,
 )
@@ -345,8 +345,8 @@ def test_weighted_similarity_of_many_pairs_has_the_bits_of_one_pair_at_a_time() 
     words = [f"w{i}" for i in range(30)]
     texts = [" ".join(rng.choices(words, k=rng.randint(0, 40))) for _ in range(150)]
     contents = normalize_batch([*texts, "", "a"])
-    sets, offsets = shingle_segments(contents, FingerprintParams())
-    distinct, where = distinct_values(sets)
+    numbers, offsets, distinct = shingle_numbers(contents, FingerprintParams())
+    sets = distinct[numbers]
     weights = np.array([rng.uniform(0.1, 9.0) for _ in distinct])
     # Sorted by the left side, as a report's pairs are, with a left side coming back later.
     left = np.array([*sorted(rng.randrange(len(contents)) for _ in range(1500)), 3, 150, 150])
@@ -354,16 +354,19 @@ def test_weighted_similarity_of_many_pairs_has_the_bits_of_one_pair_at_a_time() 
     one_at_a_time = [
         weighted_similarity(
             sets[offsets[a] : offsets[a + 1]],
-            weights[where[offsets[a] : offsets[a + 1]]],
+            weights[numbers[offsets[a] : offsets[a + 1]]],
             sets[offsets[b] : offsets[b + 1]],
-            weights[where[offsets[b] : offsets[b + 1]]],
+            weights[numbers[offsets[b] : offsets[b + 1]]],
         )
         for a, b in zip(left, right, strict=True)
     ]
-    assert weighted_pairs(where, weights, offsets, left, right).tolist() == one_at_a_time
+    measured = pair_similarities(numbers, len(distinct), weights, offsets, left, right)
+    assert measured.tolist() == one_at_a_time
     assert {0.0, 1.0} < set(one_at_a_time) and len(set(one_at_a_time)) > 100
     with pytest.raises(ValueError, match="must index the weights"):
-        weighted_pairs(where, weights[:-1], offsets, left, right)
+        pair_similarities(numbers, len(distinct), weights[:-1], offsets, left, right)
+    with pytest.raises(ValueError, match="must be below distinct"):
+        pair_similarities(numbers, len(distinct) - 1, None, offsets, left, right)
 
 
 def test_frequency_counts_count_each_record_once_per_shingle() -> None:
@@ -378,13 +381,22 @@ def test_frequency_counts_count_each_record_once_per_shingle() -> None:
     assert counts.tolist() == [expected[k] for k in sorted(expected)]
 
 
-def test_distinct_values_in_order_of_first_sight() -> None:
-    values = np.random.default_rng(1).integers(0, 2**63, 300, dtype=np.uint64)[
-        np.random.default_rng(2).integers(0, 100, 100_000)
+@pytest.mark.parametrize("params", [FingerprintParams(), WORD3], ids=["char", "word"])
+def test_shingle_numbers_number_each_distinct_shingle_in_order_of_first_sight(
+    params: FingerprintParams,
+) -> None:
+    rng = random.Random(5)
+    words = [f"w{i}" for i in range(40)]
+    texts = [" ".join(rng.choices(words, k=rng.randint(0, 90))) for _ in range(300)]
+    contents = normalize_batch([*texts, "", "a", "aaaa aaaa aaaa"])
+    numbers, offsets, distinct = shingle_numbers(contents, params)
+    sets = shingle_sets(contents, params)
+    assert [distinct[numbers[a:b]].tolist() for a, b in pairwise(offsets)] == [
+        s.tolist() for s in sets
     ]
-    distinct, where = distinct_values(values)
-    assert distinct.tolist() == list(dict.fromkeys(values.tolist()))
-    assert (distinct[where] == values).all()
+    flat = np.concatenate(sets).tolist()
+    assert distinct.tolist() == list(dict.fromkeys(flat))
+    assert sum(map(len, sets)) > len(distinct)  # sets share shingles, each numbered once
 
 
 @pytest.mark.parametrize("field", list(TokenField))
