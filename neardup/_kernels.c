@@ -358,10 +358,18 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
             marked = l;
             for (int64_t i = offsets[l]; i < offsets[l + 1]; i++) marks[numbers[i]] = mark;
         }
+        /* The right set 64 values at a time: a mask of those the left set holds, made without
+         * a branch (whether a value is shared is a coin toss the CPU would mispredict), then
+         * the shared ones' weights summed in order. */
         double shared = 0.0;
-        for (int64_t j = offsets[r]; j < offsets[r + 1]; j++) {
-            int32_t s = numbers[j];
-            if (marks[s] == mark) shared += squares[s], shared_count++;
+        const int32_t *values = numbers + offsets[r];
+        for (int64_t start = 0; start < nr; start += 64) {
+            int64_t n = nr - start < 64 ? nr - start : 64;
+            uint64_t hits = 0;
+            for (int64_t k = 0; k < n; k++) hits |= (uint64_t)(marks[values[start + k]] == mark) << k;
+            shared_count += __builtin_popcountll(hits);
+            for (; weighted && hits; hits &= hits - 1)
+                shared += squares[values[start + __builtin_ctzll(hits)]];
         }
         if (weighted)
             out[p] = cosine(shared, norms[l], nl, norms[r], nr);
