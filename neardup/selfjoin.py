@@ -110,12 +110,17 @@ def _bucket_pairs(keys: np.ndarray, groups: np.ndarray, budget: int) -> np.ndarr
 def _distinct_keys(contents: Contents) -> tuple[np.ndarray, np.ndarray]:
     """All (key, group) pairs sorted by key then group, each once (a store counts a record's
     token once however often its fingerprint lists it)."""
-    # The keys lie group after group, so a stable sort by key alone leaves each bucket's groups
-    # in order: half the work of sorting by both, and int32 groups halve their memory.
-    order = np.argsort(contents.keys, kind="stable")
+    # numpy's default sorts of integers are SIMD sorts, several times faster than its stable
+    # sort: the keys are sorted first, then each bucket's groups by one sort of (the key's rank
+    # among the distinct keys, group), which fits 64 bits where (key, group) does not.
+    order = np.argsort(contents.keys)
     keys = contents.keys[order]
-    groups = np.repeat(np.arange(len(contents.sizes), dtype=np.int32), contents.sizes)[order]
+    groups = np.repeat(np.arange(len(contents.sizes), dtype=np.int64), contents.sizes)[order]
     del order
+    ranks = np.zeros(len(keys), dtype=np.int64)
+    np.cumsum(keys[1:] != keys[:-1], out=ranks[1:])
+    groups = (np.sort((ranks << 32) | groups) & 0xFFFFFFFF).astype(np.int32)
+    del ranks
     keep = np.ones(len(keys), dtype=bool)
     keep[1:] = (keys[1:] != keys[:-1]) | (groups[1:] != groups[:-1])
     return keys[keep], groups[keep]
