@@ -509,21 +509,26 @@ static PyObject *shingle_numbers(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* document_frequencies(hashes u64, offsets i64) -> (values, counts): every distinct value of the
- * segments of `hashes` (u64 bytes, in order of first sight) and how many segments hold it
- * (i64 bytes); a value repeated within one segment counts once. */
+/* document_frequencies(sets: a sequence of u64 arrays) -> (values, counts): every distinct value
+ * of the arrays (u64 bytes, in order of first sight) and how many arrays hold it (i64 bytes); a
+ * value repeated within one array counts once. The arrays are read where they are (each
+ * record's shingle hashes): joining them first copied 38 MB for 10,000 ads. */
 static PyObject *document_frequencies(PyObject *self, PyObject *args) {
-    Py_buffer hashes_b, offsets_b;
-    if (!PyArg_ParseTuple(args, "y*y*", &hashes_b, &offsets_b)) return NULL;
-    Py_buffer *all[] = {&hashes_b, &offsets_b, NULL};
-    const uint64_t *hashes = hashes_b.buf;
-    const int64_t *offsets = offsets_b.buf;
-    Py_ssize_t segments = offsets_b.len / 8 - 1;
+    PyObject *sets_object, *sets;
+    if (!PyArg_ParseTuple(args, "O", &sets_object)) return NULL;
+    if (!(sets = PySequence_Fast(sets_object, "document_frequencies: a sequence of arrays")))
+        return NULL;
     Distinct d;
     PyObject *result = NULL;
     int failed = distinct_init(&d, 1) < 0;
-    for (Py_ssize_t s = 0; s < segments && !failed; s++) {
-        for (int64_t i = offsets[s]; i < offsets[s + 1]; i++) {
+    for (Py_ssize_t s = 0; s < PySequence_Fast_GET_SIZE(sets) && !failed; s++) {
+        Py_buffer set_b;
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(sets, s), &set_b, PyBUF_SIMPLE) < 0) {
+            failed = 1;
+            break;
+        }
+        const uint64_t *hashes = set_b.buf;
+        for (Py_ssize_t i = 0; i < set_b.len / 8; i++) {
             Py_ssize_t at = distinct_add(&d, hashes[i]);
             if (at < 0) {
                 failed = 1;
@@ -531,6 +536,7 @@ static PyObject *document_frequencies(PyObject *self, PyObject *args) {
             }
             if (d.last_seen[at] != s) d.counts[at]++, d.last_seen[at] = s;
         }
+        PyBuffer_Release(&set_b);
     }
     if (!failed) {
         PyObject *values = as_bytes(d.values, d.size), *counts = as_bytes(d.counts, d.size);
@@ -539,7 +545,7 @@ static PyObject *document_frequencies(PyObject *self, PyObject *args) {
     }
     if (!result && !PyErr_Occurred()) PyErr_NoMemory();
     distinct_free(&d);
-    release(all);
+    Py_DECREF(sets);
     return result;
 }
 

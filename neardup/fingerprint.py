@@ -554,18 +554,10 @@ def frequency_counts(fingerprints: Sequence[Fingerprint]) -> tuple[np.ndarray, n
     """(shingle keys, how many of the records hold each): document frequencies of some records,
     keys as :meth:`TokenField.keys` gives them (int64, sorted). One pass over the shingles, with
     no set made per record."""
-    hashes, offsets = _flat([fp.shingle_hashes for fp in fingerprints])
-    values, counts = _kernels.document_frequencies(hashes, offsets)
+    values, counts = _kernels.document_frequencies([fp.shingle_hashes for fp in fingerprints])
     keys = np.frombuffer(values, dtype=np.int64)
     order = np.argsort(keys)
     return keys[order], np.frombuffer(counts, dtype=np.int64)[order]
-
-
-def _flat(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Many uint64 arrays as one, and each one's offsets into it."""
-    offsets = _offsets(np.fromiter(map(len, arrays), np.int64, len(arrays)))
-    flat = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.uint64)
-    return flat, offsets
 
 
 @dataclass(frozen=True)

@@ -247,7 +247,7 @@ class SQLiteStore(Store):
             keys = [field.keys(fp) for _, fp in chosen]
             tokens = np.concatenate(keys)
             owners = np.repeat(np.array([doc for doc, _ in chosen]), [len(k) for k in keys])
-            order = np.argsort(tokens, kind="stable")
+            order = np.argsort(tokens)  # numpy's SIMD sort: a stable one is five times slower
             yield field, np.column_stack([tokens[order], owners[order]]).ravel()
 
     def _insert_postings(self, docs: Sequence[int], documents: Sequence[Document]) -> None:
