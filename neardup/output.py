@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from operator import attrgetter
 from typing import IO, Literal
@@ -31,18 +31,17 @@ def write_pairs(
     ``right_text``."""
     names = list(Pair.__dataclass_fields__)
     fields = names + (["left_text", "right_text"] if texts else [])
+    rounded = names.index("similarity")
     values = attrgetter(*names)  # asdict's deep copy costs a second per 100,000 pairs
-    rows = (
-        dict(zip(names, values(p), strict=True))
-        | {"similarity": round(p.similarity, 6)}
-        | (
-            {"left_text": texts.get(p.left_id, ""), "right_text": texts.get(p.right_id, "")}
-            if texts
-            else {}
-        )
-        for p in pairs
-    )
-    return _write(rows, fields, out, format)
+
+    def row(pair: Pair) -> tuple[object, ...]:
+        cells = values(pair)
+        cells = (*cells[:rounded], round(pair.similarity, 6), *cells[rounded + 1 :])
+        if texts:
+            return (*cells, texts.get(pair.left_id, ""), texts.get(pair.right_id, ""))
+        return cells
+
+    return _write(map(row, pairs), fields, out, format)
 
 
 def write_clusters(
@@ -54,15 +53,17 @@ def write_clusters(
     """One row per member (jsonl: per group); ``kept`` marks the group's first id, the one
     ``neardup dedup`` keeps; with ``texts`` (by id), each member's text."""
     if format == "jsonl":
-        rows: Iterator[dict[str, object]] = (
-            {"group": n, "size": len(g), "kept": g[0], "ids": g}
-            | ({"texts": [texts.get(i, "") for i in g]} if texts else {})
-            for n, g in enumerate(groups, start=1)
+        return _write(
+            (
+                (n, len(g), g[0], g, *([[texts.get(i, "") for i in g]] if texts else []))
+                for n, g in enumerate(groups, start=1)
+            ),
+            ["group", "size", "kept", "ids"] + (["texts"] if texts else []),
+            out,
+            format,
         )
-        return _write(rows, ["group", "size", "kept", "ids"], out, format)
     rows = (
-        {"group": n, "size": len(g), "id": member, "kept": int(k == 0)}
-        | ({"text": texts.get(member, "")} if texts else {})
+        (n, len(g), member, int(k == 0), *([texts.get(member, "")] if texts else []))
         for n, g in enumerate(groups, start=1)
         for k, member in enumerate(g)
     )
@@ -70,25 +71,26 @@ def write_clusters(
 
 
 def _write(
-    rows: Iterable[dict[str, object]], fields: list[str], out: IO[str], format: ReportFormat
+    rows: Iterable[Sequence[object]], fields: list[str], out: IO[str], format: ReportFormat
 ) -> int:
+    """Rows of values in the order of ``fields``; returns how many were written."""
     count = 0
     if format == "jsonl":
         for count, row in enumerate(rows, start=1):  # noqa: B007 - count is the result
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            out.write(json.dumps(dict(zip(fields, row, strict=True)), ensure_ascii=False) + "\n")
         return count
     if format == "tsv":
         out.write("\t".join(fields) + "\n")
         for count, row in enumerate(rows, start=1):  # noqa: B007
-            values = [str(row[f]) for f in fields]
+            values = list(map(str, row))
             line = "\t".join(values)
             # Most rows need no escapes: one look at the joined line is cheaper than escaping.
             if line.count("\t") >= len(fields) or any(c in line for c in "\\\n\r"):
                 line = "\t".join(map(tsv_escape, values))
             out.write(line + "\n")
         return count
-    writer = csv.DictWriter(out, fields, lineterminator="\r\n")
-    writer.writeheader()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(fields)
     for count, row in enumerate(rows, start=1):  # noqa: B007
         writer.writerow(row)
     return count
@@ -135,15 +137,15 @@ def match_table(matches: Sequence[Match]) -> str:
 def write_file_matches(found: Iterable[tuple[str, Match]], out: IO[str]) -> int:
     """A lookup of a file's records: one line per (record, stored duplicate), as TSV."""
     rows = (
-        {
-            "id": record_id,
-            "stored_id": m.id,
-            "exact": m.exact,
-            "edit_distance": m.edit_distance,
-            "similarity": round(m.similarity, 6),
-            "shared_tokens": m.shared_tokens,
-            "copies": json.dumps(list(m.copies), ensure_ascii=False) if m.copies else "",
-        }
+        (
+            record_id,
+            m.id,
+            m.exact,
+            m.edit_distance,
+            round(m.similarity, 6),
+            m.shared_tokens,
+            json.dumps(list(m.copies), ensure_ascii=False) if m.copies else "",
+        )
         for record_id, m in found
     )
     columns = ["id", "stored_id", "exact", "edit_distance", "similarity", "shared_tokens", "copies"]
