@@ -56,6 +56,19 @@ class TokenField(StrEnum):
             return _signature_keys(fp.signature)
         return (fp.shingles if self is TokenField.SHINGLES else fp.bands).view(np.int64)
 
+    def keys_of(self, fps: Sequence[Fingerprint]) -> tuple[np.ndarray, np.ndarray]:
+        """The :meth:`keys` of many fingerprints, one after the other, and how many each has:
+        a batch's arrays are stacked at once rather than a fingerprint at a time."""
+        if self is TokenField.SHINGLES:
+            sets = [fp.shingles for fp in fps]
+            sizes = np.fromiter(map(len, sets), np.int64, len(sets))
+            return np.concatenate(sets).view(np.int64), sizes
+        if self is TokenField.SIGNATURE:
+            keys = _signature_keys(np.stack([fp.signature for fp in fps]))
+        else:
+            keys = np.stack([fp.bands for fp in fps]).view(np.int64)
+        return keys.ravel(), np.full(len(fps), keys.shape[1])
+
     def strings(self, keys: np.ndarray) -> list[str]:
         """The string form of :meth:`keys`: ``9f2c…`` (shingle), ``17_2837461`` (value 2837461
         at signature position 17), ``3_9f2c…`` (band 3)."""

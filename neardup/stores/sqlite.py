@@ -237,16 +237,11 @@ class SQLiteStore(Store):
         """Each indexed field's (token, doc) rows for these documents, as one int64 array of
         token, doc, token, doc..., sorted by token so that the B-tree takes them in order."""
         for field in TokenField:
-            chosen = [
-                (doc, d.fingerprint)
-                for doc, d in zip(docs, documents, strict=True)
-                if d.indexed(field)
-            ]
+            chosen = [n for n, d in enumerate(documents) if d.indexed(field)]
             if not chosen:
                 continue
-            keys = [field.keys(fp) for _, fp in chosen]
-            tokens = np.concatenate(keys)
-            owners = np.repeat(np.array([doc for doc, _ in chosen]), [len(k) for k in keys])
+            tokens, sizes = field.keys_of([documents[n].fingerprint for n in chosen])
+            owners = np.repeat(np.asarray(docs, dtype=np.int64)[chosen], sizes)
             order = np.argsort(tokens)  # numpy's SIMD sort: a stable one is five times slower
             yield field, np.column_stack([tokens[order], owners[order]]).ravel()
 
