@@ -292,13 +292,13 @@ static PyObject *weighted_similarity(PyObject *self, PyObject *args) {
  * their exact Jaccard with weights None, else weighted_similarity, the same floats as one pair
  * at a time.
  *
- * A set is its shingles' numbers (shingle_numbers: sorted by hash, set after set, each below
- * `distinct`), and ``weights`` gives each distinct shingle's weight, so a set is marked in an
- * array indexed by those numbers: a left set once for the run of pairs that share it (a
- * report's pairs come sorted by their left side), and each value of the right set is one load,
- * with no hashing and no probing. The right set is in ascending order of its hashes, so the
- * shared weights are summed in that order, as the merge of weighted_similarity sums them: the
- * same bits. Each segment's norm is computed once. */
+ * A set is its shingles' numbers (shingle_numbers, set after set, each below `distinct`), and
+ * ``weights`` gives each distinct shingle's weight, so a set is marked in an array indexed by
+ * those numbers: a left set once for the run of pairs that share it (a report's pairs come
+ * sorted by their left side), and each value of the right set is one load, with no hashing and
+ * no probing. For the weighted similarity the right set is in ascending order of its hashes, so
+ * the shared weights are summed in that order, as the merge of weighted_similarity sums them:
+ * the same bits. Each segment's norm is computed once. */
 static PyObject *pair_similarities(PyObject *self, PyObject *args) {
     Py_buffer numbers_b, offsets_b, left_b, right_b, out_b, weights_b = {0};
     Py_ssize_t distinct;
@@ -456,11 +456,13 @@ static PyObject *as_bytes(const void *data, Py_ssize_t items) {
     return PyBytes_FromStringAndSize(data, items * 8);
 }
 
-/* shingle_numbers(tokens u32 or u64, token_bytes, offsets i64, size, seed, numbers i32,
- * out_offsets i64) -> bytes. Each text's distinct shingles (hashed as sketch hashes them), in
- * ascending order of their hashes, set after set, each as its number among all the texts'
- * distinct shingles, numbered in order of first sight; returns those distinct hashes (u64).
- * numbers has room for every shingle; out_offsets[0] is zero.
+/* shingle_numbers(tokens u32 or u64, token_bytes, offsets i64, size, seed, in_order, numbers i32,
+ * out_offsets i64) -> bytes. Each text's distinct shingles (hashed as sketch hashes them), set
+ * after set, each as its number among all the texts' distinct shingles, numbered in order of
+ * first sight; returns those distinct hashes (u64). With in_order, each set is in ascending
+ * order of its hashes (the order a weighted similarity sums in); else in order of first sight
+ * in its text, which spares sorting it (a count of shared shingles needs no order). numbers
+ * has room for every shingle; out_offsets[0] is zero.
  *
  * Each text is hashed into a scratch buffer and sorted there while it is in the CPU's cache:
  * hashing the whole batch first, then sorting it and numbering it, wrote and read 77 MB of
@@ -469,8 +471,9 @@ static PyObject *shingle_numbers(PyObject *self, PyObject *args) {
     Py_buffer tokens_b, offsets_b, numbers_b, out_offsets_b;
     Py_ssize_t token_bytes, size;
     unsigned long long seed;
-    if (!PyArg_ParseTuple(args, "y*ny*nKw*w*", &tokens_b, &token_bytes, &offsets_b, &size, &seed,
-                          &numbers_b, &out_offsets_b))
+    int in_order;
+    if (!PyArg_ParseTuple(args, "y*ny*nKpw*w*", &tokens_b, &token_bytes, &offsets_b, &size, &seed,
+                          &in_order, &numbers_b, &out_offsets_b))
         return NULL;
     Py_buffer *all[] = {&tokens_b, &offsets_b, &numbers_b, &out_offsets_b, NULL};
     const int64_t *offsets = offsets_b.buf;
@@ -486,19 +489,24 @@ static PyObject *shingle_numbers(PyObject *self, PyObject *args) {
     uint64_t *hashes = PyMem_Malloc(longest * sizeof(uint64_t));
     uint64_t *spare = PyMem_Malloc(longest * sizeof(uint64_t));
     Py_ssize_t *counts = PyMem_Malloc((buckets + 1) * sizeof(Py_ssize_t));
-    Distinct d;
-    int failed = !hashes || !spare || !counts || distinct_init(&d, 0) < 0;
+    Distinct d = {0};
+    /* Without the order, a repeat within a text is told by the text its number was last seen in. */
+    int failed = !hashes || !spare || !counts || distinct_init(&d, !in_order) < 0;
     for (Py_ssize_t t = 0; t < texts && !failed; t++) {
         int64_t n = shingle_count(offsets[t + 1] - offsets[t], size);
         shingle_hashes(&tokens_b, token_bytes, offsets, t, n, size, seed, hashes);
-        if (n < 32) /* below that, counting into buckets costs more than the comparisons */
+        if (in_order && n < 32) /* below that, counting into buckets costs more than comparing */
             insertion_sort(hashes, n);
-        else
+        else if (in_order)
             bucket_sort_u64(hashes, spare, counts, n);
         for (int64_t i = 0; i < n && !failed; i++) {
-            if (i && hashes[i] == hashes[i - 1]) continue;
+            if (in_order && i && hashes[i] == hashes[i - 1]) continue;
             Py_ssize_t number = distinct_add(&d, hashes[i]);
             failed = number < 0 || number >= INT32_MAX;
+            if (!in_order && !failed) {
+                if (d.last_seen[number] == t) continue;
+                d.last_seen[number] = t;
+            }
             numbers[written++] = (int32_t)number;
         }
         out_offsets[t + 1] = written;

@@ -440,17 +440,25 @@ def shingle_segments(
 
 
 def shingle_numbers(
-    contents: Sequence[str], params: FingerprintParams
+    contents: Sequence[str], params: FingerprintParams, *, in_hash_order: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The shingle sets of normalised contents as numbers: (each set's shingles, sorted by hash,
-    as their numbers among all the sets' distinct shingles (int32), set after set; each set's
-    offsets; the distinct shingles' hashes, in order of first sight). What a report weighs
-    and marks, each distinct shingle once."""
+    """The shingle sets of normalised contents as numbers: (each set's shingles as their
+    numbers among all the sets' distinct shingles (int32), set after set; each set's offsets;
+    the distinct shingles' hashes, in order of first sight). What a report weighs and marks,
+    each distinct shingle once. Each set is sorted by hash unless ``in_hash_order`` is False
+    (then in order of first sight, for similarities that need no order)."""
     tokens, offsets = _tokens(contents, params)
     numbers = np.empty(int(_shingle_counts(offsets, params).sum()), dtype=np.int32)
     set_offsets = np.zeros(len(contents) + 1, dtype=np.int64)
     distinct = _kernels.shingle_numbers(
-        tokens, tokens.itemsize, offsets, params.shingle_size, params.seed, numbers, set_offsets
+        tokens,
+        tokens.itemsize,
+        offsets,
+        params.shingle_size,
+        params.seed,
+        in_hash_order,
+        numbers,
+        set_offsets,
     )
     return numbers[: set_offsets[-1]], set_offsets, np.frombuffer(distinct, dtype=np.uint64)
 
@@ -499,7 +507,7 @@ def jaccard_pairs(
     """Exact Jaccard similarity of the shingle sets of contents[left[i]] and contents[right[i]]
     (already normalised contents), for many pairs at once: equal to :func:`jaccard` of the two
     :func:`shingle_sets`."""
-    numbers, offsets, distinct = shingle_numbers(contents, params)
+    numbers, offsets, distinct = shingle_numbers(contents, params, in_hash_order=False)
     return pair_similarities(numbers, len(distinct), None, offsets, left, right)
 
 

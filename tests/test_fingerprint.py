@@ -397,6 +397,15 @@ def test_shingle_numbers_number_each_distinct_shingle_in_order_of_first_sight(
     flat = np.concatenate(sets).tolist()
     assert distinct.tolist() == list(dict.fromkeys(flat))
     assert sum(map(len, sets)) > len(distinct)  # sets share shingles, each numbered once
+    # Out of hash order: the same sets, each shingle once, in the order the text first has it.
+    numbers, offsets, distinct = shingle_numbers(contents, params, in_hash_order=False)
+    unordered = [distinct[numbers[a:b]].tolist() for a, b in pairwise(offsets)]
+    assert [sorted(u) for u in unordered] == [s.tolist() for s in sets]
+    hashes = [
+        dict.fromkeys(fp.shingle_hashes.tolist())
+        for fp in fingerprint_batch(contents, params, normalized=True)
+    ]
+    assert unordered == [list(h) for h in hashes]
 
 
 @pytest.mark.parametrize("field", list(TokenField))
