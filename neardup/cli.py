@@ -4,6 +4,7 @@ prints the result (:mod:`neardup.output`). Nothing else happens here."""
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -26,6 +27,11 @@ _COMMANDS: dict[str, Command] = {}
 DEMO_PAGE = "neardup-demo.html"
 RULE_FLAGS = ("method", "rows", "first_word", "threshold", "max_edit_distance", "similarity")
 PARAM_FLAGS = ("shingle", "num_hashes", "bands", "seed", "fields")
+# Allocations between two collections of the youngest objects (Python's default: 700). A run
+# makes hundreds of thousands of objects that hold no reference cycles (records, fingerprints,
+# rows); scanning them as they came cost ~4% of indexing 20,000 ads. Cycles are still
+# collected, only less often.
+GC_THRESHOLD = 100_000
 
 
 def _threshold(value: str) -> float | str:
@@ -618,6 +624,7 @@ def _quiet_client_loggers() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
     args = _parser().parse_args(argv)
     _quiet_client_loggers()
     try:
