@@ -111,16 +111,20 @@ def _distinct_keys(contents: Contents) -> tuple[np.ndarray, np.ndarray]:
     """All (key, group) pairs sorted by key then group, each once (a store counts a record's
     token once however often its fingerprint lists it)."""
     # numpy's default sorts of integers are SIMD sorts, several times faster than its stable
-    # sort: the keys are sorted first, then each bucket's groups by one sort of (the key's rank
-    # among the distinct keys, group), which fits 64 bits where (key, group) does not.
+    # sort: the keys are sorted first, then each bucket's groups by one sort, in place, of
+    # (the key's rank among the distinct keys, group), which fits 64 bits where (key, group)
+    # does not. int32 groups halve their memory.
     order = np.argsort(contents.keys)
     keys = contents.keys[order]
-    groups = np.repeat(np.arange(len(contents.sizes), dtype=np.int64), contents.sizes)[order]
+    groups = np.repeat(np.arange(len(contents.sizes), dtype=np.int32), contents.sizes)[order]
     del order
-    ranks = np.zeros(len(keys), dtype=np.int64)
-    np.cumsum(keys[1:] != keys[:-1], out=ranks[1:])
-    groups = (np.sort((ranks << 32) | groups) & 0xFFFFFFFF).astype(np.int32)
-    del ranks
+    ranked = np.zeros(len(keys), dtype=np.int64)
+    np.cumsum(keys[1:] != keys[:-1], out=ranked[1:])
+    ranked <<= 32
+    ranked |= groups
+    ranked.sort()
+    groups = (ranked & 0xFFFFFFFF).astype(np.int32)
+    del ranked
     keep = np.ones(len(keys), dtype=bool)
     keep[1:] = (keys[1:] != keys[:-1]) | (groups[1:] != groups[:-1])
     return keys[keep], groups[keep]

@@ -17,7 +17,7 @@ from neardup.indexer import SeenIds, index_records
 from neardup.readers import Record
 from neardup.report import Pair, _chunks, clusters, find_pairs
 from neardup.searcher import MatchRules, Searcher
-from neardup.selfjoin import read_contents, top_pairs
+from neardup.selfjoin import Contents, read_contents, scored_pairs, top_pairs
 from neardup.stores import CandidateQuery, TokenField
 from tests.corpora import corpus
 
@@ -243,6 +243,23 @@ def test_top_pairs_keep_each_sides_best_candidates_with_ties_to_the_lower_group(
     expected = sorted({n for ranked in candidates.values() for *_, n in sorted(ranked)[:rows]})
     kept = top_pairs(low, high, shared, rows)
     assert [k.tolist() for k in kept] == [x[expected].tolist() for x in (low, high, shared)]
+
+
+def test_scored_pairs_count_the_distinct_tokens_each_pair_of_contents_shares() -> None:
+    rng = np.random.default_rng(8)
+    sizes = rng.integers(0, 12, 300)
+    keys = rng.integers(-30, 30, int(sizes.sum()))  # few keys: large buckets, repeats in a content
+    contents = Contents([str(g) for g in range(len(sizes))], {}, [], keys, sizes, None)
+    held = np.split(keys, np.cumsum(sizes)[:-1])
+    expected = {
+        (a, b): len(set(held[a].tolist()) & set(held[b].tolist()))
+        for a in range(len(held))
+        for b in range(a + 1, len(held))
+    }
+    low, high, shared = scored_pairs(contents, first_word=False)
+    found = dict(zip(zip(low.tolist(), high.tolist(), strict=True), shared.tolist(), strict=True))
+    assert found == {pair: count for pair, count in expected.items() if count}
+    assert list(found) == sorted(found)
 
 
 def test_a_join_over_its_pair_budget_falls_back_to_lookups(sqlite_url: str, tmp_path: Path) -> None:
