@@ -1,5 +1,5 @@
-/* neardup's compiled loops: separators, shingle hashing, signatures, bands, set sizes and
- * similarities, and the band self-join.
+/* neardup's compiled loops: case folding, separators, shingle hashing, signatures, bands, set
+ * sizes and similarities, and the band self-join.
  *
  * Every function works over whole batches in flat arrays (numpy arrays, through the buffer
  * protocol); the Python callers in neardup.fingerprint and neardup.selfjoin allocate the outputs
@@ -76,6 +76,59 @@ static PyObject *collapse_separators(PyObject *self, PyObject *args) {
     Py_buffer *all[] = {&codes_b, &offsets_b, &table_b, &out_b, &out_offsets_b, &words_b, NULL};
     release(all);
     return PyLong_FromSsize_t(written);
+}
+
+/* fold_case(codes u32, offsets i64, fold u32, expansions u32, out_offsets i64, unfoldable bool)
+ * -> bytes: each text's code points as the fold table gives them, as uint32 bytes, with each
+ * text's offsets into them; out_offsets[0] must be zero. An entry is a code point, or
+ * EXPANDS | i for the expansions[i] code points at expansions[i + 1...]; a text holding a code
+ * point whose entry is 0 is marked unfoldable and has none, for the caller to normalise
+ * otherwise. Two passes: lengths, then code points. */
+#define EXPANDS 0x80000000U
+static PyObject *fold_case(PyObject *self, PyObject *args) {
+    Py_buffer codes_b, offsets_b, fold_b, expansions_b, out_offsets_b, unfoldable_b;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*w*", &codes_b, &offsets_b, &fold_b, &expansions_b,
+                          &out_offsets_b, &unfoldable_b))
+        return NULL;
+    const uint32_t *codes = codes_b.buf, *fold = fold_b.buf, *expansions = expansions_b.buf;
+    const int64_t *offsets = offsets_b.buf;
+    int64_t *out_offsets = out_offsets_b.buf;
+    uint8_t *unfoldable = unfoldable_b.buf;
+    Py_ssize_t texts = offsets_b.len / 8 - 1;
+    for (Py_ssize_t t = 0; t < texts; t++) {
+        int64_t length = 0;
+        for (int64_t i = offsets[t]; i < offsets[t + 1]; i++) {
+            uint32_t entry = fold[codes[i]];
+            if (!entry) {
+                unfoldable[t] = 1;
+                length = 0;
+                break;
+            }
+            length += entry & EXPANDS ? expansions[entry & ~EXPANDS] : 1;
+        }
+        out_offsets[t + 1] = out_offsets[t] + length;
+    }
+    PyObject *result = PyBytes_FromStringAndSize(NULL, out_offsets[texts] * 4);
+    if (result) {
+        uint32_t *out = (uint32_t *)PyBytes_AS_STRING(result);
+        for (Py_ssize_t t = 0; t < texts; t++) {
+            if (unfoldable[t]) continue;
+            for (int64_t i = offsets[t]; i < offsets[t + 1]; i++) {
+                uint32_t entry = fold[codes[i]];
+                if (entry & EXPANDS) {
+                    const uint32_t *expansion = expansions + (entry & ~EXPANDS);
+                    memcpy(out, expansion + 1, expansion[0] * 4);
+                    out += expansion[0];
+                } else {
+                    *out++ = entry;
+                }
+            }
+        }
+    }
+    Py_buffer *all[] = {&codes_b, &offsets_b, &fold_b, &expansions_b, &out_offsets_b,
+                        &unfoldable_b, NULL};
+    release(all);
+    return result;
 }
 
 /* --- signatures ------------------------------------------------------------------------- */
@@ -770,6 +823,7 @@ static PyObject *word_numbers(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
+    {"fold_case", fold_case, METH_VARARGS, NULL},
     {"collapse_separators", collapse_separators, METH_VARARGS, NULL},
     {"sketch", sketch, METH_VARARGS, NULL},
     {"shared_count", shared_count, METH_VARARGS, NULL},

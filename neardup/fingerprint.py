@@ -10,9 +10,9 @@ its own fixed probe sequence. Position ``i`` of two signatures agrees with proba
 to the Jaccard similarity of the two shingle sets, as with K independent hash functions, at the cost
 of one hash per shingle instead of K: shingles + K work per text instead of shingles x K.
 
-The hot loops (separators, shingle hashing, signatures, bands, similarities) are C, in
-``_kernels.c``, and run over a whole batch at once; the texts cross into them as one array of code
-points. The functions here allocate what the loops fill and hold the types they expect.
+The hot loops (case folding, separators, shingle hashing, signatures, bands, similarities) are C,
+in ``_kernels.c``, and run over a whole batch at once; the texts cross into them as one array of
+code points. The functions here allocate what the loops fill and hold the types they expect.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from functools import cache
@@ -205,29 +205,77 @@ class Fingerprint:
 # --- normalisation ------------------------------------------------------------------------------
 
 
-def _classify(table: np.ndarray, codes: Iterable[int]) -> None:
-    for code in codes:
-        char = chr(code)
-        table[code] = char != "-" and (char.isspace() or unicodedata.category(char)[0] == "P")
+# The blocks where a character's own NFKC may stand for the NFKC of a text that holds it: all
+# but those holding a starter that composes with the character before it (Indic vowel signs,
+# Hangul jamo and a few more; a test checks this against unicodedata).
+_FOLDABLE_BLOCKS = ((0x0001, 0x0900), (0x1E00, 0xD800), (0xE000, 0x10000), (0x1F000, 0x20000))
+_EXPANDS = 0x80000000  # a fold table entry that points into the expansions (see fold_case)
+
+
+def _in_foldable_block(char: str) -> bool:
+    return any(start <= ord(char) < end for start, end in _FOLDABLE_BLOCKS)
+
+
+@dataclass
+class _CodePointTables:
+    """Lookup tables over all code points, each filled when a text first holds it (classifying
+    all 1.1M takes two seconds, too long for every process start).
+
+    ``is_separator``: whitespace and Unicode punctuation except '-', which normalisation turns
+    into word boundaries. ``fold``: what NFKC and lowercasing make of the code point in any text
+    of such code points, so that those texts are normalised by table (see :meth:`_fold`).
+    """
+
+    is_separator: np.ndarray = field(default_factory=lambda: np.zeros(_CODE_POINTS, np.bool_))
+    fold: np.ndarray = field(default_factory=lambda: np.zeros(_CODE_POINTS, np.uint32))
+    classified: np.ndarray = field(default_factory=lambda: np.zeros(_CODE_POINTS, np.bool_))
+    expansions: np.ndarray = field(default_factory=lambda: np.zeros(1, np.uint32))
+
+    def classify(self, codes: np.ndarray) -> None:
+        """Classify every code point of ``codes`` not classified yet, and those it folds to."""
+        fresh = np.unique(codes[~self.classified[codes]])
+        self.classified[fresh] = True
+        folded: set[int] = set()
+        for code in fresh.tolist():
+            char = chr(code)
+            self.is_separator[code] = char != "-" and (
+                char.isspace() or unicodedata.category(char)[0] == "P"
+            )
+            self.fold[code] = self._fold(char)
+            folded.update(map(ord, _nfkc(char).lower()))
+        if folded:
+            self.classify(np.fromiter(folded, np.uint32, len(folded)))
+
+    def _fold(self, char: str) -> int:
+        """The fold entry of a character: its NFKC lowercased, as one code point, or as
+        ``_EXPANDS | i`` for several (their count at ``expansions[i]``, then the code points);
+        or 0 where its text must be normalised in Python: the character may combine with a
+        neighbour (its decomposition starts with a combining mark or a composing starter), or
+        lowercases by context (capital sigma) or into more characters."""
+        decomposed, composed = unicodedata.normalize("NFKD", char), _nfkc(char)
+        folded = composed.lower()
+        if (
+            not _in_foldable_block(char)
+            or not _in_foldable_block(decomposed[0])
+            or unicodedata.combining(decomposed[0])
+            or "\u03a3" in composed
+            or len(folded) != len(composed)
+        ):
+            return 0
+        if len(folded) == 1:
+            return ord(folded)
+        entry = _EXPANDS | len(self.expansions)
+        expansion = np.array([len(folded), *map(ord, folded)], dtype=np.uint32)
+        self.expansions = np.concatenate([self.expansions, expansion])
+        return entry
+
+
+_CODE_POINTS = sys.maxunicode + 1
 
 
 @cache
-def _separator_tables() -> tuple[np.ndarray, np.ndarray]:
-    """A lookup table over all code points, True for whitespace and for Unicode punctuation
-    except '-' (the characters normalisation turns into word boundaries), and which code points
-    it has classified so far: classifying all 1.1M takes about half a second, too long for
-    every process start, so each is classified when a text first holds it."""
-    return np.zeros(sys.maxunicode + 1, dtype=np.bool_), np.zeros(sys.maxunicode + 1, np.bool_)
-
-
-def _separators_for(codes: np.ndarray) -> np.ndarray:
-    """The separator table, with every code point of ``codes`` classified."""
-    table, classified = _separator_tables()
-    fresh = np.unique(codes[~classified[codes]])
-    if len(fresh):
-        _classify(table, fresh.tolist())
-        classified[fresh] = True
-    return table
+def _tables() -> _CodePointTables:
+    return _CodePointTables()
 
 
 def _collapse_separators(
@@ -244,7 +292,10 @@ def _collapse_separators(
     return out[:written], out_offsets, words
 
 
-def _code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+_Joined = tuple[np.ndarray, np.ndarray]  # items joined in one array, and each item's offsets
+
+
+def _code_points(texts: Sequence[str]) -> _Joined:
     """All texts' code points in one uint32 array, and each text's offsets into it."""
     offsets = _offsets(np.fromiter(map(len, texts), np.int64, len(texts)))
     return np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32), offsets
@@ -267,12 +318,40 @@ def _nfkc(text: str) -> str:
     return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
 
 
+def _folded(
+    texts: Sequence[str], codes: np.ndarray, offsets: np.ndarray, tables: _CodePointTables
+) -> _Joined:
+    """The texts' code points after NFKC and lowercasing: by table where a text allows it (most
+    do, and the table is many times faster), in Python for the others. ``codes`` are classified;
+    so are the code points returned."""
+    folded_offsets = np.zeros(len(offsets), dtype=np.int64)
+    unfoldable = np.zeros(len(texts), dtype=np.bool_)
+    folded = _kernels.fold_case(
+        codes, offsets, tables.fold, tables.expansions, folded_offsets, unfoldable
+    )
+    if not unfoldable.any():
+        return np.frombuffer(folded, dtype=np.uint32), folded_offsets
+    normalized = [_nfkc(texts[t]).lower() for t in np.flatnonzero(unfoldable).tolist()]
+    lengths = np.diff(folded_offsets)
+    lengths[unfoldable] = np.fromiter(map(len, normalized), np.int64, len(normalized))
+    joined = np.empty(lengths.sum(), dtype=np.uint32)
+    by_table = np.repeat(~unfoldable, lengths)
+    joined[by_table] = np.frombuffer(folded, dtype=np.uint32)
+    joined[~by_table] = by_python = _code_points(normalized)[0]
+    tables.classify(by_python)
+    return joined, _offsets(lengths)
+
+
 def _normalized_code_points(
     texts: Sequence[str], normalized: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The normalised texts as code points: (code points, offsets, word counts)."""
-    codes, offsets = _code_points(texts if normalized else [_nfkc(t).lower() for t in texts])
-    return _collapse_separators(codes, offsets, _separators_for(codes))
+    codes, offsets = _code_points(texts)
+    tables = _tables()
+    tables.classify(codes)
+    if not normalized:
+        codes, offsets = _folded(texts, codes, offsets, tables)
+    return _collapse_separators(codes, offsets, tables.is_separator)
 
 
 def _strings(codes: np.ndarray, offsets: np.ndarray) -> list[str]:

@@ -2,6 +2,8 @@ import hashlib
 import importlib
 import math
 import random
+import sys
+import unicodedata
 from itertools import pairwise
 
 import numpy as np
@@ -60,6 +62,59 @@ def test_normalize_is_idempotent_and_batch_equals_single() -> None:
     batch = normalize_batch(texts)
     assert batch == [normalize(t) for t in texts]
     assert normalize_batch(batch) == batch
+
+
+def reference_normalize(text: str) -> str:
+    """Normalisation as its definition says, a character at a time."""
+    lowered = unicodedata.normalize("NFKC", text).lower()
+    separated = (
+        " " if c != "-" and (c.isspace() or unicodedata.category(c)[0] == "P") else c
+        for c in lowered
+    )
+    return " ".join("".join(separated).split())
+
+
+# Characters that NFKC changes, alone or next to others, or that lowercase in context.
+TRICKY = (
+    "AÉßİΣσς¨²ºﬁ…Å\u212b\u0301\u0308\u0327ᄀ\u1161\u11a8가ㄱ\u09cb\u09be\u0b47\u0b3e"
+    "ＦＵ\u00a0\u2028\u3099か\U0001f600\U0001d400-, .'"
+)
+
+
+def test_normalisation_by_table_equals_its_definition_on_tricky_texts() -> None:
+    rng = random.Random(7)
+    texts = ["".join(rng.choices(TRICKY, k=rng.randrange(12))) for _ in range(3000)]
+    assert normalize_batch(texts) == [reference_normalize(t) for t in texts]
+
+
+def test_normalisation_by_table_equals_its_definition_for_every_bmp_character() -> None:
+    # Each character alone, between letters, and next to a random other one.
+    rng = random.Random(11)
+    chars = [chr(c) for c in range(1, 0x10000) if not 0xD800 <= c < 0xE000]
+    texts = [
+        text
+        for c in chars
+        for text in (c, f"Ab{c}cD", c + rng.choice(chars), rng.choice(chars) + c)
+    ]
+    assert normalize_batch(texts) == [reference_normalize(t) for t in texts]
+
+
+def test_foldable_blocks_hold_no_starter_that_composes_with_the_one_before() -> None:
+    """The table folds a text a character at a time only where no character can compose with
+    the one before it: check that against this Python's Unicode data."""
+    composing = {0x1161 + v for v in range(21)} | {0x11A8 + t for t in range(27)}  # Hangul
+    for code in range(sys.maxunicode + 1):
+        decomposition = unicodedata.decomposition(chr(code))
+        if decomposition and not decomposition.startswith("<"):
+            parts = [int(part, 16) for part in decomposition.split()]
+            if len(parts) == 2 and not unicodedata.combining(chr(parts[1])):
+                composing.add(parts[1])
+    assert composing
+    assert not [
+        hex(c)
+        for c in composing
+        if any(start <= c < end for start, end in fingerprinting._FOLDABLE_BLOCKS)
+    ]
 
 
 def test_art_s_deli_differs_by_one_word_after_normalisation() -> None:
