@@ -189,7 +189,7 @@ class Fingerprint:
     md5: str
     first_word: str
     num_words: int
-    shingle_hashes: np.ndarray  # uint64, one per shingle position (repeats included)
+    shingle_hashes: np.ndarray | None  # uint64, one per shingle position (repeats included)
     signature: np.ndarray  # uint32, one value per hash position
     bands: np.ndarray  # uint64, one hash per band
     _shingles: np.ndarray | None = field(default=None, repr=False)
@@ -198,6 +198,8 @@ class Fingerprint:
     def shingles(self) -> np.ndarray:
         """Sorted unique shingle hashes: the shingle set, made only when something needs it."""
         if self._shingles is None:
+            if self.shingle_hashes is None:
+                raise ValueError("this fingerprint was made without its shingles")
             self._shingles = np.unique(self.shingle_hashes)
         return self._shingles
 
@@ -394,12 +396,14 @@ def _sketch_contents(
     contents: Sequence[str],
     params: FingerprintParams,
     code_points: tuple[np.ndarray, np.ndarray] | None = None,
+    keep_hashes: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(shingle hashes, each text's offsets into them, signatures, band hashes) of every text,
-    in one pass over the tokens (see ``sketch`` in ``_kernels.c``)."""
+    in one pass over the tokens (see ``sketch`` in ``_kernels.c``). Without ``keep_hashes``
+    the shingle hashes are empty: they are the largest part, and often unused."""
     tokens, offsets = _tokens(contents, params, code_points)
     hash_offsets = _offsets(_shingle_counts(offsets, params))
-    hashes = np.empty(hash_offsets[-1], dtype=np.uint64)
+    hashes = np.empty(hash_offsets[-1] if keep_hashes else 0, dtype=np.uint64)
     signatures = np.zeros((len(contents), params.num_hashes), dtype=np.uint32)
     bands = np.empty((len(contents), params.bands), dtype=np.uint64)
     _kernels.sketch(
@@ -429,24 +433,32 @@ _PASS_SIZE = 1000
 
 
 def fingerprint_batch(
-    texts: Sequence[str], params: FingerprintParams, *, normalized: bool = False
+    texts: Sequence[str],
+    params: FingerprintParams,
+    *,
+    normalized: bool = False,
+    shingles: bool = True,
 ) -> list[Fingerprint]:
     """Fingerprint many texts at once: one compiled pass over the whole batch.
 
     ``normalized``: the texts are stored contents, normalised already. Normalisation is
     idempotent, so the Unicode steps (NFKC, lowercasing), the costly ones, are skipped.
+    Without ``shingles`` the fingerprints keep no shingle hashes (``shingle_hashes`` is None),
+    for a caller that only stores the other fields: they are most of a fingerprint's memory.
     """
     if len(texts) > _PASS_SIZE:
         return [
             fp
             for start in range(0, len(texts), _PASS_SIZE)
             for fp in fingerprint_batch(
-                texts[start : start + _PASS_SIZE], params, normalized=normalized
+                texts[start : start + _PASS_SIZE], params, normalized=normalized, shingles=shingles
             )
         ]
     codes, offsets, word_counts = _normalized_code_points(texts, normalized)
     contents = _strings(codes, offsets)
-    hashes, hash_offsets, signatures, bands = _sketch_contents(contents, params, (codes, offsets))
+    hashes, hash_offsets, signatures, bands = _sketch_contents(
+        contents, params, (codes, offsets), keep_hashes=shingles
+    )
     return [
         Fingerprint(
             content=content,
@@ -460,7 +472,7 @@ def fingerprint_batch(
         for content, num_words, shingle_hashes, signature, band_hashes in zip(
             contents,
             word_counts.tolist(),
-            _slices(hashes, hash_offsets),
+            _slices(hashes, hash_offsets) if shingles else [None] * len(contents),
             signatures,
             bands,
             strict=True,
@@ -491,7 +503,7 @@ def token_keys(
     if field is TokenField.SHINGLES:
         sets, set_offsets = shingle_segments(contents, params)
         return sets.view(np.int64), np.diff(set_offsets)
-    _, _, signatures, bands = _sketch_contents(contents, params)
+    _, _, signatures, bands = _sketch_contents(contents, params, keep_hashes=False)
     if field is TokenField.BANDS:
         return bands.ravel().view(np.int64), np.full(len(contents), params.bands)
     return _signature_keys(signatures).ravel(), np.full(len(contents), params.num_hashes)

@@ -145,8 +145,10 @@ def index_records(
     summary = summary or IndexSummary()
     started = time.perf_counter()
     summary.params = store.ensure_params(params)
+    shingles = store.writes_shingles
     for batch in batches(records, batch_size):
-        fingerprints = fingerprint_batch([r.text for r in batch], summary.params)
+        texts = [r.text for r in batch]
+        fingerprints = fingerprint_batch(texts, summary.params, shingles=shingles)
         worded = []
         for record, fp in zip(batch, fingerprints, strict=True):
             if fp.num_words:

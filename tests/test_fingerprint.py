@@ -468,3 +468,22 @@ def test_token_keys_of_contents_equal_each_fingerprints_keys(field: TokenField) 
     expected = [field.keys(fp) for fp in fingerprint_batch(contents, params, normalized=True)]
     assert sizes.tolist() == [len(k) for k in expected]
     assert keys.tolist() == np.concatenate(expected).tolist()
+
+
+def test_fingerprints_without_shingles_keep_every_other_field() -> None:
+    texts = ["Art's Deli 12224 Ventura Blvd.", "", "x", "the quick brown fox " * 40]
+    for params in (FingerprintParams(), WORD3):
+        full = fingerprint_batch(texts, params)
+        lean = fingerprint_batch(texts, params, shingles=False)
+        for a, b in zip(full, lean, strict=True):
+            assert (a.content, a.md5, a.first_word, a.num_words) == (
+                b.content,
+                b.md5,
+                b.first_word,
+                b.num_words,
+            )
+            assert np.array_equal(a.signature, b.signature)
+            assert np.array_equal(a.bands, b.bands)
+            assert b.shingle_hashes is None
+            with pytest.raises(ValueError, match="without its shingles"):
+                _ = b.shingles

@@ -293,6 +293,11 @@ class Store(ABC):
         made_after = int(settings.get("layout", 1)) >= FREQUENCIES_LAYOUT
         return made_after and bool(settings.get("frequencies", True))
 
+    @property
+    def writes_shingles(self) -> bool:
+        """Whether writing a record uses its shingles: to index them or to count them."""
+        return self.keeps_frequencies or TokenField.SHINGLES in self.params.fields
+
     def frequencies(self, keys: np.ndarray) -> Frequencies:
         """How many stored records hold each shingle of ``keys`` (int64, as
         :meth:`TokenField.keys`), counting live records only, and how many records there are:
