@@ -78,6 +78,67 @@ static PyObject *collapse_separators(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(written);
 }
 
+/* code_points(texts list[str], offsets i64, out u32): every text's code points, text after text,
+ * read from the strings' own storage (1, 2 or 4 bytes a character): what joining them and
+ * encoding the whole as UTF-32 gives, without the joined copy or the codec. */
+static PyObject *code_points(PyObject *self, PyObject *args) {
+    PyObject *texts;
+    Py_buffer offsets_b, out_b;
+    if (!PyArg_ParseTuple(args, "O!y*w*", &PyList_Type, &texts, &offsets_b, &out_b)) return NULL;
+    const int64_t *offsets = offsets_b.buf;
+    uint32_t *out = out_b.buf;
+    Py_buffer *all[] = {&offsets_b, &out_b, NULL};
+    Py_ssize_t count = PyList_GET_SIZE(texts);
+    if (offsets_b.len / 8 != count + 1 || out_b.len / 4 < offsets[count]) {
+        release(all);
+        PyErr_SetString(PyExc_ValueError, "code_points: offsets or output do not fit the texts");
+        return NULL;
+    }
+    for (Py_ssize_t t = 0; t < count; t++) {
+        PyObject *text = PyList_GET_ITEM(texts, t);
+        if (!PyUnicode_Check(text) || PyUnicode_GET_LENGTH(text) != offsets[t + 1] - offsets[t]) {
+            release(all);
+            PyErr_SetString(PyExc_TypeError, "code_points: texts must be the strings measured");
+            return NULL;
+        }
+        Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+        const void *data = PyUnicode_DATA(text);
+        uint32_t *to = out + offsets[t];
+        switch (PyUnicode_KIND(text)) {
+        case PyUnicode_1BYTE_KIND:
+            for (Py_ssize_t i = 0; i < length; i++) to[i] = ((const Py_UCS1 *)data)[i];
+            break;
+        case PyUnicode_2BYTE_KIND:
+            for (Py_ssize_t i = 0; i < length; i++) to[i] = ((const Py_UCS2 *)data)[i];
+            break;
+        default:
+            memcpy(to, data, length * 4);
+        }
+    }
+    release(all);
+    Py_RETURN_NONE;
+}
+
+/* strings(codes u32, offsets i64) -> list[str]: each text of a joined array of code points as a
+ * string, made straight from its slice. */
+static PyObject *strings(PyObject *self, PyObject *args) {
+    Py_buffer codes_b, offsets_b;
+    if (!PyArg_ParseTuple(args, "y*y*", &codes_b, &offsets_b)) return NULL;
+    const uint32_t *codes = codes_b.buf;
+    const int64_t *offsets = offsets_b.buf;
+    Py_ssize_t count = offsets_b.len / 8 - 1;
+    PyObject *result = PyList_New(count);
+    for (Py_ssize_t t = 0; result && t < count; t++) {
+        PyObject *text = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, codes + offsets[t],
+                                                   offsets[t + 1] - offsets[t]);
+        if (!text) Py_CLEAR(result);
+        else PyList_SET_ITEM(result, t, text);
+    }
+    Py_buffer *all[] = {&codes_b, &offsets_b, NULL};
+    release(all);
+    return result;
+}
+
 /* fold_case(codes u32, offsets i64, fold u32, expansions u32, out_offsets i64, unfoldable bool)
  * -> bytes: each text's code points as the fold table gives them, as uint32 bytes, with each
  * text's offsets into them; out_offsets[0] must be zero. An entry is a code point, or
@@ -838,6 +899,8 @@ static PyObject *word_numbers(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
+    {"code_points", code_points, METH_VARARGS, NULL},
+    {"strings", strings, METH_VARARGS, NULL},
     {"fold_case", fold_case, METH_VARARGS, NULL},
     {"collapse_separators", collapse_separators, METH_VARARGS, NULL},
     {"sketch", sketch, METH_VARARGS, NULL},

@@ -300,7 +300,9 @@ _Joined = tuple[np.ndarray, np.ndarray]  # items joined in one array, and each i
 def _code_points(texts: Sequence[str]) -> _Joined:
     """All texts' code points in one uint32 array, and each text's offsets into it."""
     offsets = _offsets(np.fromiter(map(len, texts), np.int64, len(texts)))
-    return np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32), offsets
+    codes = np.empty(offsets[-1], dtype=np.uint32)
+    _kernels.code_points(list(texts), offsets, codes)
+    return codes, offsets
 
 
 def _offsets(lengths: np.ndarray) -> np.ndarray:
@@ -357,7 +359,8 @@ def _normalized_code_points(
 
 
 def _strings(codes: np.ndarray, offsets: np.ndarray) -> list[str]:
-    return _slices(codes.tobytes().decode("utf-32-le"), offsets)
+    """The texts whose code points :func:`_code_points` gives."""
+    return _kernels.strings(codes, offsets)
 
 
 def normalize_batch(texts: Sequence[str]) -> list[str]:

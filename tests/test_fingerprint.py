@@ -487,3 +487,21 @@ def test_fingerprints_without_shingles_keep_every_other_field() -> None:
             assert b.shingle_hashes is None
             with pytest.raises(ValueError, match="without its shingles"):
                 _ = b.shingles
+
+
+def test_code_points_read_every_string_width_and_give_the_strings_back() -> None:
+    texts = ["", "ascii", "latin é ß", "bmp € ㄱ 가", "astral 😀 𝐀", "x"]
+    codes, offsets = fingerprinting._code_points(texts)
+    assert codes.tolist() == [ord(c) for c in "".join(texts)]
+    assert offsets.tolist() == [0, *np.cumsum([len(t) for t in texts]).tolist()]
+    assert fingerprinting._strings(codes, offsets) == texts
+
+
+def test_code_points_refuse_what_is_not_the_measured_strings() -> None:
+    offsets = np.array([0, 1], dtype=np.int64)
+    with pytest.raises(TypeError):
+        fingerprinting._kernels.code_points([b"x"], offsets, np.empty(1, np.uint32))
+    with pytest.raises(TypeError):
+        fingerprinting._kernels.code_points(["xy"], offsets, np.empty(2, np.uint32))
+    with pytest.raises(ValueError):
+        fingerprinting._kernels.code_points(["x"], offsets, np.empty(0, np.uint32))
