@@ -139,6 +139,20 @@ static PyObject *strings(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* all_marked(codes u32, marked bool) -> bool: whether marked[code] holds for every code. */
+static PyObject *all_marked(PyObject *self, PyObject *args) {
+    Py_buffer codes_b, marked_b;
+    if (!PyArg_ParseTuple(args, "y*y*", &codes_b, &marked_b)) return NULL;
+    const uint32_t *codes = codes_b.buf;
+    const uint8_t *marked = marked_b.buf;
+    Py_ssize_t count = codes_b.len / 4;
+    uint8_t all = 1;
+    for (Py_ssize_t i = 0; i < count; i++) all &= marked[codes[i]];
+    Py_buffer *buffers[] = {&codes_b, &marked_b, NULL};
+    release(buffers);
+    return PyBool_FromLong(all);
+}
+
 /* fold_case(codes u32, offsets i64, fold u32, expansions u32, out_offsets i64, unfoldable bool)
  * -> bytes: each text's code points as the fold table gives them, as uint32 bytes, with each
  * text's offsets into them; out_offsets[0] must be zero. An entry is a code point, or
@@ -901,6 +915,7 @@ static PyObject *word_numbers(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"code_points", code_points, METH_VARARGS, NULL},
     {"strings", strings, METH_VARARGS, NULL},
+    {"all_marked", all_marked, METH_VARARGS, NULL},
     {"fold_case", fold_case, METH_VARARGS, NULL},
     {"collapse_separators", collapse_separators, METH_VARARGS, NULL},
     {"sketch", sketch, METH_VARARGS, NULL},

@@ -235,6 +235,8 @@ class _CodePointTables:
 
     def classify(self, codes: np.ndarray) -> None:
         """Classify every code point of ``codes`` not classified yet, and those it folds to."""
+        if _kernels.all_marked(codes, self.classified):  # one pass, where a gather takes three
+            return
         fresh = np.unique(codes[~self.classified[codes]])
         self.classified[fresh] = True
         folded: set[int] = set()
