@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from . import api, output
 from .errors import NeardupError
@@ -675,5 +675,18 @@ def _interrupted(exc: BaseException | None) -> bool:
     return False
 
 
+def run() -> NoReturn:
+    """The ``neardup`` command: :func:`main`, then an exit without the interpreter's teardown.
+    By then every file and store is closed and only the standard streams hold unwritten output;
+    freeing the modules' objects one by one took ~25 ms of each process."""
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # as in main: the reader went away
+        code = 141
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
