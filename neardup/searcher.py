@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-import Levenshtein
 import numpy as np
 
 from .errors import InvalidParameter, NeardupError, UnknownRecord
@@ -118,6 +117,8 @@ WORD_PAIRS = 2000
 
 def word_edit_distance(a: str, b: str) -> int:
     """Levenshtein distance counted in words (Levenshtein compares any sequences of hashables)."""
+    import Levenshtein  # here: a command that measures no pairs does not load it (6 ms)
+
     return Levenshtein.distance(a.split(), b.split())
 
 
@@ -138,6 +139,8 @@ def word_edit_distances(texts: Sequence[str], left: list[int], right: list[int])
 
 
 def _word_edit_distances(texts: Sequence[str], left: list[int], right: list[int]) -> list[int]:
+    import Levenshtein
+
     needed, where = np.unique(np.array(left + right, dtype=np.int64), return_inverse=True)
     words = word_characters([texts[i] for i in needed.tolist()])
     pairs = zip(where[: len(left)].tolist(), where[len(left) :].tolist(), strict=True)

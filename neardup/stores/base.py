@@ -16,15 +16,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from itertools import islice
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from ..errors import NeardupError, ParameterMismatch
 from ..fingerprint import Fingerprint, FingerprintParams, Frequencies, TokenField
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 ParamsRequest = FingerprintParams | Mapping[str, object] | None
 T = TypeVar("T")
@@ -157,6 +159,8 @@ class CandidateQuery:
 def ordered_map(function: Callable[[T], R], items: Sequence[T], workers: int) -> Iterator[R]:
     """``function`` of each item, in order, computed by ``workers`` threads with at most twice
     as many results waiting: for requests an engine answers in parallel."""
+    from concurrent.futures import ThreadPoolExecutor  # engines only: the embedded store has no use
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
         waiting: deque[Future[R]] = deque()
         for item in items:
