@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .fingerprint import FingerprintParams, shingle_sets
-from .report import Pair, ordered_pair
+from .report import PAIR_ORDER, Pair, ordered_pair
 from .searcher import MatchRules, word_edit_distance
 from .stores import StoredRecord
 
@@ -66,5 +66,5 @@ def exact_pairs(
                         kind,
                     )
                 )
-    pairs.sort()
+    pairs.sort(key=PAIR_ORDER)
     return pairs

@@ -85,7 +85,7 @@ def _write(
             values = list(map(str, row))
             line = "\t".join(values)
             # Most rows need no escapes: one look at the joined line is cheaper than escaping.
-            if line.count("\t") >= len(fields) or any(c in line for c in "\\\n\r"):
+            if line.count("\t") >= len(fields) or "\\" in line or "\n" in line or "\r" in line:
                 line = "\t".join(map(tsv_escape, values))
             out.write(line + "\n")
         return count
