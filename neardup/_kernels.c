@@ -5,6 +5,8 @@
  * protocol); the Python callers in neardup.fingerprint and neardup.selfjoin allocate the outputs
  * and check the types, so these loops only compute. Plain C with nothing but Python.h: a module
  * that loads in a millisecond, where a JIT compiler costs every process a second at start-up.
+ * The fingerprinting loops (folding, collapsing, the sketch) release the GIL, so that the
+ * indexer's writer thread stores one batch while the next is fingerprinted.
  *
  * All integer arithmetic is on uint64_t and wraps modulo 2**64 on purpose (the hashes are
  * polynomials and multiply-shift maps); floating point keeps its written order (built with
@@ -54,6 +56,7 @@ static PyObject *collapse_separators(PyObject *self, PyObject *args) {
     uint32_t *out = out_b.buf;
     int64_t *out_offsets = out_offsets_b.buf, *words = words_b.buf;
     Py_ssize_t texts = offsets_b.len / 8 - 1, written = 0;
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t t = 0; t < texts; t++) {
         Py_ssize_t start = written;
         int gap = 0;
@@ -73,6 +76,7 @@ static PyObject *collapse_separators(PyObject *self, PyObject *args) {
         out_offsets[t + 1] = written;
         words[t] += written > start;
     }
+    Py_END_ALLOW_THREADS
     Py_buffer *all[] = {&codes_b, &offsets_b, &table_b, &out_b, &out_offsets_b, &words_b, NULL};
     release(all);
     return PyLong_FromSsize_t(written);
@@ -170,6 +174,7 @@ static PyObject *fold_case(PyObject *self, PyObject *args) {
     int64_t *out_offsets = out_offsets_b.buf;
     uint8_t *unfoldable = unfoldable_b.buf;
     Py_ssize_t texts = offsets_b.len / 8 - 1;
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t t = 0; t < texts; t++) {
         int64_t length = 0;
         for (int64_t i = offsets[t]; i < offsets[t + 1]; i++) {
@@ -183,9 +188,11 @@ static PyObject *fold_case(PyObject *self, PyObject *args) {
         }
         out_offsets[t + 1] = out_offsets[t] + length;
     }
+    Py_END_ALLOW_THREADS
     PyObject *result = PyBytes_FromStringAndSize(NULL, out_offsets[texts] * 4);
     if (result) {
         uint32_t *out = (uint32_t *)PyBytes_AS_STRING(result);
+        Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t t = 0; t < texts; t++) {
             if (unfoldable[t]) continue;
             for (int64_t i = offsets[t]; i < offsets[t + 1]; i++) {
@@ -199,6 +206,7 @@ static PyObject *fold_case(PyObject *self, PyObject *args) {
                 }
             }
         }
+        Py_END_ALLOW_THREADS
     }
     Py_buffer *all[] = {&codes_b, &offsets_b, &fold_b, &expansions_b, &out_offsets_b,
                         &unfoldable_b, NULL};
@@ -326,6 +334,7 @@ static PyObject *sketch(PyObject *self, PyObject *args) {
             return PyErr_NoMemory();
         }
     }
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t t = 0; t < texts; t++) {
         int64_t count = hash_offsets[t + 1] - hash_offsets[t];
         uint64_t *out = scratch ? scratch : (uint64_t *)hashes_b.buf + hash_offsets[t];
@@ -333,6 +342,7 @@ static PyObject *sketch(PyObject *self, PyObject *args) {
         sign(out, count, seed, num_hashes, bands, minima,
              (uint32_t *)signatures_b.buf + t * num_hashes, (uint64_t *)bands_b.buf + t * bands);
     }
+    Py_END_ALLOW_THREADS
     PyMem_Free(scratch);
     PyMem_Free(minima);
     release(all);

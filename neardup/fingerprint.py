@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import threading
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -212,6 +213,7 @@ class Fingerprint:
 # Hangul jamo and a few more; a test checks this against unicodedata).
 _FOLDABLE_BLOCKS = ((0x0001, 0x0900), (0x1E00, 0xD800), (0xE000, 0x10000), (0x1F000, 0x20000))
 _EXPANDS = 0x80000000  # a fold table entry that points into the expansions (see fold_case)
+_EXPANSIONS = 1 << 14  # room for them: all of Unicode 14's take 4,345
 
 
 def _in_foldable_block(char: str) -> bool:
@@ -226,27 +228,34 @@ class _CodePointTables:
     ``is_separator``: whitespace and Unicode punctuation except '-', which normalisation turns
     into word boundaries. ``fold``: what NFKC and lowercasing make of the code point in any text
     of such code points, so that those texts are normalised by table (see :meth:`_fold`).
+
+    Threads share the tables, and the compiled loops read them without the GIL: a code point's
+    entries are written before it is marked classified, the expansions are never moved, and one
+    thread classifies at a time.
     """
 
     is_separator: np.ndarray = field(default_factory=lambda: np.zeros(_CODE_POINTS, np.bool_))
     fold: np.ndarray = field(default_factory=lambda: np.zeros(_CODE_POINTS, np.uint32))
     classified: np.ndarray = field(default_factory=lambda: np.zeros(_CODE_POINTS, np.bool_))
-    expansions: np.ndarray = field(default_factory=lambda: np.zeros(1, np.uint32))
+    expansions: np.ndarray = field(default_factory=lambda: np.zeros(_EXPANSIONS, np.uint32))
+    expansions_used: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def classify(self, codes: np.ndarray) -> None:
         """Classify every code point of ``codes`` not classified yet, and those it folds to."""
         if _kernels.all_marked(codes, self.classified):  # one pass, where a gather takes three
             return
-        fresh = np.unique(codes[~self.classified[codes]])
-        self.classified[fresh] = True
-        folded: set[int] = set()
-        for code in fresh.tolist():
-            char = chr(code)
-            self.is_separator[code] = char != "-" and (
-                char.isspace() or unicodedata.category(char)[0] == "P"
-            )
-            self.fold[code] = self._fold(char)
-            folded.update(map(ord, _nfkc(char).lower()))
+        with self.lock:
+            fresh = np.unique(codes[~self.classified[codes]])
+            folded: set[int] = set()
+            for code in fresh.tolist():
+                char = chr(code)
+                self.is_separator[code] = char != "-" and (
+                    char.isspace() or unicodedata.category(char)[0] == "P"
+                )
+                self.fold[code] = self._fold(char)
+                folded.update(map(ord, _nfkc(char).lower()))
+            self.classified[fresh] = True
         if folded:
             self.classify(np.fromiter(folded, np.uint32, len(folded)))
 
@@ -268,10 +277,12 @@ class _CodePointTables:
             return 0
         if len(folded) == 1:
             return ord(folded)
-        entry = _EXPANDS | len(self.expansions)
-        expansion = np.array([len(folded), *map(ord, folded)], dtype=np.uint32)
-        self.expansions = np.concatenate([self.expansions, expansion])
-        return entry
+        at = self.expansions_used
+        if at + 1 + len(folded) > len(self.expansions):
+            return 0  # no room left (not with Unicode 14): Python normalises such texts
+        self.expansions[at : at + 1 + len(folded)] = [len(folded), *map(ord, folded)]
+        self.expansions_used += 1 + len(folded)
+        return _EXPANDS | at
 
 
 _CODE_POINTS = sys.maxunicode + 1

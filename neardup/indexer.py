@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -16,6 +16,9 @@ from .fingerprint import fingerprint_batch
 from .readers import Record, SkipLog
 from .stores import MAX_ID_BYTES, Document, Store
 from .stores.base import ParamsRequest
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 # Records per transaction. Larger transactions write each touched index page once for more
 # records (a commit writes every page it dirtied): 10,000 index twice as fast as 1,000.
@@ -125,6 +128,44 @@ class IndexSummary:
         return True
 
 
+class BackgroundWriter:
+    """Upserts batches on a second thread, one batch behind its caller: the store writes a
+    batch (SQLite's steps and commits, an engine's requests: none holds the GIL) while the
+    caller reads and fingerprints the next (whose compiled loops release the GIL too)."""
+
+    def __init__(self, store: Store) -> None:
+        from concurrent.futures import ThreadPoolExecutor  # (3 ms) for the commands that write
+
+        self._store = store
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-writer")
+        self._writing: Future[None] | None = None
+
+    def write(self, documents: Sequence[Document]) -> None:
+        """Once the batch before is written (its error, if any, is raised here), start this."""
+        self.wait()
+        self._writing = self._thread.submit(self._store.upsert, documents)
+
+    def wait(self) -> None:
+        """Until the batch being written is written; raises its error."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
+
+    def __enter__(self) -> BackgroundWriter:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        # A batch being written is finished (or fails) whatever stops the caller, so that
+        # the store is never left mid-transaction; the caller's own error wins.
+        try:
+            self.wait()
+        except Exception:
+            if kind is None:
+                raise
+        finally:
+            self._thread.shutdown()
+
+
 def batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
     iterator = iter(records)
     while batch := list(islice(iterator, size)):
@@ -146,27 +187,39 @@ def index_records(
     started = time.perf_counter()
     summary.params = store.ensure_params(params)
     shingles = store.writes_shingles
-    for batch in batches(records, batch_size):
-        texts = [r.text for r in batch]
-        fingerprints = fingerprint_batch(texts, summary.params, shingles=shingles)
-        worded = []
-        for record, fp in zip(batch, fingerprints, strict=True):
-            if fp.num_words:
-                worded.append((record, fp))
-            else:
-                summary.skipped.add(record.line, "no words after normalisation")
-        admitted = summary.admit([record for record, _ in worded], on_duplicate_id)
-        documents = [
-            Document(record.id, fp, summary.params.fields)
-            for (record, fp), admit in zip(worded, admitted, strict=True)
-            if admit
-        ]
-        store.upsert(documents)
-        summary.read += len(batch)
-        summary.indexed += len(documents)
-        if on_batch:
-            on_batch()
+    with BackgroundWriter(store) as writer:
+        for batch in batches(records, batch_size):
+            _index_batch(batch, writer, shingles, summary, on_duplicate_id)
+            if on_batch:
+                on_batch()
     store.flush()
     summary.documents = store.count()
     summary.seconds += time.perf_counter() - started
     return summary
+
+
+def _index_batch(
+    batch: list[Record],
+    writer: BackgroundWriter,
+    shingles: bool,
+    summary: IndexSummary,
+    on_duplicate_id: OnDuplicateId,
+) -> None:
+    """Fingerprint a batch, count what is skipped, and hand the rest to the writer."""
+    texts = [r.text for r in batch]
+    fingerprints = fingerprint_batch(texts, summary.params, shingles=shingles)
+    worded = []
+    for record, fp in zip(batch, fingerprints, strict=True):
+        if fp.num_words:
+            worded.append((record, fp))
+        else:
+            summary.skipped.add(record.line, "no words after normalisation")
+    admitted = summary.admit([record for record, _ in worded], on_duplicate_id)
+    documents = [
+        Document(record.id, fp, summary.params.fields)
+        for (record, fp), admit in zip(worded, admitted, strict=True)
+        if admit
+    ]
+    writer.write(documents)
+    summary.read += len(batch)
+    summary.indexed += len(documents)

@@ -4,6 +4,7 @@ import math
 import random
 import sys
 import unicodedata
+from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 
 import numpy as np
@@ -504,3 +505,18 @@ def assert_alike_but_shingles(a: Fingerprint, b: Fingerprint) -> None:
         b.num_words,
     )
     assert np.array_equal(a.signature, b.signature) and np.array_equal(a.bands, b.bands)
+
+
+def test_threads_classifying_new_characters_at_once_normalise_as_one_does() -> None:
+    # The tables are filled as texts bring new characters, while other threads' compiled loops
+    # read them without the GIL.
+    rng = random.Random(3)
+    pool = [chr(c) for c in range(0x20, 0x3000) if unicodedata.category(chr(c))[0] != "C"]
+    batches = [
+        ["".join(rng.choices(pool, k=rng.randrange(40))) for _ in range(300)] for _ in range(8)
+    ]
+    expected = [[reference_normalize(t) for t in batch] for batch in batches]
+    for _ in range(8):  # a race shows in some runs only
+        fingerprinting._tables.cache_clear()
+        with ThreadPoolExecutor(4) as threads:
+            assert list(threads.map(normalize_batch, batches)) == expected
