@@ -128,7 +128,7 @@ def find_pairs(
     if strategy != "lookups":
         with _phase("reading", total, " records", progress, seconds) as bar:
             contents = read_contents(
-                _counted(store.iter_records(1000), bar),
+                _counted(_read_ahead(store.iter_records(1000)), bar),
                 params,
                 TokenField(rules.method),
                 rules.first_word,
@@ -205,7 +205,7 @@ def _bucket_report(
     """The report from the store's shared band buckets (:mod:`neardup.buckets`)."""
     total = store.count() if progress else None
     with _phase("reading", total, " records", progress, seconds) as bar:
-        digests = _counted(store.iter_digests(rules.first_word), bar)
+        digests = _counted(_read_ahead(store.iter_digests(rules.first_word)), bar)
         groups = ContentGroups.read(digests, rules.first_word)
     with _phase("joining", 100, "%", progress, seconds) as bar:
         pages = _covered(store.shared_buckets(TokenField.BANDS), bar)
@@ -308,6 +308,20 @@ def _covered(pages: Iterable[Buckets], bar: Bar) -> Iterator[Buckets]:
     for page in pages:
         yield page
         bar.update(round(100 * page.covered) - bar.n)
+
+
+def _read_ahead(batches: Iterable[Batched]) -> Iterator[Batched]:
+    """``batches`` with the next one read on a second thread while this one is used: a store's
+    reading (SQLite's steps, an engine's requests) and the report's compiled loops hold no GIL.
+    Only where nothing else uses the store until the last batch is read."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    iterator, end = iter(batches), object()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-reader") as reader:
+        ahead = reader.submit(next, iterator, end)
+        while (batch := ahead.result()) is not end:
+            ahead = reader.submit(next, iterator, end)
+            yield batch
 
 
 def _counted(batches: Iterable[list[Batched]], bar: Bar) -> Iterator[list[Batched]]:

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import importlib
 import random
+import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from functools import partial
 from itertools import combinations
@@ -15,7 +17,7 @@ from neardup.errors import NeardupError, ParameterMismatch, UnknownRecord
 from neardup.fingerprint import TOKEN_FIELDS, FingerprintParams
 from neardup.indexer import SeenIds, index_records
 from neardup.readers import Record
-from neardup.report import Pair, _chunks, clusters, find_pairs
+from neardup.report import Pair, _chunks, _read_ahead, clusters, find_pairs
 from neardup.searcher import MatchRules, Searcher
 from neardup.selfjoin import Contents, read_contents, scored_pairs, top_pairs
 from neardup.stores import CandidateQuery, TokenField
@@ -435,3 +437,22 @@ def test_a_given_threshold_verifies_while_measuring_and_finds_what_auto_found(
     assert auto.choice and not given.choice
     assert given.pairs == auto.pairs and any(p.kind == "near" for p in given.pairs)
     assert given.rules == replace(auto.rules, auto_threshold=False)
+
+
+def test_a_report_reads_the_next_batch_on_another_thread_in_order() -> None:
+    readers: set[int] = set()
+
+    def batches(fail_at: int | None = None) -> Iterator[list[int]]:
+        for n in range(5):
+            readers.add(threading.get_ident())
+            if n == fail_at:
+                raise OSError("connection reset")
+            yield [n]
+
+    assert list(_read_ahead(batches())) == [[n] for n in range(5)]
+    assert readers and threading.get_ident() not in readers
+    with pytest.raises(OSError, match="connection reset"):
+        list(_read_ahead(batches(fail_at=3)))
+    first_two = _read_ahead(batches())
+    assert [next(first_two), next(first_two)] == [[0], [1]]
+    first_two.close()  # stopping early waits for the batch being read, and ends the thread
