@@ -138,14 +138,13 @@ def find_pairs(
             if scored is not None:
                 low, high, shared = top_pairs(*scored, rules.rows)
         if scored is not None:
-            copies = np.array([len(contents.ids(g)) for g in range(len(contents.heads))])
             exact = [(members, int(contents.sizes[g])) for g, members in contents.members.items()]
             return _measured_and_verified(
                 store,
                 params,
                 rules,
                 _joined_groups(store, contents),
-                copies,
+                contents.copies(),
                 [(low, high, shared)],
                 exact,
                 progress,

@@ -48,6 +48,12 @@ class Contents:
     def ids(self, group: int) -> list[str]:
         return self.members.get(group, [self.heads[group]])
 
+    def copies(self) -> np.ndarray:
+        """How many records hold each group's content."""
+        copies = np.ones(len(self.heads), dtype=np.int64)
+        copies[list(self.members)] = [len(ids) for ids in self.members.values()]
+        return copies
+
 
 def read_contents(
     batches: Iterable[list[StoredRecord]],

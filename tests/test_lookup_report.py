@@ -264,6 +264,12 @@ def test_scored_pairs_count_the_distinct_tokens_each_pair_of_contents_shares() -
     assert list(found) == sorted(found)
 
 
+def test_contents_count_the_copies_of_each_content() -> None:
+    members = {1: ["b", "b2", "b3"], 3: ["d", "d2"]}
+    contents = Contents(["a", "b", "c", "d"], members, [], np.empty(0), np.zeros(4), None)
+    assert contents.copies().tolist() == [len(contents.ids(g)) for g in range(4)] == [1, 3, 1, 2]
+
+
 def test_a_join_over_its_pair_budget_falls_back_to_lookups(sqlite_url: str, tmp_path: Path) -> None:
     api.index([corpus(tmp_path / "records.txt")], sqlite_url)
     rules = MatchRules()
