@@ -632,8 +632,9 @@ def _quiet_client_loggers() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
-    _keep_freed_memory()
     args = _parser().parse_args(argv)
+    if args.command != "serve":  # a service runs for days: it gives freed memory back
+        _keep_freed_memory()
     _quiet_client_loggers()
     try:
         return _COMMANDS[args.command](args)

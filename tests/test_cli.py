@@ -502,3 +502,18 @@ def test_index_reads_standard_input(tmp_path: Path) -> None:
     assert "store holds 6" in result.stderr
     copies = neardup("lookup", "--store", url, "--id", "2", "--collapse-copies", "--json")
     assert [(m["id"], m["copies"]) for m in json.loads(copies.stdout)] == [("1", ["6"])]
+
+
+def test_batch_commands_keep_freed_memory_and_the_service_gives_it_back(
+    monkeypatch: pytest.MonkeyPatch, records: Path, tmp_path: Path
+) -> None:
+    from neardup import api, cli
+
+    tuned: list[bool] = []
+    monkeypatch.setattr(cli, "_keep_freed_memory", lambda: tuned.append(True))
+    monkeypatch.setattr(api, "serve", lambda *args, **kwargs: None)
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    assert neardup("index", str(records), "--store", store).returncode == 0
+    assert tuned == [True]
+    assert neardup("serve", "--store", store).returncode == 0
+    assert tuned == [True]
