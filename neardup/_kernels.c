@@ -100,6 +100,12 @@ static PyObject *code_points(PyObject *self, PyObject *args) {
     }
     for (Py_ssize_t t = 0; t < count; t++) {
         PyObject *text = PyList_GET_ITEM(texts, t);
+#if PY_VERSION_HEX < 0x030C0000 /* before 3.12 a string made by the old API may not be ready */
+        if (PyUnicode_Check(text) && PyUnicode_READY(text) < 0) {
+            release(all);
+            return NULL;
+        }
+#endif
         if (!PyUnicode_Check(text) || PyUnicode_GET_LENGTH(text) != offsets[t + 1] - offsets[t]) {
             release(all);
             PyErr_SetString(PyExc_TypeError, "code_points: texts must be the strings measured");

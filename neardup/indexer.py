@@ -1,4 +1,5 @@
-"""Batch indexing: read records, fingerprint them a batch at a time, upsert each batch."""
+"""Batch indexing: read records, fingerprint them a batch at a time, upsert each batch (on a
+second thread, while the next batch is fingerprinted)."""
 
 from __future__ import annotations
 
