@@ -1,12 +1,12 @@
-/* neardup's compiled loops: case folding, separators, shingle hashing, signatures, bands, set
- * sizes and similarities, and the band self-join.
+/* neardup's compiled loops: case folding, separators, shingle hashing, signatures, bands, MD5s,
+ * set sizes and similarities, and the band self-join.
  *
  * Every function works over whole batches in flat arrays (numpy arrays, through the buffer
  * protocol); the Python callers in neardup.fingerprint and neardup.selfjoin allocate the outputs
  * and check the types, so these loops only compute. Plain C with nothing but Python.h: a module
  * that loads in a millisecond, where a JIT compiler costs every process a second at start-up.
- * The fingerprinting loops (folding, collapsing, the sketch) release the GIL, so that the
- * indexer's writer thread stores one batch while the next is fingerprinted.
+ * The fingerprinting loops (folding, collapsing, the sketch, the MD5s) release the GIL, so that
+ * the indexer's writer thread stores one batch while the next is fingerprinted.
  *
  * All integer arithmetic is on uint64_t and wraps modulo 2**64 on purpose (the hashes are
  * polynomials and multiply-shift maps); floating point keeps its written order (built with
@@ -145,6 +145,116 @@ static PyObject *strings(PyObject *self, PyObject *args) {
         else PyList_SET_ITEM(result, t, text);
     }
     Py_buffer *all[] = {&codes_b, &offsets_b, NULL};
+    release(all);
+    return result;
+}
+
+/* --- MD5 (RFC 1321) of each text's UTF-8 -------------------------------------------------- */
+
+static uint32_t md5_k[64]; /* floor(|sin(i + 1)| * 2**32), filled when the module loads */
+static const uint8_t MD5_SHIFTS[64] = {7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
+                                       5, 9,  14, 20, 5, 9,  14, 20, 5, 9,  14, 20, 5, 9,  14, 20,
+                                       4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
+                                       6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21};
+
+static void md5_block(uint32_t state[4], const uint8_t block[64]) {
+    uint32_t w[16], a = state[0], b = state[1], c = state[2], d = state[3];
+    for (int i = 0; i < 16; i++)
+        w[i] = block[4 * i] | (uint32_t)block[4 * i + 1] << 8 | (uint32_t)block[4 * i + 2] << 16 |
+               (uint32_t)block[4 * i + 3] << 24;
+    for (int i = 0; i < 64; i++) {
+        uint32_t f;
+        int g;
+        if (i < 16) f = (b & c) | (~b & d), g = i;
+        else if (i < 32) f = (d & b) | (~d & c), g = (5 * i + 1) & 15;
+        else if (i < 48) f = b ^ c ^ d, g = (3 * i + 5) & 15;
+        else f = c ^ (b | ~d), g = (7 * i) & 15;
+        f += a + md5_k[i] + w[g];
+        a = d, d = c, c = b;
+        b += f << MD5_SHIFTS[i] | f >> (32 - MD5_SHIFTS[i]);
+    }
+    state[0] += a, state[1] += b, state[2] += c, state[3] += d;
+}
+
+/* The UTF-8 of code points into out (room for 4 a code point); its length, or -1 when one is a
+ * surrogate, which UTF-8 cannot hold. */
+static int64_t utf8(const uint32_t *codes, int64_t count, uint8_t *out) {
+    uint8_t *at = out;
+    for (int64_t i = 0; i < count; i++) {
+        uint32_t c = codes[i];
+        if (c < 0x80) {
+            *at++ = (uint8_t)c;
+        } else if (c < 0x800) {
+            *at++ = 0xC0 | c >> 6, *at++ = 0x80 | (c & 0x3F);
+        } else if (c < 0x10000) {
+            if (c >= 0xD800 && c < 0xE000) return -1;
+            *at++ = 0xE0 | c >> 12, *at++ = 0x80 | (c >> 6 & 0x3F), *at++ = 0x80 | (c & 0x3F);
+        } else {
+            *at++ = 0xF0 | c >> 18, *at++ = 0x80 | (c >> 12 & 0x3F);
+            *at++ = 0x80 | (c >> 6 & 0x3F), *at++ = 0x80 | (c & 0x3F);
+        }
+    }
+    return at - out;
+}
+
+/* The MD5 of bytes[0, length), padded in place: bytes has 72 spare bytes past length. */
+static void md5(uint8_t *bytes, int64_t length, uint8_t digest[16]) {
+    uint32_t state[4] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476};
+    uint64_t bits = (uint64_t)length * 8;
+    int64_t padded = (length + 8) / 64 * 64 + 64;
+    bytes[length] = 0x80;
+    memset(bytes + length + 1, 0, padded - length - 9);
+    for (int i = 0; i < 8; i++) bytes[padded - 8 + i] = (uint8_t)(bits >> (8 * i));
+    for (int64_t at = 0; at < padded; at += 64) md5_block(state, bytes + at);
+    for (int i = 0; i < 16; i++) digest[i] = (uint8_t)(state[i / 4] >> (8 * (i % 4)));
+}
+
+/* md5_hex(codes u32, offsets i64) -> list[str]: each text's MD5, as hashlib's hexdigest of its
+ * UTF-8 gives it; ValueError for a text holding a surrogate. The digests are computed without
+ * the GIL, from the code points the fingerprinting holds already. */
+static PyObject *md5_hex(PyObject *self, PyObject *args) {
+    Py_buffer codes_b, offsets_b;
+    if (!PyArg_ParseTuple(args, "y*y*", &codes_b, &offsets_b)) return NULL;
+    Py_buffer *all[] = {&codes_b, &offsets_b, NULL};
+    const uint32_t *codes = codes_b.buf;
+    const int64_t *offsets = offsets_b.buf;
+    Py_ssize_t texts = offsets_b.len / 8 - 1;
+    int64_t longest = 0;
+    for (Py_ssize_t t = 0; t < texts; t++)
+        if (offsets[t + 1] - offsets[t] > longest) longest = offsets[t + 1] - offsets[t];
+    uint8_t *digests = PyMem_Malloc(16 * (texts ? texts : 1));
+    uint8_t *bytes = PyMem_Malloc(4 * longest + 72);
+    if (!digests || !bytes) {
+        PyMem_Free(digests), PyMem_Free(bytes);
+        release(all);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t bad = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t t = 0; t < texts && bad < 0; t++) {
+        int64_t length = utf8(codes + offsets[t], offsets[t + 1] - offsets[t], bytes);
+        if (length < 0) bad = t;
+        else md5(bytes, length, digests + 16 * t);
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (bad >= 0) {
+        PyErr_Format(PyExc_ValueError, "text %zd holds a surrogate, which UTF-8 cannot encode", bad);
+    } else if ((result = PyList_New(texts))) {
+        static const char hex[] = "0123456789abcdef";
+        for (Py_ssize_t t = 0; t < texts; t++) {
+            char text[32];
+            for (int i = 0; i < 16; i++)
+                text[2 * i] = hex[digests[16 * t + i] >> 4], text[2 * i + 1] = hex[digests[16 * t + i] & 15];
+            PyObject *item = PyUnicode_FromStringAndSize(text, 32);
+            if (!item) {
+                Py_CLEAR(result);
+                break;
+            }
+            PyList_SET_ITEM(result, t, item);
+        }
+    }
+    PyMem_Free(digests), PyMem_Free(bytes);
     release(all);
     return result;
 }
@@ -932,6 +1042,7 @@ static PyMethodDef methods[] = {
     {"code_points", code_points, METH_VARARGS, NULL},
     {"strings", strings, METH_VARARGS, NULL},
     {"all_marked", all_marked, METH_VARARGS, NULL},
+    {"md5_hex", md5_hex, METH_VARARGS, NULL},
     {"fold_case", fold_case, METH_VARARGS, NULL},
     {"collapse_separators", collapse_separators, METH_VARARGS, NULL},
     {"sketch", sketch, METH_VARARGS, NULL},
@@ -950,4 +1061,7 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_kernels", "neardup's compiled loops (see _kernels.c).", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kernels(void) {
+    for (int i = 0; i < 64; i++) md5_k[i] = (uint32_t)(fabs(sin(i + 1.0)) * 4294967296.0);
+    return PyModule_Create(&module);
+}

@@ -10,14 +10,14 @@ its own fixed probe sequence. Position ``i`` of two signatures agrees with proba
 to the Jaccard similarity of the two shingle sets, as with K independent hash functions, at the cost
 of one hash per shingle instead of K: shingles + K work per text instead of shingles x K.
 
-The hot loops (case folding, separators, shingle hashing, signatures, bands, similarities) are C,
-in ``_kernels.c``, and run over a whole batch at once; the texts cross into them as one array of
-code points. The functions here allocate what the loops fill and hold the types they expect.
+The hot loops (case folding, separators, shingle hashing, signatures, bands, MD5s, similarities)
+are C, in ``_kernels.c``, and run over a whole batch at once; the texts cross into them as one
+array of code points. The functions here allocate what the loops fill and hold the types they
+expect.
 """
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import threading
 import unicodedata
@@ -475,18 +475,20 @@ def fingerprint_batch(
     hashes, hash_offsets, signatures, bands = _sketch_contents(
         contents, params, (codes, offsets), keep_hashes=shingles
     )
+    md5s = _kernels.md5_hex(codes, offsets)  # without the GIL: beside the indexer's writer
     return [
         Fingerprint(
             content=content,
-            md5=hashlib.md5(content.encode("utf-8")).hexdigest(),
+            md5=md5,
             first_word=content.partition(" ")[0],
             num_words=num_words,
             shingle_hashes=shingle_hashes,
             signature=signature,
             bands=band_hashes,
         )
-        for content, num_words, shingle_hashes, signature, band_hashes in zip(
+        for content, md5, num_words, shingle_hashes, signature, band_hashes in zip(
             contents,
+            md5s,
             word_counts.tolist(),
             _slices(hashes, hash_offsets) if shingles else [None] * len(contents),
             signatures,

@@ -520,3 +520,16 @@ def test_threads_classifying_new_characters_at_once_normalise_as_one_does() -> N
         fingerprinting._tables.cache_clear()
         with ThreadPoolExecutor(4) as threads:
             assert list(threads.map(normalize_batch, batches)) == expected
+
+
+def test_md5s_are_hashlibs_of_the_utf8_at_every_length_and_width() -> None:
+    rng = random.Random(9)
+    pool = [chr(c) for c in [*range(0x20, 0x250), 0x7FF, 0x800, 0xFFFF, 0x10000, 0x10FFFF]]
+    texts = ["".join(rng.choices(pool, k=rng.randrange(300))) for _ in range(500)]
+    texts += ["", "a", *("x" * n for n in range(50, 130))]  # every way to end a 64-byte block
+    codes, offsets = fingerprinting._code_points(texts)
+    expected = [hashlib.md5(t.encode("utf-8")).hexdigest() for t in texts]
+    assert fingerprinting._kernels.md5_hex(codes, offsets) == expected
+    codes, offsets = fingerprinting._code_points(["fine", "a\ud800b"])
+    with pytest.raises(ValueError, match="text 1 holds a surrogate"):
+        fingerprinting._kernels.md5_hex(codes, offsets)
