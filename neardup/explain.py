@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-import Levenshtein
 import numpy as np
 
 from .fingerprint import (
@@ -84,6 +83,8 @@ class Explanation:
 
 def word_diff(a: str, b: str) -> tuple[WordChange, ...]:
     """The edit operations behind the word edit distance, equal runs included."""
+    import Levenshtein  # here: most commands never explain (see word_edit_distance)
+
     left, right = a.split(), b.split()
     return tuple(
         WordChange(op, " ".join(left[i1:i2]), " ".join(right[j1:j2]))
