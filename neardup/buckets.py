@@ -22,7 +22,6 @@ The client holds the content numbers and one part at a time.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -192,6 +191,8 @@ def candidate_parts(
     store's shared buckets (``pages``), as parts of (low content, high
     content, shared tokens), each sorted by (low, high): together exactly what
     :func:`neardup.selfjoin.top_pairs` gives for the same store."""
+    import tempfile  # here: only reports from buckets spill (with random, shutil: 2.7 ms)
+
     parts = max(1, -(-len(groups) // CONTENTS_PER_PART))
     with tempfile.TemporaryDirectory(prefix="neardup-report-") as directory:
         directed = _Spill(Path(directory), "directed", parts)
