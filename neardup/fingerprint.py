@@ -253,18 +253,18 @@ class _CodePointTables:
                 self.is_separator[code] = char != "-" and (
                     char.isspace() or unicodedata.category(char)[0] == "P"
                 )
-                self.fold[code] = self._fold(char)
-                folded.update(map(ord, _nfkc(char).lower()))
+                self.fold[code], lowered = self._fold(char)
+                folded.update(map(ord, lowered))
             self.classified[fresh] = True
         if folded:
             self.classify(np.fromiter(folded, np.uint32, len(folded)))
 
-    def _fold(self, char: str) -> int:
-        """The fold entry of a character: its NFKC lowercased, as one code point, or as
-        ``_EXPANDS | i`` for several (their count at ``expansions[i]``, then the code points);
-        or 0 where its text must be normalised in Python: the character may combine with a
-        neighbour (its decomposition starts with a combining mark or a composing starter), or
-        lowercases by context (capital sigma) or into more characters."""
+    def _fold(self, char: str) -> tuple[int, str]:
+        """The fold entry of a character, and its NFKC lowercased. The entry is that form as
+        one code point, or as ``_EXPANDS | i`` for several (their count at ``expansions[i]``,
+        then the code points); or 0 where its text must be normalised in Python: the character
+        may combine with a neighbour (its decomposition starts with a combining mark or a
+        composing starter), or lowercases by context (capital sigma) or into more characters."""
         decomposed, composed = unicodedata.normalize("NFKD", char), _nfkc(char)
         folded = composed.lower()
         if (
@@ -274,15 +274,15 @@ class _CodePointTables:
             or "\u03a3" in composed
             or len(folded) != len(composed)
         ):
-            return 0
+            return 0, folded
         if len(folded) == 1:
-            return ord(folded)
+            return ord(folded), folded
         at = self.expansions_used
         if at + 1 + len(folded) > len(self.expansions):
-            return 0  # no room left (not with Unicode 14): Python normalises such texts
+            return 0, folded  # no room left (not with Unicode 14): Python normalises such texts
         self.expansions[at : at + 1 + len(folded)] = [len(folded), *map(ord, folded)]
         self.expansions_used += 1 + len(folded)
-        return _EXPANDS | at
+        return _EXPANDS | at, folded
 
 
 _CODE_POINTS = sys.maxunicode + 1
