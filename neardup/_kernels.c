@@ -35,6 +35,14 @@ static inline uint64_t fmix64(uint64_t h) {
 /* Map the high 32 bits of h onto [0, num_bins) by multiply-shift. */
 static inline uint64_t bin_of(uint64_t h, uint64_t num_bins) { return ((h >> 32) * num_bins) >> 32; }
 
+/* The length of the longest of `items` items laid end to end at `offsets`. */
+static int64_t longest_item(const int64_t *offsets, Py_ssize_t items) {
+    int64_t longest = 0;
+    for (Py_ssize_t t = 0; t < items; t++)
+        if (offsets[t + 1] - offsets[t] > longest) longest = offsets[t + 1] - offsets[t];
+    return longest;
+}
+
 /* Release every buffer PyArg_ParseTuple filled (the NULL-terminated list of them). */
 static void release(Py_buffer **buffers) {
     for (; *buffers; buffers++) PyBuffer_Release(*buffers);
@@ -219,9 +227,7 @@ static PyObject *md5_hex(PyObject *self, PyObject *args) {
     const uint32_t *codes = codes_b.buf;
     const int64_t *offsets = offsets_b.buf;
     Py_ssize_t texts = offsets_b.len / 8 - 1;
-    int64_t longest = 0;
-    for (Py_ssize_t t = 0; t < texts; t++)
-        if (offsets[t + 1] - offsets[t] > longest) longest = offsets[t + 1] - offsets[t];
+    int64_t longest = longest_item(offsets, texts);
     uint8_t *digests = PyMem_Malloc(16 * (texts ? texts : 1));
     uint8_t *bytes = PyMem_Malloc(4 * longest + 72);
     if (!digests || !bytes) {
@@ -440,11 +446,8 @@ static PyObject *sketch(PyObject *self, PyObject *args) {
     Py_ssize_t texts = offsets_b.len / 8 - 1;
     uint64_t *scratch = NULL;
     if (hashes_b.len == 0) {
-        int64_t longest = 1;
-        for (Py_ssize_t t = 0; t < texts; t++)
-            if (hash_offsets[t + 1] - hash_offsets[t] > longest)
-                longest = hash_offsets[t + 1] - hash_offsets[t];
-        if (!(scratch = PyMem_Malloc(longest * sizeof(uint64_t)))) {
+        int64_t longest = longest_item(hash_offsets, texts);
+        if (!(scratch = PyMem_Malloc((longest ? longest : 1) * sizeof(uint64_t)))) {
             PyMem_Free(minima);
             release(all);
             return PyErr_NoMemory();
