@@ -1,5 +1,5 @@
 /* neardup's compiled loops: case folding, separators, shingle hashing, signatures, bands, MD5s,
- * set sizes and similarities, and the band self-join.
+ * set sizes and similarities, the band self-join and word edit distances.
  *
  * Every function works over whole batches in flat arrays (numpy arrays, through the buffer
  * protocol); the Python callers in neardup.fingerprint and neardup.selfjoin allocate the outputs
@@ -1041,6 +1041,100 @@ static PyObject *word_numbers(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(written);
 }
 
+/* --- word edit distance -------------------------------------------------------------------- */
+
+/* A pattern block's words: its (at most 64) distinct word numbers + 1 (0: an empty slot) in an
+ * open-addressing table at most half full, each with the mask of the block's positions that
+ * hold it. */
+#define BLOCK_SLOTS 128
+
+static inline Py_ssize_t block_slot(const uint32_t *keys, uint32_t key) {
+    Py_ssize_t slot = (Py_ssize_t)((key * 0x9E3779B1u) >> 25);
+    while (keys[slot] && keys[slot] != key) slot = (slot + 1) & (BLOCK_SLOTS - 1);
+    return slot;
+}
+
+/* The Levenshtein distance of two sequences of word numbers, by Myers' bit-parallel algorithm
+ * over 64-row blocks of the shorter one (Hyyrö's blocked form, as in edlib): n columns of a few
+ * word operations per block instead of m * n cells. The common prefix and suffix, most of a
+ * near-duplicate pair, are cut first: they do not change the distance. `keys`, `masks`,
+ * `positive` and `negative` have room for the blocks of the shorter sequence. */
+static int64_t edit_distance(const uint32_t *a, int64_t m, const uint32_t *b, int64_t n,
+                             uint32_t *keys, uint64_t *masks, uint64_t *positive,
+                             uint64_t *negative) {
+    while (m && n && a[0] == b[0]) a++, b++, m--, n--;
+    while (m && n && a[m - 1] == b[n - 1]) m--, n--;
+    if (m > n) {
+        const uint32_t *t = a;
+        int64_t tm = m;
+        a = b, m = n, b = t, n = tm;
+    }
+    if (!m) return n;
+    int64_t blocks = (m + 63) / 64, score = m, last = (m - 1) % 64;
+    memset(keys, 0, blocks * BLOCK_SLOTS * sizeof *keys);
+    for (int64_t i = 0; i < m; i++) {
+        uint32_t *block = keys + (i / 64) * BLOCK_SLOTS;
+        Py_ssize_t slot = block_slot(block, a[i] + 1);
+        uint64_t *mask = masks + (i / 64) * BLOCK_SLOTS + slot;
+        if (!block[slot]) block[slot] = a[i] + 1, *mask = 0;
+        *mask |= 1ULL << (i % 64);
+    }
+    for (int64_t k = 0; k < blocks; k++) positive[k] = ~0ULL, negative[k] = 0;
+    for (int64_t j = 0; j < n; j++) {
+        int carry = 1; /* the first row's horizontal difference: row 0 counts the columns */
+        for (int64_t k = 0; k < blocks; k++) {
+            const uint32_t *block = keys + k * BLOCK_SLOTS;
+            Py_ssize_t slot = block_slot(block, b[j] + 1);
+            uint64_t eq = block[slot] ? masks[k * BLOCK_SLOTS + slot] : 0;
+            uint64_t pv = positive[k], mv = negative[k], xv = eq | mv;
+            eq |= carry < 0;
+            uint64_t xh = (((eq & pv) + pv) ^ pv) | eq;
+            uint64_t ph = mv | ~(xh | pv), mh = pv & xh;
+            if (k == blocks - 1) score += (int64_t)((ph >> last) & 1) - (int64_t)((mh >> last) & 1);
+            int out = (int)(ph >> 63) - (int)(mh >> 63);
+            ph = (ph << 1) | (carry > 0);
+            mh = (mh << 1) | (carry < 0);
+            positive[k] = mh | ~(xv | ph);
+            negative[k] = ph & xv;
+            carry = out;
+        }
+    }
+    return score;
+}
+
+/* word_edit_distances(numbers u32, word_offsets i64, left i64, right i64, out i64): the
+ * Levenshtein distance of the word-number sequences left[i] and right[i] (word_numbers) for
+ * many pairs, without the GIL. */
+static PyObject *word_edit_distances(PyObject *self, PyObject *args) {
+    Py_buffer numbers_b, offsets_b, left_b, right_b, out_b;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*", &numbers_b, &offsets_b, &left_b, &right_b, &out_b))
+        return NULL;
+    Py_buffer *all[] = {&numbers_b, &offsets_b, &left_b, &right_b, &out_b, NULL};
+    const uint32_t *numbers = numbers_b.buf;
+    const int64_t *offsets = offsets_b.buf, *left = left_b.buf, *right = right_b.buf;
+    int64_t *out = out_b.buf;
+    int64_t blocks = (longest_item(offsets, offsets_b.len / 8 - 1) + 63) / 64 + 1;
+    uint32_t *keys = PyMem_Malloc(blocks * BLOCK_SLOTS * sizeof *keys);
+    uint64_t *masks = PyMem_Malloc(blocks * BLOCK_SLOTS * sizeof *masks);
+    uint64_t *vertical = PyMem_Malloc(2 * blocks * sizeof *vertical);
+    if (!keys || !masks || !vertical) {
+        PyMem_Free(keys), PyMem_Free(masks), PyMem_Free(vertical);
+        release(all);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t p = 0; p < left_b.len / 8; p++) {
+        int64_t l = left[p], r = right[p];
+        out[p] = edit_distance(numbers + offsets[l], offsets[l + 1] - offsets[l],
+                               numbers + offsets[r], offsets[r + 1] - offsets[r], keys, masks,
+                               vertical, vertical + blocks);
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_Free(keys), PyMem_Free(masks), PyMem_Free(vertical);
+    release(all);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"code_points", code_points, METH_VARARGS, NULL},
     {"strings", strings, METH_VARARGS, NULL},
@@ -1057,6 +1151,7 @@ static PyMethodDef methods[] = {
     {"bucket_pairs", bucket_pairs, METH_VARARGS, NULL},
     {"top_candidates", top_candidates, METH_VARARGS, NULL},
     {"word_numbers", word_numbers, METH_VARARGS, NULL},
+    {"word_edit_distances", word_edit_distances, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .fingerprint import FingerprintParams, shingle_sets
+from .fingerprint import FingerprintParams, shingle_sets, word_edit_distance
 from .report import PAIR_ORDER, Pair, ordered_pair
-from .searcher import MatchRules, word_edit_distance
+from .searcher import MatchRules
 from .stores import StoredRecord
 
 

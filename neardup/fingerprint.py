@@ -582,19 +582,31 @@ def word_numbers(contents: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return numbers[:written], word_offsets
 
 
-# Word numbers below this have a character each (every code point but the 2,048 surrogates).
-WORD_CHARACTERS = sys.maxunicode + 1 - 0x800
+# Pairs whose words are numbered at once (see word_edit_distances).
+WORD_PAIRS = 2000
 
 
-def word_characters(contents: Sequence[str]) -> list[str] | list[list[int]]:
-    """Each normalised content with one character per word, equal words alike: the edit
-    distance of two of them is the word edit distance of their contents. Lists of the word
-    numbers instead when there are more distinct words than characters."""
-    numbers, offsets = word_numbers(contents)
-    if len(numbers) and numbers.max() >= WORD_CHARACTERS:
-        return [part.tolist() for part in _slices(numbers, offsets)]
-    # The surrogates are not characters: numbers from theirs on move past them.
-    return _strings(numbers + np.where(numbers >= 0xD800, 0x800, 0).astype(np.uint32), offsets)
+def word_edit_distance(a: str, b: str) -> int:
+    """The Levenshtein distance of two normalised contents counted in words."""
+    return word_edit_distances([a, b], [0], [1])[0]
+
+
+def word_edit_distances(contents: Sequence[str], left: list[int], right: list[int]) -> list[int]:
+    """:func:`word_edit_distance` of contents[left[i]] and contents[right[i]] for many pairs, in
+    one compiled pass over their word numbers (``word_edit_distances`` in ``_kernels.c``). The
+    words are numbered afresh for every WORD_PAIRS pairs: a pair needs equal numbers for equal
+    words only within itself, and the code points of a few thousand contents at a time stay
+    small."""
+    distances: list[int] = []
+    for start in range(0, len(left), WORD_PAIRS):
+        pairs = np.array(left[start : start + WORD_PAIRS] + right[start : start + WORD_PAIRS])
+        needed, where = np.unique(pairs.astype(np.int64), return_inverse=True)
+        numbers, offsets = word_numbers([contents[i] for i in needed.tolist()])
+        out = np.empty(len(pairs) // 2, dtype=np.int64)
+        where = where.astype(np.int64)
+        _kernels.word_edit_distances(numbers, offsets, where[: len(out)], where[len(out) :], out)
+        distances += out.tolist()
+    return distances
 
 
 def shared_count(a: np.ndarray, b: np.ndarray) -> int:

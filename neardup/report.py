@@ -33,9 +33,10 @@ from .fingerprint import (
     jaccard_pairs,
     pair_similarities,
     shingle_numbers,
+    word_edit_distances,
 )
 from .progress import Bar, progress_bar
-from .searcher import Match, MatchRules, Searcher, word_edit_distances
+from .searcher import Match, MatchRules, Searcher
 from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs, top_pairs
 from .stores import Buckets, Store, StoredRecord
 from .tuning import ThresholdChoice, choose_threshold, similarity_histogram

@@ -19,7 +19,7 @@ from .fingerprint import (
     jaccard,
     shingle_sets,
     weighted_similarity,
-    word_characters,
+    word_edit_distance,
 )
 from .stores import Candidate, CandidateQuery, Store, StoredRecord
 
@@ -109,42 +109,6 @@ def collapse_copies(matches: Sequence[Match]) -> list[Match]:
             first[match.md5] = len(collapsed)
             collapsed.append(match)
     return collapsed
-
-
-# Pairs whose words are numbered at once (see word_edit_distances).
-WORD_PAIRS = 2000
-
-
-def word_edit_distance(a: str, b: str) -> int:
-    """Levenshtein distance counted in words (Levenshtein compares any sequences of hashables)."""
-    import Levenshtein  # here: a command that measures no pairs does not load it (6 ms)
-
-    return Levenshtein.distance(a.split(), b.split())
-
-
-def word_edit_distances(texts: Sequence[str], left: list[int], right: list[int]) -> list[int]:
-    """:func:`word_edit_distance` of texts[left[i]] and texts[right[i]] for many pairs of
-    normalised texts. Each distinct word becomes one character, so that a pair is compared as
-    two short strings: splitting the texts into strings of words costs more than comparing
-    them. The words are numbered afresh for every WORD_PAIRS pairs: a pair needs equal numbers
-    for equal words only within itself, and the code points of a few thousand texts at a time
-    stay small."""
-    return [
-        distance
-        for start in range(0, len(left), WORD_PAIRS)
-        for distance in _word_edit_distances(
-            texts, left[start : start + WORD_PAIRS], right[start : start + WORD_PAIRS]
-        )
-    ]
-
-
-def _word_edit_distances(texts: Sequence[str], left: list[int], right: list[int]) -> list[int]:
-    import Levenshtein
-
-    needed, where = np.unique(np.array(left + right, dtype=np.int64), return_inverse=True)
-    words = word_characters([texts[i] for i in needed.tolist()])
-    pairs = zip(where[: len(left)].tolist(), where[len(left) :].tolist(), strict=True)
-    return [Levenshtein.distance(words[a], words[b]) for a, b in pairs]
 
 
 class Searcher:

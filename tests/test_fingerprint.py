@@ -7,10 +7,10 @@ import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 
+import Levenshtein
 import numpy as np
 import pytest
 
-from neardup import searcher
 from neardup.errors import InvalidParameter
 from neardup.fingerprint import (
     TOKEN_FIELDS,
@@ -31,9 +31,10 @@ from neardup.fingerprint import (
     shingle_sets,
     token_keys,
     weighted_similarity,
+    word_edit_distance,
+    word_edit_distances,
     word_numbers,
 )
-from neardup.searcher import word_edit_distance, word_edit_distances
 
 WORD3 = FingerprintParams("word", 3, 20, 5)
 # The module: the package exports a function of the same name.
@@ -144,26 +145,44 @@ def test_words_are_numbered_alike_when_alike_and_apart_when_not() -> None:
     assert word_numbers(texts)[0].tolist() == expected and len(first_seen) > 10_000
 
 
-@pytest.mark.parametrize(
-    ("characters", "word_pairs"),
-    [(fingerprinting.WORD_CHARACTERS, searcher.WORD_PAIRS), (3, searcher.WORD_PAIRS), (3, 7)],
-    ids=["as text", "as numbers", "numbered 7 pairs at a time"],
-)
-def test_word_edit_distances_of_many_pairs_equal_one_pair_at_a_time(
-    characters: int, word_pairs: int, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("word_pairs", [fingerprinting.WORD_PAIRS, 7])
+def test_word_edit_distances_equal_levenshtein_on_the_words(
+    word_pairs: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fingerprinting, "WORD_CHARACTERS", characters)  # 3: more words than chars
-    monkeypatch.setattr(searcher, "WORD_PAIRS", word_pairs)
+    monkeypatch.setattr(fingerprinting, "WORD_PAIRS", word_pairs)  # 7: numbered 7 pairs at a time
     rng = random.Random(7)
     vocabulary = ["a", "b", "ab", "città", "straße", "日本", "x-y", "\U0001f600", "aa"]
+    # Lengths around the 64-word blocks of the bit-parallel distance, few words so that many
+    # match, and near-copies, whose common prefix and suffix are cut before the blocks.
     texts = normalize_batch(
-        [" ".join(rng.choices(vocabulary, k=rng.randint(0, 12))) for _ in range(60)]
+        [
+            " ".join(
+                rng.choices(
+                    vocabulary[: rng.randint(1, 9)],
+                    k=rng.choice([0, 1, 5, 12, 63, 64, 65, 127, 128, 129, 300]),
+                )
+            )
+            for _ in range(80)
+        ]
     )
-    left, right = [rng.randrange(60) for _ in range(300)], [rng.randrange(60) for _ in range(300)]
+    texts += [_edited(t, rng) for t in texts]
+    left = [rng.randrange(len(texts)) for _ in range(400)] + list(range(80))
+    right = [rng.randrange(len(texts)) for _ in range(400)] + list(range(80, 160))
     assert word_edit_distances(texts, left, right) == [
-        word_edit_distance(texts[a], texts[b]) for a, b in zip(left, right, strict=True)
+        Levenshtein.distance(texts[a].split(), texts[b].split())
+        for a, b in zip(left, right, strict=True)
     ]
     assert word_edit_distances(["a b c d", "a x c d"], [0], [1]) == [1]
+
+
+def _edited(text: str, rng: random.Random) -> str:
+    """The text with a few of its words replaced, dropped or doubled."""
+    words = text.split()
+    for _ in range(rng.randint(0, 3)):
+        if words:
+            at = rng.randrange(len(words))
+            words[at : at + 1] = rng.choice([[], ["new"], [words[at]] * 2])
+    return " ".join(words)
 
 
 def test_fields() -> None:
