@@ -28,7 +28,13 @@ from .evaluate import evaluate as score
 from .exact import exact_pairs
 from .explain import Explanation
 from .explain import explain as explain_pair
-from .fingerprint import TOKEN_FIELDS, FingerprintParams, normalize, normalize_batch
+from .fingerprint import (
+    TOKEN_FIELDS,
+    FingerprintParams,
+    holds_surrogates,
+    normalize,
+    normalize_batch,
+)
 from .generate import write_corpus
 from .html import HtmlReport, pair_histogram
 from .html import render as render_page
@@ -56,7 +62,7 @@ from .settings import (
     params_request,
     remembered_rules,
 )
-from .stores import DEFAULT_STORE_URL, MAX_ID_BYTES, Store, open_store
+from .stores import DEFAULT_STORE_URL, Store, id_problem, open_store
 from .stores.base import ParamsRequest
 from .tuning import MIN_CANDIDATES, Tuning
 from .tuning import tune as tune_bands
@@ -422,8 +428,10 @@ def add(
         chosen = rules_for(target, rules, preset) if if_unique else None
         storable = []
         for record in records:
-            if len(record.id.encode("utf-8")) > MAX_ID_BYTES:
-                result.skipped[record.id] = f"id longer than {MAX_ID_BYTES} bytes"
+            if problem := id_problem(record.id):
+                result.skipped[record.id] = problem
+            elif holds_surrogates(record.text):
+                result.skipped[record.id] = "text holds half of a surrogate pair"
             elif not normalize(record.text):
                 result.skipped[record.id] = "no words after normalisation"
             else:

@@ -17,5 +17,9 @@ class UnknownRecord(NeardupError):
     """An id that the store does not hold."""
 
 
+class InvalidText(NeardupError, ValueError):
+    """A text that is not Unicode: it holds half of a surrogate pair, which no encoding writes."""
+
+
 class InvalidParameter(NeardupError, ValueError):
     """A setting outside its range, such as bands that do not divide the number of hashes."""

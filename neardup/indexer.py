@@ -15,7 +15,7 @@ import numpy as np
 from .errors import NeardupError
 from .fingerprint import fingerprint_batch
 from .readers import Record, SkipLog
-from .stores import MAX_ID_BYTES, Document, Store
+from .stores import Document, Store, id_problem
 from .stores.base import ParamsRequest
 
 if TYPE_CHECKING:
@@ -106,13 +106,15 @@ class IndexSummary:
 
     def admit(self, records: Sequence[Record], on_duplicate_id: OnDuplicateId) -> list[bool]:
         """Whether to index each record, by its id and the run so far; repeats are counted."""
-        fits = [len(r.id.encode("utf-8")) <= MAX_ID_BYTES for r in records]
-        new = iter(self.ids.first_seen([r.id for r, fit in zip(records, fits, strict=True) if fit]))
+        problems = [id_problem(r.id) for r in records]
+        new = iter(
+            self.ids.first_seen([r.id for r, p in zip(records, problems, strict=True) if not p])
+        )
         admitted = []
-        for record, fit in zip(records, fits, strict=True):
-            if not fit:
-                self.skipped.add(record.line, f"id longer than {MAX_ID_BYTES} bytes")
-            admitted.append(fit and (next(new) or self._repeated(record, on_duplicate_id)))
+        for record, problem in zip(records, problems, strict=True):
+            if problem:
+                self.skipped.add(record.line, problem)
+            admitted.append(not problem and (next(new) or self._repeated(record, on_duplicate_id)))
         return admitted
 
     def _repeated(self, record: Record, on_duplicate_id: OnDuplicateId) -> bool:

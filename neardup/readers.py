@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from .errors import NeardupError
+from .fingerprint import holds_surrogates
 
 Format = Literal["lines", "tsv", "csv", "jsonl"]
 FORMATS: tuple[Format, ...] = ("lines", "tsv", "csv", "jsonl")
@@ -37,6 +38,8 @@ _EXTENSIONS: dict[str, Format] = {
     ".ndjson": "jsonl",
 }
 _ID_SEPARATOR = re.compile(r"[ \t]")
+# A JSON escape of a surrogate: half of a pair, unless the other half follows.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 # Values that are not content (see RecordReader._leave_out_noise), and how many rows decide.
 _NOISE = {
     "URLs": re.compile(r"^(https?://|www\.)\S+$", re.IGNORECASE),
@@ -220,6 +223,11 @@ class RecordReader:
             if not isinstance(obj, dict):
                 self.skipped.add(number, "not a JSON object")
                 continue
+            if _SURROGATE_ESCAPE.search(line) and holds_surrogates(
+                json.dumps(obj, ensure_ascii=False)
+            ):
+                self.skipped.add(number, "half of a surrogate pair")
+                continue
             if not checked:
                 self._check_fields(list(obj), "the first JSON object")
                 checked = True
@@ -273,7 +281,7 @@ class RecordReader:
         if first is None:
             return
         header = first[1]
-        if any(map(_undecodable, header)):
+        if any(map(holds_surrogates, header)):
             raise NeardupError(f"{self.path}: the header row has bytes that are not UTF-8")
         header = [name.strip() for name in header]
         self._check_fields(header, "the header row")
@@ -365,20 +373,7 @@ def _with_skips(
         if not joined.strip():
             yield number, row, "empty line"
         else:
-            yield number, row, "undecodable bytes" if _undecodable(joined) else None
-
-
-def _undecodable(text: str) -> bool:
-    """Whether a text read with surrogateescape holds bytes that were not UTF-8: they became
-    lone surrogates, which strict UTF-8 refuses to encode (four times faster than searching
-    for them)."""
-    if text.isascii():
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+            yield number, row, "undecodable bytes" if holds_surrogates(joined) else None
 
 
 def _text(value: object) -> str:

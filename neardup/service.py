@@ -28,7 +28,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import api
@@ -39,6 +39,7 @@ from .errors import (
     StoreUnavailable,
     UnknownRecord,
 )
+from .fingerprint import holds_surrogates
 from .readers import Record
 from .stores import Store, default_store_url, is_embedded, open_store
 
@@ -54,6 +55,16 @@ STATUS = {
     InvalidParameter: 400,
     NeardupError: 400,
 }
+
+
+def _unicode(text: str) -> str:
+    # JSON can escape half of a surrogate pair; no answer could name such an id in UTF-8.
+    if holds_surrogates(text):
+        raise ValueError("holds half of a surrogate pair: not Unicode text")
+    return text
+
+
+UnicodeText = Annotated[str, AfterValidator(_unicode)]
 
 
 class Rules(BaseModel):
@@ -78,21 +89,21 @@ class Rules(BaseModel):
 
 
 class LookupRequest(Rules):
-    id: str | None = Field(None, description="a stored record's id")
-    text: str | None = Field(None, description="a new text")
+    id: UnicodeText | None = Field(None, description="a stored record's id")
+    text: UnicodeText | None = Field(None, description="a new text")
     collapse_copies: bool = Field(
         False, description="each matched content once, its other ids in copies"
     )
 
 
 class ExplainQuery(Rules):
-    id: list[str] = Field([], description="a stored record's id")
-    text: list[str] = Field([], description="a new text")
+    id: list[UnicodeText] = Field([], description="a stored record's id")
+    text: list[UnicodeText] = Field([], description="a new text")
 
 
 class RecordIn(BaseModel):
-    id: str
-    text: str
+    id: UnicodeText
+    text: UnicodeText
 
 
 class AddRequest(Rules):

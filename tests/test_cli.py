@@ -329,11 +329,15 @@ def test_hostile_ids_and_text(tmp_path: Path, store_url: str) -> None:
         {"id": at_limit, "text": "the longest id a store holds"},
         {"id": over, "text": "an id too long for some stores"},
         {"id": "y" * 40_000, "text": "an id far too long"},
+        {"id": "half\ud800", "text": "an id that is not Unicode (JSON escapes it)"},
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = neardup("index", str(path), "--store", store_url)
     assert result.returncode == 0, result.stderr
-    assert "skipped 2 (2 id longer than 512 bytes); first: line 6" in result.stderr
+    assert "skipped 3 (2 id longer than 512 bytes, 1 half of a surrogate pair); first: line 6" in (
+        result.stderr
+    )
+    assert "hostile.jsonl: half of a surrogate pair)" in result.stderr
     assert "store holds 5" in result.stderr
     result = neardup("lookup", "--store", store_url, "--id", 'a:b (c) "d"', "--json")
     assert result.returncode == 0, result.stderr

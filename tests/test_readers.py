@@ -119,6 +119,20 @@ def test_jsonl(tmp_path: Path) -> None:
     assert reader.skipped.reasons == {"invalid JSON": 1, "not a JSON object": 1, "no text": 1}
 
 
+def test_json_escapes_of_half_a_surrogate_pair_are_counted(tmp_path: Path) -> None:
+    lines = [
+        '{"id": "1", "text": "half \\ud800 of a pair"}',
+        '{"id": "2\\uDFFF", "text": "in the id"}',
+        '{"id": "3", "text": "in another field", "note": ["\\udc00"]}',
+        '{"id": "4", "text": "a whole pair \\ud83d\\ude00 and \\\\ud800 written out"}',
+    ]
+    records, reader = read(write(tmp_path / "a.jsonl", "\n".join(lines) + "\n"))
+    assert [(r.id, r.text) for r in records] == [
+        ("4", "a whole pair \U0001f600 and \\ud800 written out")
+    ]
+    assert reader.skipped.reasons == {"half of a surrogate pair": 3}
+
+
 def test_jsonl_missing_field_is_an_error(tmp_path: Path) -> None:
     path = write(tmp_path / "a.jsonl", '{"id": 1, "title": "x"}\n')
     with pytest.raises(NeardupError, match="first JSON object has no field 'body'"):

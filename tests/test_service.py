@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -79,6 +80,25 @@ def test_records_get_add_and_delete(client: TestClient) -> None:
     assert client.delete("/records/9").json() == {"deleted": "9"}
     assert client.get("/records/9").status_code == 404
     assert client.delete("/records/9").status_code == 404
+
+
+def test_texts_that_are_not_unicode_are_refused_by_name(client: TestClient) -> None:
+    records = [{"id": "14", "text": "fine"}, {"id": "half\ud800", "text": "not Unicode"}]
+    for path, body, where in [
+        ("/records", {"records": records}, "records.1.id"),
+        ("/lookup", {"text": "a text \udfff"}, "text"),
+    ]:
+        answer = _post_escaped(client, path, body)  # as JSON escapes: UTF-8 has no such text
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"] == f"body.{where}: Value error, holds half of a " + (
+            "surrogate pair: not Unicode text"
+        )
+    assert client.get("/records/14").status_code == 404  # nothing of a refused request
+
+
+def _post_escaped(client: TestClient, path: str, body: dict) -> Any:
+    """POST a body that holds lone surrogates: JSON escapes them, UTF-8 cannot."""
+    return client.post(path, content=json.dumps(body), headers={"content-type": "application/json"})
 
 
 def test_add_if_unique_names_the_duplicates_it_refused(client: TestClient) -> None:

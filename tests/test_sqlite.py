@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from neardup import api
+from neardup.errors import InvalidText
 from neardup.readers import Record
 from neardup.stores import sqlite as sqlite_store
 from neardup.stores.sqlite import SQLiteStore
@@ -145,6 +146,23 @@ def test_full_pending_postings_become_runs_that_merge_by_level_with_the_same_ans
     database.close()
     api.index([path], stores[2], batch_size=50)  # the next run's flush merges every run
     assert set(_band_tables(killed)) == {"bands_postings", "bands_pending"}
+
+
+def test_ids_and_texts_that_are_not_unicode_are_skipped_by_name(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    records = [
+        Record("1", "a fine text"),
+        Record("half\ud800", "an id that is not Unicode"),
+        Record("2", "a text \udfff that is not Unicode"),
+    ]
+    added = api.add(records, url)
+    assert added.added == ["1"]
+    assert added.skipped == {
+        "half\ud800": "id holds half of a surrogate pair",
+        "2": "text holds half of a surrogate pair",
+    }
+    with pytest.raises(InvalidText, match=r"'a text \\udfff' is not Unicode text"):
+        api.lookup(url, text="a text \udfff")
 
 
 def test_a_reader_finds_what_is_still_pending(tmp_path: Path) -> None:

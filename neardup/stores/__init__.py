@@ -17,6 +17,7 @@ from .base import (
     Store,
     StoredRecord,
     TokenField,
+    id_problem,
     sort_candidates,
 )
 
@@ -33,6 +34,7 @@ __all__ = [
     "StoredRecord",
     "TokenField",
     "default_store_url",
+    "id_problem",
     "is_embedded",
     "open_store",
     "sort_candidates",

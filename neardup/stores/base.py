@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from ..errors import NeardupError, ParameterMismatch
-from ..fingerprint import Fingerprint, FingerprintParams, Frequencies, TokenField
+from ..fingerprint import (
+    Fingerprint,
+    FingerprintParams,
+    Frequencies,
+    TokenField,
+    holds_surrogates,
+)
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -34,6 +40,16 @@ R = TypeVar("R")
 
 # The longest id every store holds, in UTF-8 bytes (Elasticsearch's limit; Solr's is 32 KB).
 MAX_ID_BYTES = 512
+
+
+def id_problem(record_id: str) -> str | None:
+    """Why no store can hold this id, if none can."""
+    if holds_surrogates(record_id):
+        return "id holds half of a surrogate pair"
+    if len(record_id.encode("utf-8")) > MAX_ID_BYTES:
+        return f"id longer than {MAX_ID_BYTES} bytes"
+    return None
+
 
 # What a store's settings say about how it was written: stores from before the token fields had
 # one name everywhere lack "layout" (the engines then use the old field names, see
