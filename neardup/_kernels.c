@@ -217,23 +217,15 @@ static void md5(uint8_t *bytes, int64_t length, uint8_t digest[16]) {
     for (int i = 0; i < 16; i++) digest[i] = (uint8_t)(state[i / 4] >> (8 * (i % 4)));
 }
 
-/* md5_hex(codes u32, offsets i64) -> list[str]: each text's MD5, as hashlib's hexdigest of its
- * UTF-8 gives it; ValueError for a text holding a surrogate. The digests are computed without
- * the GIL, from the code points the fingerprinting holds already. */
-static PyObject *md5_hex(PyObject *self, PyObject *args) {
-    Py_buffer codes_b, offsets_b;
-    if (!PyArg_ParseTuple(args, "y*y*", &codes_b, &offsets_b)) return NULL;
-    Py_buffer *all[] = {&codes_b, &offsets_b, NULL};
-    const uint32_t *codes = codes_b.buf;
-    const int64_t *offsets = offsets_b.buf;
-    Py_ssize_t texts = offsets_b.len / 8 - 1;
-    int64_t longest = longest_item(offsets, texts);
-    uint8_t *digests = PyMem_Malloc(16 * (texts ? texts : 1));
-    uint8_t *bytes = PyMem_Malloc(4 * longest + 72);
-    if (!digests || !bytes) {
-        PyMem_Free(digests), PyMem_Free(bytes);
-        release(all);
-        return PyErr_NoMemory();
+/* Each of the texts' MD5 (of its UTF-8, as hashlib gives it) into digests, 16 bytes a text,
+ * computed without the GIL from the code points the caller holds already; -1 with a Python
+ * error (ValueError for a text holding a surrogate, which UTF-8 cannot encode) on failure. */
+static int md5_texts(const uint32_t *codes, const int64_t *offsets, Py_ssize_t texts,
+                     uint8_t *digests) {
+    uint8_t *bytes = PyMem_Malloc(4 * longest_item(offsets, texts) + 72);
+    if (!bytes) {
+        PyErr_NoMemory();
+        return -1;
     }
     Py_ssize_t bad = -1;
     Py_BEGIN_ALLOW_THREADS
@@ -243,10 +235,34 @@ static PyObject *md5_hex(PyObject *self, PyObject *args) {
         else md5(bytes, length, digests + 16 * t);
     }
     Py_END_ALLOW_THREADS
+    PyMem_Free(bytes);
+    if (bad < 0) return 0;
+    PyErr_Format(PyExc_ValueError, "text %zd holds a surrogate, which UTF-8 cannot encode", bad);
+    return -1;
+}
+
+/* md5_digests(codes u32, offsets i64, digests u8 [16 * texts]): each text's MD5 digest. */
+static PyObject *md5_digests(PyObject *self, PyObject *args) {
+    Py_buffer codes_b, offsets_b, digests_b;
+    if (!PyArg_ParseTuple(args, "y*y*w*", &codes_b, &offsets_b, &digests_b)) return NULL;
+    Py_buffer *all[] = {&codes_b, &offsets_b, &digests_b, NULL};
+    int failed = md5_texts(codes_b.buf, offsets_b.buf, offsets_b.len / 8 - 1, digests_b.buf);
+    release(all);
+    if (failed) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* md5_hex(codes u32, offsets i64) -> list[str]: each text's MD5, as hashlib's hexdigest. */
+static PyObject *md5_hex(PyObject *self, PyObject *args) {
+    Py_buffer codes_b, offsets_b;
+    if (!PyArg_ParseTuple(args, "y*y*", &codes_b, &offsets_b)) return NULL;
+    Py_buffer *all[] = {&codes_b, &offsets_b, NULL};
+    Py_ssize_t texts = offsets_b.len / 8 - 1;
+    uint8_t *digests = PyMem_Malloc(16 * (texts ? texts : 1));
     PyObject *result = NULL;
-    if (bad >= 0) {
-        PyErr_Format(PyExc_ValueError, "text %zd holds a surrogate, which UTF-8 cannot encode", bad);
-    } else if ((result = PyList_New(texts))) {
+    if (!digests) PyErr_NoMemory();
+    else if (md5_texts(codes_b.buf, offsets_b.buf, texts, digests) == 0 &&
+             (result = PyList_New(texts))) {
         static const char hex[] = "0123456789abcdef";
         for (Py_ssize_t t = 0; t < texts; t++) {
             char text[32];
@@ -260,7 +276,7 @@ static PyObject *md5_hex(PyObject *self, PyObject *args) {
             PyList_SET_ITEM(result, t, item);
         }
     }
-    PyMem_Free(digests), PyMem_Free(bytes);
+    PyMem_Free(digests);
     release(all);
     return result;
 }
@@ -1140,6 +1156,7 @@ static PyMethodDef methods[] = {
     {"strings", strings, METH_VARARGS, NULL},
     {"all_marked", all_marked, METH_VARARGS, NULL},
     {"md5_hex", md5_hex, METH_VARARGS, NULL},
+    {"md5_digests", md5_digests, METH_VARARGS, NULL},
     {"fold_case", fold_case, METH_VARARGS, NULL},
     {"collapse_separators", collapse_separators, METH_VARARGS, NULL},
     {"sketch", sketch, METH_VARARGS, NULL},

@@ -505,6 +505,15 @@ def fingerprint_batch(
     ]
 
 
+def md5_digests(texts: Sequence[str]) -> np.ndarray:
+    """Each text's MD5 digest (of its UTF-8), as 16-byte strings ("S16"); the texts must be
+    Unicode (:func:`holds_surrogates`)."""
+    codes, offsets = _code_points(texts)
+    digests = np.empty(len(texts), dtype="S16")
+    _kernels.md5_digests(codes, offsets, digests)
+    return digests
+
+
 def holds_surrogates(text: str) -> bool:
     """Whether a text holds lone surrogates (bytes that were not UTF-8, read with
     surrogateescape, or a JSON escape of half a pair): strict UTF-8 refuses to encode them,

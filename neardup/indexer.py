@@ -3,7 +3,6 @@ second thread, while the next batch is fingerprinted)."""
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -13,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from .errors import NeardupError
-from .fingerprint import fingerprint_batch
+from .fingerprint import fingerprint_batch, md5_digests
 from .readers import Record, SkipLog
 from .stores import Document, Store, id_problem
 from .stores.base import ParamsRequest
@@ -41,7 +40,7 @@ class SeenIds:
 
     def first_seen(self, ids: Sequence[str]) -> np.ndarray:
         """Whether each id is new to the run (and not earlier in ``ids``); all are then seen."""
-        digests = np.array([hashlib.md5(i.encode()).digest() for i in ids], dtype="S16")
+        digests = md5_digests(ids)
         distinct, first = np.unique(digests, return_index=True)
         new = np.zeros(len(ids), dtype=bool)
         new[first] = True

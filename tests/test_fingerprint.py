@@ -23,6 +23,7 @@ from neardup.fingerprint import (
     frequency_counts,
     jaccard,
     jaccard_pairs,
+    md5_digests,
     normalize,
     normalize_batch,
     pair_similarities,
@@ -549,6 +550,7 @@ def test_md5s_are_hashlibs_of_the_utf8_at_every_length_and_width() -> None:
     codes, offsets = fingerprinting._code_points(texts)
     expected = [hashlib.md5(t.encode("utf-8")).hexdigest() for t in texts]
     assert fingerprinting._kernels.md5_hex(codes, offsets) == expected
+    assert md5_digests(texts).tobytes() == bytes.fromhex("".join(expected))
     codes, offsets = fingerprinting._code_points(["fine", "a\ud800b"])
     with pytest.raises(ValueError, match="text 1 holds a surrogate"):
         fingerprinting._kernels.md5_hex(codes, offsets)
