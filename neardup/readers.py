@@ -298,10 +298,24 @@ class RecordReader:
         if self.automatic_text:
             first += islice(rows, SAMPLE_ROWS - 1)
             self._leave_out_noise([values for values, _, _ in first])
-        for values, count, line in chain(first, rows):
-            record = self._record(values, count, line)
-            if record:
-                yield record
+        id_field, fields, skipped = self.id_field, self.text_fields, self.skipped
+        one_field = fields[0] if len(fields) == 1 else None  # most files: one text, no join
+        for values, count, line in chain(first, rows):  # a few calls a record: files are long
+            if id_field:
+                record_id = _text(values.get(id_field)).strip()
+                if not record_id:
+                    skipped.add(line, "empty id")
+                    continue
+            else:
+                record_id = f"{self.number_prefix}{count}"
+            if one_field is not None:
+                text = _text(values.get(one_field)).strip()
+            else:
+                text = " ".join(filter(None, [_text(values.get(f)).strip() for f in fields]))
+            if text:
+                yield Record(record_id, text, line, values)
+            else:
+                skipped.add(line, "no text")
 
     def _leave_out_noise(self, samples: list[dict[str, object]]) -> None:
         """Leave out of the text the fields whose values are nearly all URLs or times of day:
@@ -342,20 +356,6 @@ class RecordReader:
         if not self.text_fields:
             self.text_fields = [name for name in names if name != self.id_field]
             self.automatic_text = True
-
-    def _record(self, values: dict[str, object], count: int, line: int) -> Record | None:
-        if self.id_field:
-            record_id = _text(values.get(self.id_field)).strip()
-            if not record_id:
-                self.skipped.add(line, "empty id")
-                return None
-        else:
-            record_id = f"{self.number_prefix}{count}"
-        text = " ".join(filter(None, [_text(values.get(f)).strip() for f in self.text_fields]))
-        if not text:
-            self.skipped.add(line, "no text")
-            return None
-        return Record(record_id, text, line, values)
 
 
 def _damage(exc: BaseException) -> str:
