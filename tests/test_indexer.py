@@ -1,5 +1,5 @@
-"""The indexer's background writer: batches written in order, one behind the caller, and
-nothing lost or hidden when either side fails."""
+"""The indexer's background writer: batches written in order, one behind the caller, nothing
+lost or hidden when either side fails, and its idle thread lent to the fingerprinting."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from neardup.indexer import BackgroundWriter
+from neardup.fingerprint import FingerprintParams, fingerprint_batch
+from neardup.indexer import BackgroundWriter, _fingerprints
 
 
 class SlowUpserts:
@@ -68,3 +69,25 @@ def test_the_callers_error_wins_and_the_batch_in_hand_is_still_written() -> None
         writer.write(["0"])
         raise KeyboardInterrupt
     assert store.batches == [["0"]]
+
+
+def test_an_idle_writers_thread_fingerprints_half_of_a_batch() -> None:
+    params = FingerprintParams("char", 5, 128, 16)
+    texts = [f"record {n} of a batch, with words enough to shingle" for n in range(3000)]
+    store = SlowUpserts()
+    with BackgroundWriter(store) as writer:  # type: ignore[arg-type]
+        lent = []
+        lend = writer.lend
+        writer.lend = lambda *args, **kwargs: lent.append(args[1]) or lend(*args, **kwargs)  # type: ignore[method-assign]
+        shared = _fingerprints(texts, params, True, writer)
+        assert lent == [texts[1500:]]  # the writer's thread took the second half
+        writer.write(["0"])
+        alone = _fingerprints(texts, params, True, writer)  # while the batch is written
+        assert len(lent) == 1
+    expected = fingerprint_batch(texts, params)
+    for fingerprints in (shared, alone):
+        assert [fp.md5 for fp in fingerprints] == [fp.md5 for fp in expected]
+        assert all(
+            (a.signature == b.signature).all() and (a.bands == b.bands).all()
+            for a, b in zip(fingerprints, expected, strict=True)
+        )
