@@ -129,7 +129,7 @@ def find_pairs(
     if strategy != "lookups":
         with _phase("reading", total, " records", progress, seconds) as bar:
             contents = read_contents(
-                _counted(_read_ahead(store.iter_records(1000)), bar),
+                _counted(_ahead_of_engine(store, store.iter_records(1000)), bar),
                 params,
                 TokenField(rules.method),
                 rules.first_word,
@@ -322,6 +322,13 @@ def _read_ahead(batches: Iterable[Batched]) -> Iterator[Batched]:
         while (batch := ahead.result()) is not end:
             ahead = reader.submit(next, iterator, end)
             yield batch
+
+
+def _ahead_of_engine(store: Store, batches: Iterable[Batched]) -> Iterable[Batched]:
+    """``batches`` read ahead from an engine, whose requests wait on the network. The embedded
+    store's reads hold the GIL for each row's objects, against the fingerprinting of the batch
+    before: a report of 20,000 documents took 13 ms longer with them read ahead."""
+    return batches if store.local else _read_ahead(batches)
 
 
 def _counted(batches: Iterable[list[Batched]], bar: Bar) -> Iterator[list[Batched]]:
