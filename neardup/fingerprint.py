@@ -201,7 +201,7 @@ class Fingerprint:
         if self._shingles is None:
             if self.shingle_hashes is None:
                 raise ValueError("this fingerprint was made without its shingles")
-            self._shingles = np.unique(self.shingle_hashes)
+            self._shingles = distinct(self.shingle_hashes)
         return self._shingles
 
 
@@ -246,7 +246,7 @@ class _CodePointTables:
         if _kernels.all_marked(codes, self.classified):  # one pass, where a gather takes three
             return
         with self.lock:
-            fresh = np.unique(codes[~self.classified[codes]])
+            fresh = distinct(codes[~self.classified[codes]])
             folded: set[int] = set()
             for code in fresh.tolist():
                 char = chr(code)
@@ -323,6 +323,15 @@ def _offsets(lengths: np.ndarray) -> np.ndarray:
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return offsets
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted: np.unique's answer, by a sort. np.unique without its
+    indices or counts imports numpy.ma to look for a masked array, 5 ms of a process."""
+    ordered = np.sort(values)
+    first = np.ones(len(ordered), dtype=bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    return ordered[first]
 
 
 def _slices(whole: _Sliceable, offsets: np.ndarray) -> list[_Sliceable]:

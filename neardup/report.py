@@ -29,6 +29,7 @@ from .errors import NeardupError
 from .fingerprint import (
     FingerprintParams,
     TokenField,
+    distinct,
     fingerprint_batch,
     jaccard_pairs,
     pair_similarities,
@@ -386,7 +387,7 @@ def _chunks(
     seen = np.zeros(int(max(low.max(), high.max())) + 1 if len(low) else 0, dtype=bool)
     start = count = 0
     for at in range(0, len(low), step):
-        groups = np.unique(np.concatenate([low[at : at + step], high[at : at + step]]))
+        groups = distinct(np.concatenate([low[at : at + step], high[at : at + step]]))
         new = int(np.count_nonzero(~seen[groups]))
         if count and count + new > contents:
             yield slice(start, at)
