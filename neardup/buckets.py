@@ -37,6 +37,10 @@ from .stores.base import md5_halves, md5_strings
 # Contents per spill part: a part's candidate pairs are sorted in memory (8 bytes per pair and
 # direction, a few times over).
 CONTENTS_PER_PART = 250_000
+# Most candidate pairs (in either direction) a part may hold: sorting them takes ~40 bytes each.
+# A million documents with --preset documents make ~1.1 million a part; bands of too few rows
+# for their records make buckets so large that their pairs would not fit in memory.
+PART_PAIRS = 40_000_000
 
 
 @dataclass
@@ -130,18 +134,21 @@ class _Spill:
     def __init__(self, directory: Path, name: str, parts: int) -> None:
         self.paths = [directory / f"{name}-{part}" for part in range(parts)]
         self.files = [path.open("ab") for path in self.paths]
+        self.sizes = [0] * parts  # values appended to each part
 
     def append(self, codes: np.ndarray, owners: np.ndarray) -> None:
         """Each code to the part of its owner."""
         parts = len(self.files)
         if parts == 1:
             codes.tofile(self.files[0])
+            self.sizes[0] += len(codes)
             return
         part_of = owners % parts
         order = np.argsort(part_of, kind="stable")
         bounds = np.searchsorted(part_of[order], np.arange(parts + 1))
         for part, file in enumerate(self.files):
             codes[order[bounds[part] : bounds[part + 1]]].tofile(file)
+            self.sizes[part] += int(bounds[part + 1] - bounds[part])
 
     def parts(self) -> Iterator[np.ndarray]:
         for file in self.files:
@@ -152,19 +159,31 @@ class _Spill:
             yield codes
 
 
-def bucket_pairs(groups: ContentGroups, buckets: Buckets) -> np.ndarray:
+def bucket_pairs(groups: ContentGroups, buckets: Buckets, budget: int = PART_PAIRS) -> np.ndarray:
     """Every pair of contents in each bucket, once per bucket, coded low * 2**32 + high; with
-    first words, only pairs of the same first word."""
+    first words, only pairs of the same first word. Over ``budget`` pairs, an error."""
     members = groups.numbers(buckets.md5s).astype(np.int32)
     keys = np.repeat(np.arange(len(buckets), dtype=np.int64), buckets.sizes)
     order = np.lexsort((members, keys))
     keys, members = keys[order], members[order]
-    codes = np.empty(_kernels.bucket_pairs(keys, members, None), dtype=np.int64)
+    total = _kernels.bucket_pairs(keys, members, None)
+    if total > budget:
+        raise _too_many(total)
+    codes = np.empty(total, dtype=np.int64)
     _kernels.bucket_pairs(keys, members, codes)
     if groups.first_words is not None:
         words = groups.first_words
         codes = codes[words[codes >> 32] == words[codes & 0xFFFFFFFF]]
     return codes
+
+
+def _too_many(pairs: int) -> NeardupError:
+    return NeardupError(
+        f"the band buckets make over {pairs:,} candidate pairs, more than a report can sort: "
+        "the bands have too few rows for this many records (most pairs share a band by "
+        "chance). Index into a new store with fewer bands of more rows each (--bands 32 or 16 "
+        "of 128 hashes)"
+    )
 
 
 def _top_of_owners(directed: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -201,6 +220,8 @@ def candidate_parts(
             low, high = codes >> 32, codes & 0xFFFFFFFF
             directed.append(codes, low)
             directed.append((high << 32) | low, high)
+            if max(directed.sizes) > PART_PAIRS:
+                raise _too_many(sum(directed.sizes) // 2)
         kept = _Spill(Path(directory), "kept", parts)
         for part in directed.parts():
             codes, shared = _top_of_owners(part, rows)

@@ -397,6 +397,21 @@ def test_a_large_embedded_store_reports_from_its_buckets(
     assert api.report(sqlite_url) == joined
 
 
+@pytest.mark.parametrize("budget", [10, 600], ids=["one page over", "the parts over"])
+def test_buckets_past_their_pair_budget_stop_with_one_clear_error(
+    sqlite_url: str, tmp_path: Path, monkeypatch, budget: int
+) -> None:
+    api.index([corpus(tmp_path / "records.txt")], sqlite_url)
+    buckets = importlib.import_module("neardup.buckets")
+    monkeypatch.setattr(buckets, "PART_PAIRS", budget)
+    monkeypatch.setattr(buckets.bucket_pairs, "__defaults__", (budget,))
+    monkeypatch.setattr("neardup.stores.sqlite.POSTINGS_PER_PART", 500)  # several pages
+    with pytest.raises(
+        NeardupError, match=r"candidate pairs, more than a report can sort.*--bands"
+    ):
+        api.report(sqlite_url, strategy="buckets")
+
+
 def test_buckets_need_the_bands_method(sqlite_url: str, tmp_path: Path) -> None:
     api.index([corpus(tmp_path / "records.txt")], sqlite_url, params=ALL_FIELDS)
     with pytest.raises(NeardupError, match="needs the bands method, not signature"):
