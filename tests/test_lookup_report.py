@@ -8,6 +8,7 @@ from dataclasses import replace
 from functools import partial
 from itertools import combinations
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from neardup.errors import NeardupError, ParameterMismatch, UnknownRecord
 from neardup.fingerprint import TOKEN_FIELDS, FingerprintParams
 from neardup.indexer import SeenIds, index_records
 from neardup.readers import Record
-from neardup.report import Pair, _chunks, _read_ahead, clusters, find_pairs
+from neardup.report import Pair, _ahead_of_engine, _chunks, _read_ahead, clusters, find_pairs
 from neardup.searcher import MatchRules, Searcher
 from neardup.selfjoin import Contents, read_contents, scored_pairs, top_pairs
 from neardup.stores import CandidateQuery, TokenField
@@ -477,3 +478,16 @@ def test_a_report_reads_the_next_batch_on_another_thread_in_order() -> None:
     first_two = _read_ahead(batches())
     assert [next(first_two), next(first_two)] == [[0], [1]]
     first_two.close()  # stopping early waits for the batch being read, and ends the thread
+
+
+def test_only_an_engines_batches_are_read_ahead() -> None:
+    batches = iter([[0], [1]])
+    assert _ahead_of_engine(SimpleNamespace(local=True), batches) is batches  # type: ignore[arg-type]
+    readers: set[int] = set()
+
+    def remote() -> Iterator[list[int]]:
+        readers.add(threading.get_ident())
+        yield [0]
+
+    assert list(_ahead_of_engine(SimpleNamespace(local=False), remote())) == [[0]]  # type: ignore[arg-type]
+    assert readers and threading.get_ident() not in readers
