@@ -24,8 +24,10 @@ from neardup import api
 from servers import launch
 
 NEARDUP = [sys.executable, "-m", "neardup.cli"]
-FAST = ["--batch-size", "1000", "--fields", "bands"]
-KILL_AFTER = 2.0  # seconds into a run: past its start (~1 s), before its end
+# Bands of 8 rows: the default 2-row bands of these short records put most pairs of a large
+# store in a shared bucket, and a report from buckets refuses them (too many candidate pairs).
+FAST = ["--batch-size", "1000", "--fields", "bands", "--bands", "16"]
+KILL_AFTER = 1.5  # seconds into a run: past its start (~1 s), before its end (~2.2 s on SQLite)
 
 
 def neardup(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -102,7 +104,8 @@ def kill_server(
     try:
         if phase == "report":
             neardup("index", str(records), "--store", url, *FAST)
-            expected = neardup("report", "--store", url).stdout
+            first = neardup("report", "--store", url)
+            expected = first.stdout if first.returncode == 0 else None
         command = (
             ["index", str(records), "--store", url, *FAST]
             if phase == "index"
@@ -124,7 +127,7 @@ def kill_server(
             neardup("index", str(records), "--store", url, *FAST)
             complete = api.stats(url)["documents"] == expected_count(records)
         else:
-            complete = neardup("report", "--store", url).stdout == expected
+            complete = expected is not None and neardup("report", "--store", url).stdout == expected
     finally:
         for node in server:
             node.stop(grace=0)
