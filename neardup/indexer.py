@@ -248,7 +248,7 @@ def _fingerprints(
 ) -> list[Fingerprint]:
     """The batch's fingerprints; while the writer is idle (the first batch, or a store that
     writes faster than the batches come), its thread fingerprints half of them: the first
-    batch of 10,000 documents took 66 ms on one thread, ~45 ms on two."""
+    batch of 10,000 documents took 66 ms on one thread, ~50 ms on two."""
     if not writer.idle or len(texts) < SHARED_BATCH:
         return fingerprint_batch(texts, params, shingles=shingles)
     half = len(texts) // 2

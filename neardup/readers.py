@@ -300,7 +300,7 @@ class RecordReader:
             self._leave_out_noise([values for values, _, _ in first])
         id_field, fields, skipped = self.id_field, self.text_fields, self.skipped
         one_field = fields[0] if len(fields) == 1 else None  # most files: one text, no join
-        for values, count, line in chain(first, rows):  # a few calls a record: files are long
+        for values, count, line in chain(first, rows):  # no call a record: this runs per line
             if id_field:
                 record_id = _text(values.get(id_field)).strip()
                 if not record_id:
