@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .fingerprint import FingerprintParams, shingle_sets, word_edit_distance
+from .fingerprint import FingerprintParams, shingle_sets, word_edit_distances
 from .report import PAIR_ORDER, Pair, ordered_pair
 from .searcher import MatchRules
 from .stores import StoredRecord
@@ -41,7 +41,7 @@ def exact_pairs(
     ranked = [np.sort(np.fromiter((rank[int(h)] for h in s), np.int64, len(s))) for s in sets]
     order = sorted(range(len(records)), key=lambda i: (len(ranked[i]), records[i].id))
     index: dict[int, list[int]] = {}
-    pairs = []
+    passing: list[tuple[int, int, float, int]] = []  # (x, y, similarity, shared) at the threshold
     for x in order:
         size = len(ranked[x])
         candidates: set[int] = set()
@@ -52,19 +52,21 @@ def exact_pairs(
         for y in candidates:
             shared = len(np.intersect1d(ranked[x], ranked[y], assume_unique=True))
             similarity = shared / (size + len(ranked[y]) - shared)
-            if similarity < threshold:
-                continue
-            distance = word_edit_distance(records[x].content, records[y].content)
-            if rules.accepts(distance, similarity):
-                kind = "exact" if records[x].md5 == records[y].md5 else "near"
-                pairs.append(
-                    Pair(
-                        *ordered_pair(records[x].id, records[y].id),
-                        distance,
-                        similarity,
-                        shared,
-                        kind,
-                    )
-                )
+            if similarity >= threshold:
+                passing.append((x, y, similarity, shared))
+    distances = word_edit_distances(  # in one call: a call per pair costs more than its distance
+        [r.content for r in records], [p[0] for p in passing], [p[1] for p in passing]
+    )
+    pairs = [
+        Pair(
+            *ordered_pair(records[x].id, records[y].id),
+            distance,
+            similarity,
+            shared,
+            "exact" if records[x].md5 == records[y].md5 else "near",
+        )
+        for (x, y, similarity, shared), distance in zip(passing, distances, strict=True)
+        if rules.accepts(distance, similarity)
+    ]
     pairs.sort(key=PAIR_ORDER)
     return pairs

@@ -19,7 +19,7 @@ from .fingerprint import (
     jaccard,
     shingle_sets,
     weighted_similarity,
-    word_edit_distance,
+    word_edit_distances,
 )
 from .stores import Candidate, CandidateQuery, Store, StoredRecord
 
@@ -259,16 +259,21 @@ class Searcher:
         measure: Measure,
     ) -> list[Match]:
         """Measure each candidate against the query: word edit distance and the ``measure`` of
-        the shingle sets (``shingles`` holds each candidate's, by id)."""
+        the shingle sets (``shingles`` holds each candidate's, by id). The edit distances are
+        computed in one call: a call per candidate cost ~10 µs more than the distance."""
+        contents = [fp.content, *(c.record.content for c in candidates)]
+        distances = word_edit_distances(
+            contents, [0] * len(candidates), list(range(1, len(contents)))
+        )
         return [
             Match(
                 id=c.id,
                 content=c.record.content,
                 md5=c.md5,
                 exact=False,
-                edit_distance=word_edit_distance(fp.content, c.record.content),
+                edit_distance=distance,
                 similarity=measure(fp.shingles, shingles[c.id]),
                 shared_tokens=c.score,
             )
-            for c in candidates
+            for c, distance in zip(candidates, distances, strict=True)
         ]

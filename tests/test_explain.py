@@ -11,8 +11,14 @@ import pytest
 
 from neardup import api
 from neardup.explain import explain
-from neardup.fingerprint import FingerprintParams, fingerprint, jaccard, shingle_texts
-from neardup.searcher import MatchRules, word_edit_distance
+from neardup.fingerprint import (
+    FingerprintParams,
+    fingerprint,
+    jaccard,
+    shingle_texts,
+    word_edit_distance,
+)
+from neardup.searcher import MatchRules
 from tests.runner import neardup
 
 PARAMS = FingerprintParams("char", 4, 64, 16)
