@@ -67,10 +67,17 @@ def render(report: HtmlReport) -> str:
         margin=f"{REVIEW_MARGIN:g}",
         histogram_of=report.histogram_of,
         histogram=_histogram(report.histogram, report.threshold, report.histogram_of),
-        data=json.dumps(data, ensure_ascii=False).replace("</", "<\\/"),
+        data=json.dumps(data, ensure_ascii=False).translate(_SCRIPT_SAFE),
         script=_SCRIPT,
         style=_STYLE,
     )
+
+
+# Inside a <script> block "<!--", "<script" and "</script" change how the page is parsed, so the
+# data's <, > and & go as JSON escapes (with U+2028 and U+2029, which old parsers end lines at).
+_SCRIPT_SAFE = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
 
 
 def _near_threshold(report: HtmlReport) -> set[tuple[str, str]]:

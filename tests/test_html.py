@@ -22,6 +22,7 @@ RECORDS = {
     "4": "Golden Lotus Dim Sum Restaurant 1209 Grant Avenue San Francisco CA 94133",
     "5": "Thai Orchid Kitchen 58 Elm Street Northampton MA 01060",
     "<i>6</i>": "Thai Orchid Kitchen 58 Elm St Northampton MA 01060",  # an id is only text
+    "<!--<script>": "Thai Orchid Kitchen 58 Elm St. Northampton MA 01060",  # not page syntax
 }
 
 
@@ -83,5 +84,6 @@ def test_a_browser_shows_the_reports_figures_and_differences(page: tuple[Path, s
     assert '<span class="id">10</span>' in sections[0]  # ids in natural order: 1, 2, 10
     assert sections[0].index('"id">2<') < sections[0].index('"id">10<')
     assert "&lt;i&gt;6&lt;/i&gt;" in shown and "<i>6</i>" not in shown
+    assert "&lt;!--&lt;script&gt;" in shown
     assert "CONSOLE" not in dom.stderr, dom.stderr  # no errors, no logging from the page
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
