@@ -881,82 +881,6 @@ static PyObject *bucket_pairs(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(written);
 }
 
-/* The k-th largest of a[0..n) (k from 0), reordering a: Hoare's selection, linear on average,
- * where sorting each group's list with qsort took most of the ranking's time. */
-static int64_t kth_largest(int64_t *a, int64_t n, int64_t k) {
-    int64_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        int64_t pivot = a[lo + (hi - lo) / 2], i = lo, j = hi;
-        while (i <= j) {
-            while (a[i] > pivot) i++;
-            while (a[j] < pivot) j--;
-            if (i <= j) {
-                int64_t swapped = a[i];
-                a[i++] = a[j], a[j--] = swapped;
-            }
-        }
-        if (k <= j)
-            hi = j;
-        else if (k >= i)
-            lo = i;
-        else
-            return a[k]; /* between the two parts every value is the pivot */
-    }
-    return a[k];
-}
-
-/* top_candidates(low i64, high i64, shared i64, groups, rows, keep u8 [zeroed]): marks the
- * pairs in which one side is among the other's top `rows` candidates (most shared tokens first,
- * then the lower other group), given the pairs sorted by (low, high).
- *
- * Each group's candidates are listed as the high side's first, then as the low side's: in
- * ascending order of the other group either way, so within one score the list order is the
- * tie order, and a group's top `rows` are those above its rows-th best score plus the first
- * ones at that score. */
-static PyObject *top_candidates(PyObject *self, PyObject *args) {
-    Py_buffer low_b, high_b, shared_b, keep_b;
-    Py_ssize_t groups, rows;
-    if (!PyArg_ParseTuple(args, "y*y*y*nnw*", &low_b, &high_b, &shared_b, &groups, &rows,
-                          &keep_b))
-        return NULL;
-    Py_buffer *all[] = {&low_b, &high_b, &shared_b, &keep_b, NULL};
-    const int64_t *low = low_b.buf, *high = high_b.buf, *shared = shared_b.buf;
-    uint8_t *keep = keep_b.buf;
-    Py_ssize_t pairs = low_b.len / 8;
-    int64_t *starts = PyMem_Calloc(groups + 1, sizeof(int64_t));
-    int64_t *listed = PyMem_Malloc((2 * pairs + 1) * sizeof(int64_t));
-    int64_t *scores = PyMem_Malloc((2 * pairs + 1) * sizeof(int64_t));
-    if (!starts || !listed || !scores) {
-        PyMem_Free(starts), PyMem_Free(listed), PyMem_Free(scores);
-        release(all);
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t p = 0; p < pairs; p++) starts[low[p] + 1]++, starts[high[p] + 1]++;
-    for (Py_ssize_t g = 0; g < groups; g++) starts[g + 1] += starts[g];
-    for (int side = 0; side < 2; side++) /* the high side's lists first, then the low side's */
-        for (Py_ssize_t p = 0; p < pairs; p++) listed[starts[side ? low[p] : high[p]]++] = p;
-    for (Py_ssize_t g = groups; g > 0; g--) starts[g] = starts[g - 1]; /* undo the filling */
-    starts[0] = 0;
-    for (Py_ssize_t g = 0; g < groups; g++) {
-        int64_t *list = listed + starts[g], n = starts[g + 1] - starts[g];
-        if (n <= rows) {
-            for (int64_t i = 0; i < n; i++) keep[list[i]] = 1;
-            continue;
-        }
-        for (int64_t i = 0; i < n; i++) scores[i] = shared[list[i]];
-        int64_t cutoff = kth_largest(scores, n, rows - 1), above = 0;
-        for (int64_t i = 0; i < n; i++) above += scores[i] > cutoff;
-        int64_t at_cutoff = rows - above;
-        for (int64_t i = 0; i < n; i++) {
-            int64_t score = shared[list[i]];
-            if (score > cutoff || (score == cutoff && at_cutoff-- > 0)) keep[list[i]] = 1;
-        }
-    }
-    PyMem_Free(starts), PyMem_Free(listed), PyMem_Free(scores);
-    release(all);
-    Py_RETURN_NONE;
-}
-
 /* --- word numbers ------------------------------------------------------------------------ */
 
 /* A distinct word: its hash, and where its code points are in the words' own arena. */
@@ -1166,7 +1090,6 @@ static PyMethodDef methods[] = {
     {"shingle_numbers", shingle_numbers, METH_VARARGS, NULL},
     {"document_frequencies", document_frequencies, METH_VARARGS, NULL},
     {"bucket_pairs", bucket_pairs, METH_VARARGS, NULL},
-    {"top_candidates", top_candidates, METH_VARARGS, NULL},
     {"word_numbers", word_numbers, METH_VARARGS, NULL},
     {"word_edit_distances", word_edit_distances, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},

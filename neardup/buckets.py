@@ -9,15 +9,14 @@ buckets into the self-join's answer, with memory that does not grow with the can
 1. :class:`ContentGroups`: every record's MD5 in id order (no content), so that each distinct
    content gets its number in order of first id, as in :class:`neardup.selfjoin.Contents`;
    24 bytes per content.
-2. Each bucket's pairs of contents, in both directions, go to one of ``parts`` spill files on
-   disk, chosen by the content that owns the candidate.
-3. A spill file holds every candidate of its owners: counting equal pairs gives the tokens each
-   pair shares, and each owner keeps its top ``rows`` candidates (most shared tokens, then the
-   lower content), as :func:`neardup.selfjoin.top_pairs` does.
-4. The kept pairs are collected by their lower content into ``parts`` files again, where a pair
-   kept by both its sides is counted once.
+2. Each bucket's pairs of contents go to one of ``parts`` spill files on disk, chosen by the
+   lower content of the pair.
+3. A spill file holds every bucket pair of its contents: counting equal pairs gives the tokens
+   each pair shares.
 
-The client holds the content numbers and one part at a time.
+The client holds the content numbers and one part at a time. Each part's pairs are counted
+before they are sorted, and past ``PART_PAIRS`` the report stops with one line
+(:class:`neardup.errors.TooManyPairs`).
 """
 
 from __future__ import annotations
@@ -29,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _kernels
-from .errors import NeardupError
+from . import selfjoin
+from .errors import NeardupError, TooManyPairs
 from .stores import Buckets, Store
 from .stores.base import md5_halves, md5_strings
 
@@ -165,72 +164,34 @@ def bucket_pairs(groups: ContentGroups, buckets: Buckets, budget: int = PART_PAI
     members = groups.numbers(buckets.md5s).astype(np.int32)
     keys = np.repeat(np.arange(len(buckets), dtype=np.int64), buckets.sizes)
     order = np.lexsort((members, keys))
-    keys, members = keys[order], members[order]
-    total = _kernels.bucket_pairs(keys, members, None)
-    if total > budget:
-        raise _too_many(total)
-    codes = np.empty(total, dtype=np.int64)
-    _kernels.bucket_pairs(keys, members, codes)
+    codes = selfjoin.bucket_pairs(keys[order], members[order], budget)
     if groups.first_words is not None:
         words = groups.first_words
         codes = codes[words[codes >> 32] == words[codes & 0xFFFFFFFF]]
     return codes
 
 
-def _too_many(pairs: int) -> NeardupError:
-    return NeardupError(
-        f"the band buckets make over {pairs:,} candidate pairs, more than a report can sort: "
-        "the bands have too few rows for this many records (most pairs share a band by "
-        "chance). Index into a new store with fewer bands of more rows each (--bands 32 or 16 "
-        "of 128 hashes)"
-    )
-
-
-def _top_of_owners(directed: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """From directed codes (owner * 2**32 + other), one per shared token and holding every
-    candidate of their owners: each owner's top ``rows`` candidates (most shared tokens, then
-    the lower other), as undirected codes, and the tokens they share."""
-    codes, shared = np.unique(directed, return_counts=True)
-    owners, others = codes >> 32, codes & 0xFFFFFFFF
-    order = np.lexsort((others, -shared, owners))
-    owners = owners[order]
-    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
-    rank = np.arange(len(owners)) - np.repeat(starts, np.diff(np.r_[starts, len(owners)]))
-    chosen = order[rank < rows]
-    low = np.minimum(owners[rank < rows], others[chosen])
-    high = np.maximum(owners[rank < rows], others[chosen])
-    return (low << 32) | high, shared[chosen]
-
-
 @contextmanager
 def candidate_parts(
-    groups: ContentGroups, pages: Iterable[Buckets], rows: int
+    groups: ContentGroups, pages: Iterable[Buckets]
 ) -> Iterator[Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
-    """The pairs in which one side is among the other's top ``rows`` candidates, from the
-    store's shared buckets (``pages``), as parts of (low content, high
-    content, shared tokens), each sorted by (low, high): together exactly what
-    :func:`neardup.selfjoin.top_pairs` gives for the same store."""
+    """Every pair of contents that share a bucket among the store's shared buckets (``pages``),
+    as parts of (low content, high content, shared tokens), each sorted by (low, high):
+    together exactly what :func:`neardup.selfjoin.scored_pairs` gives for the same store."""
     import tempfile  # here: only reports from buckets spill (with random, shutil: 2.7 ms)
 
     parts = max(1, -(-len(groups) // CONTENTS_PER_PART))
     with tempfile.TemporaryDirectory(prefix="neardup-report-") as directory:
-        directed = _Spill(Path(directory), "directed", parts)
+        spill = _Spill(Path(directory), "pairs", parts)
         for buckets in pages:
             codes = bucket_pairs(groups, buckets)
-            low, high = codes >> 32, codes & 0xFFFFFFFF
-            directed.append(codes, low)
-            directed.append((high << 32) | low, high)
-            if max(directed.sizes) > PART_PAIRS:
-                raise _too_many(sum(directed.sizes) // 2)
-        kept = _Spill(Path(directory), "kept", parts)
-        for part in directed.parts():
-            codes, shared = _top_of_owners(part, rows)
-            kept.append(np.column_stack([codes, shared]).ravel(), np.repeat(codes >> 32, 2))
-        yield (_distinct(part.reshape(-1, 2)) for part in kept.parts())
+            spill.append(codes, codes >> 32)
+            if max(spill.sizes) > PART_PAIRS:
+                raise TooManyPairs(sum(spill.sizes))
+        yield (_counted(part) for part in spill.parts())
 
 
-def _distinct(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(low, high, shared) of (code, shared) rows, each code once (a pair both sides kept comes
-    twice), sorted."""
-    codes, first = np.unique(rows[:, 0], return_index=True)
-    return codes >> 32, codes & 0xFFFFFFFF, rows[first, 1]
+def _counted(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(low, high, shared) of bucket pair codes: each pair once, with the buckets it came in."""
+    codes, shared = np.unique(codes, return_counts=True)
+    return codes >> 32, codes & 0xFFFFFFFF, shared

@@ -23,3 +23,16 @@ class InvalidText(NeardupError, ValueError):
 
 class InvalidParameter(NeardupError, ValueError):
     """A setting outside its range, such as bands that do not divide the number of hashes."""
+
+
+class TooManyPairs(NeardupError):
+    """A report whose token buckets make more candidate pairs than it may sort."""
+
+    def __init__(self, pairs: int) -> None:
+        super().__init__(
+            f"the token buckets make {pairs:,} candidate pairs, more than a report sorts: "
+            "the bands have too few rows for this many records (most pairs share a band by "
+            "chance). Index into a new store with fewer bands of more rows each (--bands 32 "
+            "or 16 of 128 hashes)"
+        )
+        self.pairs = pairs

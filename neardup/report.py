@@ -1,14 +1,14 @@
 """Every near-duplicate pair in a store, exactly once, and the groups they form.
 
-Records with the same MD5 are one exact-duplicate group. The report visits each group once (through
-its first id), emits every pair inside it, finds the group's near-duplicates, and emits every pair
-across the two groups. So 40 identical records give all 780 pairs, and their near-duplicates are
-not crowded out of the candidate rows by their own copies.
+Records with the same MD5 are one exact-duplicate group: the report emits every pair inside it,
+and measures each pair of distinct contents once, expanding an accepted one into every pair of
+records across the two groups. So 40 identical records give all 780 pairs.
 
-A group's near-duplicates are its top ``rows`` candidates, verified. They come from the band
-buckets the store lists itself (:mod:`neardup.buckets`), from a self-join of all token buckets
-in memory (:mod:`neardup.selfjoin`) when that fits its pair budget, or from one lookup per
-group; all three give the same pairs.
+A report is complete: its candidates are every pair of contents that share a token of the
+method's field, whatever the size of their group, with no limit per record. They come from the
+band buckets the store lists itself (:mod:`neardup.buckets`) or from a self-join of all token
+buckets in memory (:mod:`neardup.selfjoin`); both give the same pairs, count them before making
+them, and stop with one line past their budget rather than drop any.
 """
 
 from __future__ import annotations
@@ -30,21 +30,20 @@ from .fingerprint import (
     FingerprintParams,
     TokenField,
     distinct,
-    fingerprint_batch,
     jaccard_pairs,
     pair_similarities,
     shingle_numbers,
     word_edit_distances,
 )
 from .progress import Bar, progress_bar
-from .searcher import Match, MatchRules, Searcher
-from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs, top_pairs
-from .stores import Buckets, Store, StoredRecord
+from .searcher import MatchRules, Searcher
+from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs
+from .stores import Buckets, Store
 from .tuning import ThresholdChoice, choose_threshold, similarity_histogram
 
 Grouping = Literal["center", "components"]
 GROUPINGS: tuple[Grouping, ...] = ("center", "components")
-Strategy = Literal["auto", "buckets", "join", "lookups"]
+Strategy = Literal["auto", "buckets", "join"]
 # Past this many records, "auto" reports the embedded store from its buckets too: the self-join
 # holds every record's tokens in memory (1.3 GB at a million records).
 JOIN_RECORDS = 250_000
@@ -54,7 +53,7 @@ CONTENTS_PER_CHUNK = 20_000
 GroupsOf = Callable[[np.ndarray], dict[int, tuple[list[str], str]]]
 Batched = TypeVar("Batched")  # what a store yields in batches: records, or (MD5, first word)
 # A report's passes over the store or its pairs, in the order they run.
-PHASES = ("reading", "joining", "measuring", "verifying", "looking up")
+PHASES = ("reading", "joining", "measuring", "verifying")
 
 
 @dataclass(frozen=True, order=True, slots=True)  # a report holds every pair: ~80 bytes each
@@ -115,65 +114,39 @@ def find_pairs(
 
     Every candidate pair is measured first; with ``rules.auto_threshold`` the threshold is then
     chosen from their similarities (:func:`neardup.tuning.choose_threshold`, falling back to
-    ``rules.threshold``), and the rules are applied. ``strategy``: "buckets" takes every
-    group's candidates from the band buckets the store lists (:mod:`neardup.buckets`), "join"
-    computes them at once in memory, "lookups" queries the store per group; "auto" takes the
-    buckets on an engine or an embedded store past JOIN_RECORDS (with the bands method), else
-    joins when the join counts at most ``pair_budget`` bucket pairs. ``progress`` shows a
-    progress bar on stderr for each pass over the store or the pairs.
+    ``rules.threshold``), and the rules are applied. ``strategy``: "buckets" takes the
+    candidates from the band buckets the store lists (:mod:`neardup.buckets`), "join" computes
+    them in memory from every record; "auto" takes the buckets on an engine or an embedded store
+    past JOIN_RECORDS (with the bands method), else joins. Past ``pair_budget`` bucket pairs the
+    join raises :class:`TooManyPairs`. ``progress`` shows a progress bar on stderr for each pass
+    over the store or the pairs.
     """
     Searcher(store, params, rules)  # checks that the store indexes the method's field
     seconds: dict[str, float] = {}
     if _from_buckets(store, rules, strategy):
         return _bucket_report(store, params, rules, progress, seconds)
     total = store.count() if progress else None
-    if strategy != "lookups":
-        with _phase("reading", total, " records", progress, seconds) as bar:
-            contents = read_contents(
-                _counted(_ahead_of_engine(store, store.iter_records(1000)), bar),
-                params,
-                TokenField(rules.method),
-                rules.first_word,
-            )
-        with _timed("joining", seconds):
-            scored = scored_pairs(contents, rules.first_word, pair_budget)
-            if scored is not None:
-                low, high, shared = top_pairs(*scored, rules.rows)
-        if scored is not None:
-            exact = [(members, int(contents.sizes[g])) for g, members in contents.members.items()]
-            return _measured_and_verified(
-                store,
-                params,
-                rules,
-                _joined_groups(store, contents),
-                contents.copies(),
-                [(low, high, shared)],
-                exact,
-                progress,
-                seconds,
-            )
-        if strategy == "join":
-            raise NeardupError(
-                f"the {rules.method} tokens are too common for a self-join "
-                "(a bucket shared by many records): report by lookups"
-            )
-    # Every candidate measured, whatever the rules: they are applied once the threshold is known.
-    loose = Searcher(store, params, replace(rules, threshold=None, max_edit_distance=None))
-    with _phase("looking up", total, " records", progress, seconds) as bar:
-        exact, near = _looked_up(_counted(store.iter_records(256), bar), store, loose)
-    histogram = similarity_histogram(
-        np.array([match.similarity for _, _, match in near], dtype=np.float64),
-        np.array([len(group) * len(other) for group, other, _ in near]),
+    with _phase("reading", total, " records", progress, seconds) as bar:
+        contents = read_contents(
+            _counted(_ahead_of_engine(store, store.iter_records(1000)), bar),
+            params,
+            TokenField(rules.method),
+            rules.first_word,
+        )
+    with _timed("joining", seconds):
+        candidates = scored_pairs(contents, rules.first_word, pair_budget)
+    exact = [(members, int(contents.sizes[g])) for g, members in contents.members.items()]
+    return _measured_and_verified(
+        store,
+        params,
+        rules,
+        _joined_groups(store, contents),
+        contents.copies(),
+        [candidates],
+        exact,
+        progress,
+        seconds,
     )
-    applied, choice = _applied(rules, histogram)
-    pairs = exact + [
-        pair
-        for group, other, m in near
-        if applied.accepts(m.edit_distance, m.similarity)
-        for pair in _near_pairs(group, other, m.edit_distance, m.similarity, m.shared_tokens)
-    ]
-    pairs.sort(key=PAIR_ORDER)
-    return Found(pairs, applied, histogram, choice, seconds)
 
 
 def _from_buckets(store: Store, rules: MatchRules, strategy: Strategy) -> bool:
@@ -210,8 +183,8 @@ def _bucket_report(
         groups = ContentGroups.read(digests, rules.first_word)
     with _phase("joining", 100, "%", progress, seconds) as bar:
         pages = _covered(store.shared_buckets(TokenField.BANDS), bar)
-        with candidate_parts(groups, pages, rules.rows) as kept:
-            parts = list(kept)
+        with candidate_parts(groups, pages) as counted:
+            parts = list(counted)
     stored = StoredGroups(store, groups)
     copied = np.flatnonzero(groups.copies > 1)
     exact = [
@@ -470,41 +443,6 @@ def _similarities(
     numbers, offsets, distinct = shingle_numbers(texts, params)
     weights = store.frequencies(distinct.view(np.int64)).weights(distinct)
     return pair_similarities(numbers, len(distinct), weights, offsets, left, right)
-
-
-def _looked_up(
-    batches: Iterable[list[StoredRecord]], store: Store, searcher: Searcher
-) -> tuple[list[Pair], list[tuple[list[str], list[str], Match]]]:
-    """One lookup per distinct content: the exact pairs, and each candidate pair of distinct
-    contents once, as (the one group's ids, the other's, the measured match)."""
-    visited_md5: set[bytes] = set()
-    emitted_groups: set[tuple[str, str]] = set()
-    exact: list[Pair] = []
-    near: list[tuple[list[str], list[str], Match]] = []
-    for batch in batches:
-        leaders = []
-        for record in batch:
-            digest = bytes.fromhex(record.md5)
-            if digest not in visited_md5:
-                visited_md5.add(digest)
-                leaders.append(record)
-        fingerprints = fingerprint_batch(
-            [r.content for r in leaders], searcher.params, normalized=True
-        )
-        found = searcher.near_duplicates_many(fingerprints)
-        # Every group this batch touches, in one round trip.
-        groups = store.ids_by_md5(
-            [leader.md5 for leader in leaders] + [m.md5 for matches in found for m in matches]
-        )
-        for leader, fp, matches in zip(leaders, fingerprints, found, strict=True):
-            group = groups[leader.md5]
-            exact.extend(_exact_pairs(group, searcher.field.size(fp)))
-            for match in matches:
-                key = ordered_pair(leader.md5, match.md5)
-                if key not in emitted_groups:
-                    emitted_groups.add(key)
-                    near.append((group, groups[match.md5], match))
-    return exact, near
 
 
 def natural_key(record_id: str) -> tuple[list[str | int], str]:

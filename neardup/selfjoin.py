@@ -1,16 +1,16 @@
 """Every record's candidates at once: a self-join of the token buckets, in memory.
 
-The report asks, for each distinct content, for its top ``rows`` candidates: the other contents
-that share the most tokens with it (ties: the lower first id). Asking the store once per content
-costs a round trip and a query each. When the tokens are selective, as LSH band tokens are, it is
-much cheaper to compute the same answer for every content at once: read every record once, sort
-all (token, content) keys, count for each pair of contents the tokens they share (one count per
-bucket they both fall in), and rank each content's pairs. This is the banding technique of
-*Mining of Massive Datasets* (ch. 3) run over the whole store.
+A report's candidates are every pair of distinct contents that share at least one token of the
+method's field: the pairs an OR-query over a content's tokens would return with no limit on its
+rows. Asking the store once per content costs a round trip and a query each; when the tokens are
+selective, as LSH band tokens are, it is much cheaper to compute the same answer for every
+content at once: read every record once, sort all (token, content) keys, and count for each pair
+of contents the tokens they share (one count per bucket they both fall in). This is the banding
+technique of *Mining of Massive Datasets* (ch. 3) run over the whole store.
 
-The answer is exactly the lookups' answer (the tests compare them), as long as it fits the pair
-budget: a bucket of m contents makes m(m-1)/2 pairs, which a common token (a signature position,
-a frequent shingle) makes quadratic. Past the budget the caller goes back to lookups.
+A bucket of m contents makes m(m-1)/2 pairs, which a common token (a signature position, a
+frequent shingle) makes quadratic. The join counts them before it makes them, and past the pair
+budget the report stops with one line saying so (:class:`neardup.errors.TooManyPairs`).
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _kernels
+from .errors import TooManyPairs
 from .fingerprint import FingerprintParams, TokenField, token_keys
 from .stores import StoredRecord
 
-# Most pairs the join may count (8 bytes each while sorting); past it, lookups are cheaper.
+# Most pairs the join may count: 8 bytes each while sorting, a few times over.
 PAIR_BUDGET = 40_000_000
 # Most characters of contents the join keeps for measuring its pairs; past it, the report
 # fetches them from the store again, a run of pairs at a time.
@@ -102,12 +103,13 @@ def read_contents(
     )
 
 
-def _bucket_pairs(keys: np.ndarray, groups: np.ndarray, budget: int) -> np.ndarray | None:
+def bucket_pairs(keys: np.ndarray, groups: np.ndarray, budget: int = PAIR_BUDGET) -> np.ndarray:
     """Given (key, group) sorted by key then group, every pair of groups in each bucket, once per
-    bucket, coded as low * 2**32 + high; None when the pairs exceed the budget."""
+    bucket, coded as low * 2**32 + high. The pairs are counted before they are made: past
+    ``budget``, :class:`TooManyPairs`."""
     total = _kernels.bucket_pairs(keys, groups, None)
     if total > budget:
-        return None
+        raise TooManyPairs(total)
     pairs = np.empty(total, dtype=np.int64)
     _kernels.bucket_pairs(keys, groups, pairs)
     return pairs
@@ -138,30 +140,14 @@ def _distinct_keys(contents: Contents) -> tuple[np.ndarray, np.ndarray]:
 
 def scored_pairs(
     contents: Contents, first_word: bool, budget: int = PAIR_BUDGET
-) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(low group, high group, shared tokens) of every pair sharing a token; None over budget."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(low group, high group, shared tokens) of every pair sharing a token, sorted; past
+    ``budget`` bucket pairs, :class:`TooManyPairs`."""
     keys, groups = _distinct_keys(contents)
-    codes = _bucket_pairs(keys, groups, budget)
-    if codes is None:
-        return None
-    codes, shared = np.unique(codes, return_counts=True)
+    codes, shared = np.unique(bucket_pairs(keys, groups, budget), return_counts=True)
     low, high = codes >> 32, codes & 0xFFFFFFFF
     if first_word:
         words = np.unique(np.array(contents.first_words, dtype=object), return_inverse=True)[1]
         same = words[low] == words[high]
         low, high, shared = low[same], high[same], shared[same]
     return low, high, shared
-
-
-def top_pairs(
-    low: np.ndarray, high: np.ndarray, shared: np.ndarray, rows: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The pairs in which one side is among the other's top ``rows`` candidates: most shared
-    tokens first, then the lower group (groups are numbered in order of their first id).
-    ``low``, ``high`` and ``shared`` are :func:`scored_pairs`' answer, sorted by (low, high)."""
-    low, high, shared = (np.ascontiguousarray(a, dtype=np.int64) for a in (low, high, shared))
-    keep = np.zeros(len(low), dtype=np.uint8)
-    groups = int(max(low.max(initial=-1), high.max(initial=-1))) + 1
-    _kernels.top_candidates(low, high, shared, groups, rows, keep)
-    chosen = keep.view(bool)
-    return low[chosen], high[chosen], shared[chosen]

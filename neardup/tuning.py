@@ -91,7 +91,10 @@ def tune(threshold: float, num_hashes: int) -> Tuning:
 
 HISTOGRAM_BINS = 50  # bins of 0.02 over [0, 1]
 MIN_CANDIDATES = 20  # fewer candidate pairs than this make no histogram to read
-MIN_UPPER_SHARE = 0.005  # a hump above a valley holds at least this share of the pairs
+# A hump above a valley holds this many times the pairs of the valley's floor bin, and at least
+# MIN_CANDIDATES: a share of all the pairs would not do, as a complete report's candidates grow
+# with the square of the records and its near-duplicates with the records.
+MIN_UPPER_MASS = 10
 
 
 def similarity_histogram(
@@ -120,10 +123,11 @@ def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
 
     On the histogram smoothed over 3 bins, every local minimum is a possible valley. It counts
     when it dips to at most half the height of the highest bins on either side of it and at
-    least MIN_UPPER_SHARE of the pairs lie above it (a dip in the tail of one hump, with a
-    handful of pairs beyond it, is no valley). Of those, the valley below the hump highest up
-    wins, since the near-duplicates are the hump nearest 1; then the deepest (its height
-    against the lower of the two peaks), then the one with more pairs on its lighter side. The
+    least MIN_UPPER_MASS times the pairs of its floor lie above it, and MIN_CANDIDATES (a dip in
+    the tail of one hump, with a handful of pairs beyond it, is no valley). Of those, the valley
+    below the hump highest up wins, since the near-duplicates are the hump nearest 1; then the
+    deepest (its height against the lower of the two peaks), then the one with more pairs on its
+    lighter side. The
     winner's middle is the threshold; with no valley there are not two humps (no
     near-duplicates, or nothing else), and ``fallback`` is the threshold.
     Measured on Febrl 1, 3, 4, the Kijiji ads and generated documents (benchmarks/README.md).
@@ -137,7 +141,10 @@ def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
     for start, end in _minimum_runs(smooth):
         left, right = int(smooth[:start].argmax()), end + int(smooth[end:].argmax())
         lower_peak = min(smooth[left], smooth[right])
-        if smooth[start] > 0.5 * lower_peak or counts[end:].sum() < MIN_UPPER_SHARE * total:
+        floor = smooth[start]
+        if floor > 0.5 * lower_peak or counts[end:].sum() < max(
+            MIN_CANDIDATES, MIN_UPPER_MASS * floor
+        ):
             continue
         # The hump highest up first, then the deepest valley below it, then the heavier split.
         rank = (right, -smooth[start] / lower_peak, min(counts[:start].sum(), counts[end:].sum()))

@@ -2,8 +2,8 @@
 including a 2-shard SolrCloud collection and a 2-shard index on a 2-node Elasticsearch cluster.
 
 The embedded store reports by the self-join; the engines from the band buckets they list
-themselves (bands method) or by lookups (their own candidate queries, other methods): so these
-tests also hold the three strategies to the same answer."""
+themselves (bands method) or by the self-join over their records (other methods): so these
+tests also hold both strategies to the same answer."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tests.corpora import corpus
 
 def engine_strategy(rules: RulesRequest) -> Strategy:
     method = rules.method if isinstance(rules, MatchRules) else rules.get("method", "bands")
-    return "buckets" if method == "bands" else "lookups"
+    return "buckets" if method == "bands" else "join"
 
 
 def report_of(

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 from neardup import api
-from neardup.errors import NeardupError, ParameterMismatch, UnknownRecord
+from neardup.errors import NeardupError, ParameterMismatch, TooManyPairs, UnknownRecord
 from neardup.fingerprint import TOKEN_FIELDS, FingerprintParams
 from neardup.indexer import SeenIds, index_records
 from neardup.readers import Record
 from neardup.report import Pair, _ahead_of_engine, _chunks, _read_ahead, clusters, find_pairs
-from neardup.searcher import MatchRules, Searcher
-from neardup.selfjoin import Contents, read_contents, scored_pairs, top_pairs
+from neardup.searcher import MAX_ROWS, MatchRules, Searcher
+from neardup.selfjoin import Contents, read_contents, scored_pairs
 from neardup.stores import CandidateQuery, TokenField
 from tests.corpora import corpus
 
@@ -209,16 +209,35 @@ STRATEGY_RULES = [
 ]
 
 
+def every_lookup(url: str, rules: MatchRules) -> list[Pair]:
+    """The reference for a complete report: each stored record looked up with rows enough for
+    every record that shares a token, each pair once."""
+    found = set()
+    with api.opened(url) as store:
+        searcher = Searcher(store, store.params, replace(rules, rows=MAX_ROWS))
+        for batch in store.iter_records(1000):
+            for record in batch:
+                for m in searcher.lookup_id(record.id):
+                    kind = "exact" if m.exact else "near"
+                    found.add((*sorted((record.id, m.id)), m.edit_distance, m.similarity, kind))
+    return sorted(Pair(a, b, d, s, 0, k) for a, b, d, s, k in found)
+
+
+def without_tokens(pairs: list[Pair]) -> list[Pair]:
+    return [replace(p, shared_tokens=0) for p in pairs]
+
+
 @pytest.mark.parametrize(
     "rules", STRATEGY_RULES, ids=["signature", "bands", "shingles", "first-word", "edit-only"]
 )
-def test_the_self_join_reports_exactly_what_lookups_and_buckets_report(
+def test_a_report_holds_every_pair_a_lookup_with_no_limit_finds(
     sqlite_url: str, tmp_path: Path, rules: MatchRules, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Few rows and many exact copies: the top-rows cut and its id tie-break decide pairs here.
+    # Few rows and many exact copies: a report keeps no top-rows cut, whatever the lookups'.
     api.index([corpus(tmp_path / "records.txt")], sqlite_url, params=ALL_FIELDS)
     joined = api.report(sqlite_url, rules=rules, strategy="join")
     assert len(joined) > 50
+    assert without_tokens(joined) == every_lookup(sqlite_url, rules)
     with monkeypatch.context() as fetching:  # contents past the budget: fetched, not kept
         fetching.setattr(
             importlib.import_module("neardup.report"),
@@ -226,26 +245,37 @@ def test_the_self_join_reports_exactly_what_lookups_and_buckets_report(
             partial(read_contents, kept_characters=0),
         )
         assert api.report(sqlite_url, rules=rules, strategy="join") == joined
-    assert joined == api.report(sqlite_url, rules=rules, strategy="lookups")
     if rules.method == "bands":
         assert joined == api.report(sqlite_url, rules=rules, strategy="buckets")
 
 
-@pytest.mark.parametrize("rows", [1, 2, 5])
-def test_top_pairs_keep_each_sides_best_candidates_with_ties_to_the_lower_group(rows: int) -> None:
-    rng = np.random.default_rng(rows)
-    codes = np.unique(rng.integers(0, 40, (600, 2)) @ np.array([1 << 32, 1]))
-    low, high = codes >> 32, codes & 0xFFFFFFFF
-    low, high = low[low < high], high[low < high]
-    shared = rng.integers(1, 4, len(low))  # few scores: many ties
-    candidates: dict[int, list[tuple[int, int, int]]] = {}
-    pairs = zip(low.tolist(), high.tolist(), shared.tolist(), strict=True)
-    for n, (a, b, score) in enumerate(pairs):
-        candidates.setdefault(a, []).append((-score, b, n))
-        candidates.setdefault(b, []).append((-score, a, n))
-    expected = sorted({n for ranked in candidates.values() for *_, n in sorted(ranked)[:rows]})
-    kept = top_pairs(low, high, shared, rows)
-    assert [k.tolist() for k in kept] == [x[expected].tolist() for x in (low, high, shared)]
+def near_copies(count: int, seed: int = 3) -> list[Record]:
+    """``count`` records that each differ from one address line by a typo or two: one group
+    whose every pair is a near-duplicate."""
+    rng = random.Random(seed)
+    base = "Bella Napoli Trattoria 418 Harbor Street Portland ME 04101 open daily"
+    records = []
+    for n in range(count):
+        chars = list(base)
+        for _ in range(rng.randint(1, 2)):
+            at = rng.randrange(len(chars))
+            if chars[at] != " ":
+                chars[at] = rng.choice("xqzjkw")
+        records.append(Record(f"c{n}", "".join(chars)))
+    return records
+
+
+def test_a_group_of_500_near_copies_yields_every_pair(store_url_factory) -> None:
+    url = store_url_factory()
+    api.add(near_copies(500), url)
+    rules = {"similarity": "jaccard", "threshold": 0.5}
+    with api.opened(url) as store:
+        strategies = ["buckets"] + (["join"] if store.local else [])
+    for strategy in strategies:
+        pairs = api.report(url, rules=rules, strategy=strategy)
+        assert len(pairs) == 500 * 499 // 2, strategy
+    # A lookup keeps its limit: the 10 distinct contents that share most tokens.
+    assert 10 <= len(api.lookup(url, id="c0", rules={"similarity": "jaccard"})) < 499
 
 
 def test_scored_pairs_count_the_distinct_tokens_each_pair_of_contents_shares() -> None:
@@ -271,14 +301,12 @@ def test_contents_count_the_copies_of_each_content() -> None:
     assert contents.copies().tolist() == [len(contents.ids(g)) for g in range(4)] == [1, 3, 1, 2]
 
 
-def test_a_join_over_its_pair_budget_falls_back_to_lookups(sqlite_url: str, tmp_path: Path) -> None:
+def test_a_report_over_its_pair_budget_stops_with_one_line(sqlite_url: str, tmp_path: Path) -> None:
     api.index([corpus(tmp_path / "records.txt")], sqlite_url)
-    rules = MatchRules()
     with api.opened(sqlite_url) as store:
-        expected = find_pairs(store, store.params, rules, "lookups").pairs
-        assert find_pairs(store, store.params, rules, "auto", pair_budget=10).pairs == expected
-        with pytest.raises(NeardupError, match="too common for a self-join"):
-            find_pairs(store, store.params, rules, "join", pair_budget=10)
+        for strategy in ("auto", "join"):
+            with pytest.raises(TooManyPairs, match="candidate pairs, more than a report sorts"):
+                find_pairs(store, store.params, MatchRules(), strategy, pair_budget=10)
 
 
 def test_a_store_answers_only_the_methods_of_its_indexed_fields(store) -> None:
@@ -356,7 +384,6 @@ def test_a_report_shows_its_progress_when_asked(sqlite_url: str, tmp_path: Path,
     for strategy, passes in (
         ("join", ["reading", "verifying"]),
         ("buckets", ["reading", "joining", "verifying"]),
-        ("lookups", ["looking up"]),
     ):
         assert api.report(sqlite_url, strategy=strategy, progress=True) == quiet
         shown = capsys.readouterr().err
@@ -408,7 +435,7 @@ def test_buckets_past_their_pair_budget_stop_with_one_clear_error(
     monkeypatch.setattr(buckets.bucket_pairs, "__defaults__", (budget,))
     monkeypatch.setattr("neardup.stores.sqlite.POSTINGS_PER_PART", 500)  # several pages
     with pytest.raises(
-        NeardupError, match=r"candidate pairs, more than a report can sort.*--bands"
+        NeardupError, match=r"candidate pairs, more than a report sorts.*--bands"
     ):
         api.report(sqlite_url, strategy="buckets")
 
