@@ -43,6 +43,26 @@ def tsv_unescape(value: str) -> str:
     return _TSV_ESCAPED.sub(lambda m: _TSV_UNESCAPES[m.group()], value)
 
 
+# A CSV or TSV cell that a spreadsheet would run as a formula (one starting with =, +, -, @, a tab
+# or a carriage return) is written after an apostrophe, as OWASP advises against CSV injection;
+# spreadsheets show it as text without the apostrophe. A cell that starts with an apostrophe
+# gets one more, so that reading a pair file back removes exactly one. A number is no formula.
+_SPREADSHEET_UNSAFE = ("=", "+", "-", "@", "\t", "\r", "'")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+# Any cell of a TSV line that might need it: one look at the line before any cell's.
+SPREADSHEET_UNSAFE_CELL = re.compile(r"(?:^|\t)[=+\-@'\r]")
+
+
+def spreadsheet_safe(value: str) -> str:
+    if value.startswith(_SPREADSHEET_UNSAFE) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def _spreadsheet_value(cell: str) -> str:
+    return cell[1:] if cell.startswith("'") else cell
+
+
 def _rows(path: Path) -> tuple[list[str], Iterable[list[str]] | Iterable[dict]]:
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         # JSON escapes every line break inside a value, so only "\n" ends a line.
@@ -51,10 +71,14 @@ def _rows(path: Path) -> tuple[list[str], Iterable[list[str]] | Iterable[dict]]:
         return (list(lines[0]) if lines else []), lines
     with path.open(encoding="utf-8", newline="") as file:
         if path.suffix.lower() == ".csv":
-            rows = list(csv.reader(file))
+            rows = [list(map(_spreadsheet_value, row)) for row in csv.reader(file)]
         else:
             lines = (line.rstrip("\r\n") for line in file.read().split("\n"))
-            rows = [[tsv_unescape(v) for v in line.split("\t")] for line in lines if line]
+            rows = [
+                [_spreadsheet_value(tsv_unescape(v)) for v in line.split("\t")]
+                for line in lines
+                if line
+            ]
     return (rows[0] if rows else []), rows[1:]
 
 

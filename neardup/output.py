@@ -10,7 +10,7 @@ from dataclasses import asdict
 from operator import attrgetter
 from typing import IO, Literal
 
-from .evaluate import Evaluation, tsv_escape
+from .evaluate import SPREADSHEET_UNSAFE_CELL, Evaluation, spreadsheet_safe, tsv_escape
 from .explain import Explanation
 from .readers import Format, Record
 from .report import PHASES, Pair
@@ -86,14 +86,21 @@ def _write(
             line = "\t".join(values)
             # Most rows need no escapes: one look at the joined line is cheaper than escaping.
             if line.count("\t") >= len(fields) or "\\" in line or "\n" in line or "\r" in line:
-                line = "\t".join(map(tsv_escape, values))
+                values = list(map(tsv_escape, values))
+                line = "\t".join(values)
+            if SPREADSHEET_UNSAFE_CELL.search(line):
+                line = "\t".join(map(spreadsheet_safe, values))
             out.write(line + "\n")
         return count
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(fields)
     for count, row in enumerate(rows, start=1):  # noqa: B007
-        writer.writerow(row)
+        writer.writerow(_safe_cells(row))
     return count
+
+
+def _safe_cells(row: Iterable[object]) -> list[object]:
+    return [spreadsheet_safe(cell) if isinstance(cell, str) else cell for cell in row]
 
 
 def record_writer(format: Format, fields: Sequence[str], out: IO[str]) -> Callable[[Record], None]:
@@ -114,7 +121,7 @@ def record_writer(format: Format, fields: Sequence[str], out: IO[str]) -> Callab
         if header:
             cells(header.pop())
         values = record.values or {}
-        cells([str(values.get(name, "")) for name in fields])
+        cells([spreadsheet_safe(str(values.get(name, ""))) for name in fields])
 
     return write
 
