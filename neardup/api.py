@@ -144,6 +144,8 @@ def index(
         if new and isinstance(asked, Mapping | None):
             asked = _with_bands(asked, paths, format, id_field, text_fields)
         chosen = target.ensure_params(asked)
+        if not new:
+            _refuse_renumbering(target, files)
         if preset or threshold is not None:
             rules = {"threshold": threshold} if threshold is not None else None
             remembered = match_rules(chosen, None, rules, preset_name=preset)
@@ -175,6 +177,24 @@ def index(
                 if chosen_text := reader.fields_chosen():
                     summary.text.append(chosen_text)
     return summary
+
+
+def _refuse_renumbering(target: Store, files: Sequence[RecordReader]) -> None:
+    """Stop before writing when a file's ids are record numbers and the store holds its first
+    number with another text: the file is not the one indexed before, and its records 1, 2, …
+    would silently replace the store's (yesterday's file under today's numbers)."""
+    for reader in files:
+        first = reader.first
+        if not reader.numbered or first is None:
+            continue
+        stored = target.get([first.id]).get(first.id)
+        if stored is not None and stored.content != normalize_batch([first.text])[0]:
+            raise NeardupError(
+                f"{reader.path} has no id field, so its records are numbered 1, 2, …, and "
+                f"{target.url} already holds a record {first.id!r} with another text: indexing "
+                "would replace the stored records. Name the id field (--id-field), or index "
+                "into a new store"
+            )
 
 
 def _with_bands(

@@ -140,6 +140,16 @@ class RecordReader:
         return 0 if self.stdin else self.path.stat().st_size
 
     @property
+    def numbered(self) -> bool:
+        """Whether the ids are record numbers: a tsv, csv or jsonl file with no id field."""
+        return self.format != "lines" and self.id_field is None
+
+    @property
+    def first(self) -> Record | None:
+        """The file's first record, read with its header (and still to come when iterating)."""
+        return self._first
+
+    @property
     def stdin(self) -> bool:
         return str(self.path) == STDIN
 

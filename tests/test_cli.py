@@ -521,3 +521,27 @@ def test_batch_commands_keep_freed_memory_and_the_service_gives_it_back(
     assert tuned == [True]
     assert neardup("serve", "--store", store).returncode == 0
     assert tuned == [True]
+
+
+def test_a_second_days_numbered_file_does_not_replace_the_first(tmp_path: Path) -> None:
+    """Files with no id column number their records 1, 2, …: the second day's file would
+    replace the first day's records under the same numbers, so it is refused, while the same
+    file again (a re-run) and a file with its ids named are indexed."""
+    day1, day2 = tmp_path / "day1.tsv", tmp_path / "day2.tsv"
+    day1.write_text("text\nBella Napoli Trattoria 418 Harbor St\nThai Orchid Kitchen 58 Elm St\n")
+    day2.write_text("text\nGolden Lotus Dim Sum 1209 Grant Ave\nArt's Deli 12224 Ventura Blvd\n")
+    url = f"sqlite:///{tmp_path / 'daily.db'}"
+    assert neardup("index", str(day1), "--store", url).returncode == 0
+    refused = neardup("index", str(day2), "--store", url)
+    assert_user_error(refused, "day2.tsv has no id field, so its records are numbered")
+    assert "--id-field" in refused.stderr
+    assert api_stats(url)["documents"] == 2
+    with open_store(url) as store:
+        assert store.get(["1"])["1"].content.startswith("bella napoli")
+    again = neardup("index", str(day1), "--store", url)  # a re-run replaces nothing
+    assert again.returncode == 0, again.stderr
+    assert api_stats(url)["documents"] == 2
+    day2.write_text("sku\ttext\nx1\tGolden Lotus Dim Sum 1209 Grant Ave\n")
+    named = neardup("index", str(day2), "--store", url, "--id-field", "sku")
+    assert named.returncode == 0, named.stderr
+    assert api_stats(url)["documents"] == 3
