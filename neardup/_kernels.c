@@ -640,6 +640,7 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
         norms[s] = sum;
     }
     int64_t marked = -1; /* the left segment marked */
+    Py_BEGIN_ALLOW_THREADS /* buffers only: two threads may measure halves of the pairs */
     for (Py_ssize_t p = 0; p < left_b.len / 8; p++) {
         int64_t l = left[p], r = right[p], nl = offsets[l + 1] - offsets[l];
         int64_t nr = offsets[r + 1] - offsets[r], shared_count = 0;
@@ -666,6 +667,7 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
         else
             out[p] = nl + nr ? (double)shared_count / (double)(nl + nr - shared_count) : 1.0;
     }
+    Py_END_ALLOW_THREADS
     PyMem_Free(norms), PyMem_Free(squares), PyMem_Free(marks);
     release(all);
     Py_RETURN_NONE;

@@ -701,6 +701,10 @@ def weighted_similarity(a: np.ndarray, wa: np.ndarray, b: np.ndarray, wb: np.nda
     return _kernels.weighted_similarity(a, wa, b, wb)
 
 
+# Pairs past which pair_similarities measures half of them on a second thread.
+PARALLEL_PAIRS = 200_000
+
+
 def pair_similarities(
     numbers: np.ndarray,
     distinct: int,
@@ -714,15 +718,27 @@ def pair_similarities(
     time. The sets are :func:`shingle_numbers`' (``distinct`` shingles in all); ``weights``
     gives each distinct shingle's weight."""
     result = np.empty(len(left), dtype=np.float64)
-    _kernels.pair_similarities(
-        np.ascontiguousarray(numbers, dtype=np.int32),
-        distinct,
-        None if weights is None else np.ascontiguousarray(weights, dtype=np.float64),
-        _int64(offsets),
-        _int64(left),
-        _int64(right),
-        result,
-    )
+    numbers = np.ascontiguousarray(numbers, dtype=np.int32)
+    weights = None if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
+    offsets, left, right = _int64(offsets), _int64(left), _int64(right)
+
+    def measure(part: slice) -> None:
+        _kernels.pair_similarities(
+            numbers, distinct, weights, offsets, left[part], right[part], result[part]
+        )
+
+    if len(left) < PARALLEL_PAIRS:
+        measure(slice(None))
+        return result
+    # A complete report measures millions of pairs: half on a second thread (the kernel runs
+    # without the GIL). Below PARALLEL_PAIRS the thread costs more than it saves.
+    from concurrent.futures import ThreadPoolExecutor
+
+    half = len(left) // 2
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-pairs") as helper:
+        other = helper.submit(measure, slice(half, None))
+        measure(slice(0, half))
+        other.result()
     return result
 
 

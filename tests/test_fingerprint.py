@@ -411,7 +411,7 @@ def test_jaccard_of_many_pairs_equals_jaccard_of_sorted_sets(params: Fingerprint
     assert {0.0, 1.0} < set(expected) and len(set(expected)) > 20
 
 
-def test_weighted_similarity_of_many_pairs_has_the_bits_of_one_pair_at_a_time() -> None:
+def test_weighted_similarity_of_many_pairs_has_the_bits_of_one_pair_at_a_time(monkeypatch) -> None:
     rng = random.Random(4)
     words = [f"w{i}" for i in range(30)]
     texts = [" ".join(rng.choices(words, k=rng.randint(0, 40))) for _ in range(150)]
@@ -433,6 +433,11 @@ def test_weighted_similarity_of_many_pairs_has_the_bits_of_one_pair_at_a_time() 
     ]
     measured = pair_similarities(numbers, len(distinct), weights, offsets, left, right)
     assert measured.tolist() == one_at_a_time
+    with monkeypatch.context() as halved:  # half the pairs on a second thread: the same floats
+        halved.setattr(importlib.import_module("neardup.fingerprint"), "PARALLEL_PAIRS", 2)
+        assert pair_similarities(
+            numbers, len(distinct), weights, offsets, left, right
+        ).tolist() == (one_at_a_time)
     assert {0.0, 1.0} < set(one_at_a_time) and len(set(one_at_a_time)) > 100
     with pytest.raises(ValueError, match="must index the weights"):
         pair_similarities(numbers, len(distinct), weights[:-1], offsets, left, right)
