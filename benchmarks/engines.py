@@ -130,7 +130,7 @@ def main() -> None:
     parser.add_argument("--method", default="signature", choices=list(TOKEN_FIELDS))
     parser.add_argument("--lookups", type=int, default=300)
     parser.add_argument("--runs", type=int, default=3, help="medians over this many runs")
-    parser.add_argument("--strategy", default="auto", choices=["auto", "join", "lookups"])
+    parser.add_argument("--strategy", default="auto", choices=["auto", "join", "buckets"])
     args = parser.parse_args()
     reader = RecordReader(args.records, text_fields=args.text_fields)
     records = list(islice(reader, args.limit))
