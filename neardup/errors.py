@@ -28,11 +28,15 @@ class InvalidParameter(NeardupError, ValueError):
 class TooManyPairs(NeardupError):
     """A report whose token buckets make more candidate pairs than it may sort."""
 
-    def __init__(self, pairs: int) -> None:
-        super().__init__(
-            f"the token buckets make {pairs:,} candidate pairs, more than a report sorts: "
+    def __init__(self, pairs: int, field: str = "bands") -> None:
+        why = (
             "the bands have too few rows for this many records (most pairs share a band by "
             "chance). Index into a new store with fewer bands of more rows each (--bands 32 "
             "or 16 of 128 hashes)"
+            if field == "bands"
+            else f"{field} tokens are shared by too many records. Report with --method bands"
+        )
+        super().__init__(
+            f"the {field} buckets make {pairs:,} candidate pairs, more than a report sorts: {why}"
         )
         self.pairs = pairs

@@ -134,7 +134,7 @@ def find_pairs(
             rules.first_word,
         )
     with _timed("joining", seconds):
-        candidates = scored_pairs(contents, rules.first_word, pair_budget)
+        candidates = scored_pairs(contents, rules.first_word, pair_budget, rules.method)
     exact = [(members, int(contents.sizes[g])) for g, members in contents.members.items()]
     return _measured_and_verified(
         store,

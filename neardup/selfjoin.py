@@ -103,13 +103,15 @@ def read_contents(
     )
 
 
-def bucket_pairs(keys: np.ndarray, groups: np.ndarray, budget: int = PAIR_BUDGET) -> np.ndarray:
+def bucket_pairs(
+    keys: np.ndarray, groups: np.ndarray, budget: int = PAIR_BUDGET, field: str = "bands"
+) -> np.ndarray:
     """Given (key, group) sorted by key then group, every pair of groups in each bucket, once per
     bucket, coded as low * 2**32 + high. The pairs are counted before they are made: past
-    ``budget``, :class:`TooManyPairs`."""
+    ``budget``, :class:`TooManyPairs` (which names the token ``field``)."""
     total = _kernels.bucket_pairs(keys, groups, None)
     if total > budget:
-        raise TooManyPairs(total)
+        raise TooManyPairs(total, field)
     pairs = np.empty(total, dtype=np.int64)
     _kernels.bucket_pairs(keys, groups, pairs)
     return pairs
@@ -139,12 +141,12 @@ def _distinct_keys(contents: Contents) -> tuple[np.ndarray, np.ndarray]:
 
 
 def scored_pairs(
-    contents: Contents, first_word: bool, budget: int = PAIR_BUDGET
+    contents: Contents, first_word: bool, budget: int = PAIR_BUDGET, field: str = "bands"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(low group, high group, shared tokens) of every pair sharing a token, sorted; past
-    ``budget`` bucket pairs, :class:`TooManyPairs`."""
+    """(low group, high group, shared tokens) of every pair sharing a ``field`` token, sorted;
+    past ``budget`` bucket pairs, :class:`TooManyPairs`."""
     keys, groups = _distinct_keys(contents)
-    codes, shared = np.unique(bucket_pairs(keys, groups, budget), return_counts=True)
+    codes, shared = np.unique(bucket_pairs(keys, groups, budget, field), return_counts=True)
     low, high = codes >> 32, codes & 0xFFFFFFFF
     if first_word:
         words = np.unique(np.array(contents.first_words, dtype=object), return_inverse=True)[1]

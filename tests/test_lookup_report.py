@@ -307,6 +307,11 @@ def test_a_report_over_its_pair_budget_stops_with_one_line(sqlite_url: str, tmp_
         for strategy in ("auto", "join"):
             with pytest.raises(TooManyPairs, match="candidate pairs, more than a report sorts"):
                 find_pairs(store, store.params, MatchRules(), strategy, pair_budget=10)
+    every_field = sqlite_url.replace(".db", "-all.db")
+    api.index([corpus(tmp_path / "more.txt")], every_field, params=ALL_FIELDS)
+    signature = MatchRules(method="signature")
+    with api.opened(every_field) as store, pytest.raises(TooManyPairs, match=r"signature .*bands"):
+        find_pairs(store, store.params, signature, "join", pair_budget=10)
 
 
 def test_a_store_answers_only_the_methods_of_its_indexed_fields(store) -> None:
@@ -434,9 +439,7 @@ def test_buckets_past_their_pair_budget_stop_with_one_clear_error(
     monkeypatch.setattr(buckets, "PART_PAIRS", budget)
     monkeypatch.setattr(buckets.bucket_pairs, "__defaults__", (budget,))
     monkeypatch.setattr("neardup.stores.sqlite.POSTINGS_PER_PART", 500)  # several pages
-    with pytest.raises(
-        NeardupError, match=r"candidate pairs, more than a report sorts.*--bands"
-    ):
+    with pytest.raises(NeardupError, match=r"candidate pairs, more than a report sorts.*--bands"):
         api.report(sqlite_url, strategy="buckets")
 
 
