@@ -1,0 +1,161 @@
+"""Public entity-resolution benchmarks, and the naive baseline neardup must at least match.
+
+    python benchmarks/quality/public.py --restaurant DIR --cora DIR --magellan DIR
+
+The data is not part of neardup; each loader reads a dataset as its public repository ships it:
+
+- ``--restaurant DIR``: Fodors-Zagat restaurants (864 name + address lines from two guides,
+  112 true pairs): ``restaurant.csv`` and ``restaurant_gold.csv`` of the HPI DuDe toolkit, as
+  the ``data/`` folder of github.com/jmakr0/Distributed-Entity-Resolution holds them. The
+  ``class`` column (the answer) is left out of the text.
+- ``--cora DIR``: Cora citations (1,879 references in groups of up to 240, 64,578 true pairs):
+  ``cora.tsv`` and ``cora_DPL.tsv`` from the same repository's history (commit d1dabed).
+- ``--magellan DIR``: DBLP-ACM (4,910 references from two libraries, 2,224 true pairs) and
+  Abt-Buy (2,173 products with long descriptions, 1,097 pairs): ``structured/dblp_acm`` and
+  ``textual/abt_buy``, each ``table_a``, ``table_b`` and ``gold`` as Parquet, as
+  github.com/DataReconciliation/BiBlock ships the Magellan sets (reading them needs pyarrow).
+
+For each: neardup with no flags, each preset, and the naive baseline: word-set Jaccard of every
+pair of records that share a word, at the threshold that gives it its best F1 against the truth
+(an oracle threshold: the baseline's best case, which no user without labels could pick).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+from collections import defaultdict
+from collections.abc import Callable
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+from common import reported_pairs
+
+from neardup.evaluate import Scores
+from neardup.fingerprint import normalize_batch
+from neardup.readers import Record
+
+Dataset = tuple[list[Record], set[tuple[str, str]]]
+
+
+def _pair(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a < b else (b, a)
+
+
+def _joined(values: list[object]) -> str:
+    return " ".join(
+        str(v).strip()
+        for v in values
+        if v is not None and str(v).strip() not in ("", "nan", "<NA>")
+    )
+
+
+def restaurant(folder: Path) -> Dataset:
+    rows = list(csv.DictReader(io.StringIO((folder / "restaurant.csv").read_text())))
+    fields = ["name", "addr", "city", "phone", "type"]
+    records = [Record(str(n), _joined([row[f] for f in fields])) for n, row in enumerate(rows, 1)]
+    gold = csv.reader(io.StringIO((folder / "restaurant_gold.csv").read_text()))
+    next(gold)
+    truth = {_pair(a.strip(), b.strip()) for _, a, b in gold}
+    return records, truth
+
+
+def cora(folder: Path) -> Dataset:
+    rows = list(csv.DictReader(io.StringIO((folder / "cora.tsv").read_text()), delimiter="\t"))
+    records = [Record(row["id"], _joined([v for k, v in row.items() if k != "id"])) for row in rows]
+    lines = (folder / "cora_DPL.tsv").read_text().split("\n")[1:]
+    truth = {_pair(*line.split("\t")[:2]) for line in lines if line.strip()}
+    return records, truth
+
+
+def magellan(folder: Path) -> Dataset:
+    import pandas as pd
+
+    records = []
+    for side in ("a", "b"):
+        table = pd.read_parquet(folder / f"table_{side}.parquet")
+        columns = [c for c in table.columns if c != "_id"]
+        for values in table.to_dict("records"):
+            records.append(Record(f"{side}{values['_id']}", _joined([values[c] for c in columns])))
+    gold = pd.read_parquet(folder / "gold.parquet")
+    truth = {_pair(f"a{a}", f"b{b}") for a, b in zip(gold["id1"], gold["id2"], strict=True)}
+    return records, truth
+
+
+def baseline(records: list[Record], truth: set[tuple[str, str]]) -> tuple[Scores, float]:
+    """Word-set Jaccard of every pair sharing a word, at its oracle threshold: the best F1 and
+    the threshold that gives it."""
+    words = [set(text.split()) for text in normalize_batch([r.text for r in records])]
+    holders: dict[str, list[int]] = defaultdict(list)
+    for n, held in enumerate(words):
+        for word in held:
+            holders[word].append(n)
+    shared: dict[tuple[int, int], int] = defaultdict(int)
+    for members in holders.values():
+        for a, b in combinations(members, 2):
+            shared[(a, b)] += 1
+    pairs = list(shared)
+    similarity = np.array(
+        [shared[(a, b)] / (len(words[a]) + len(words[b]) - shared[(a, b)]) for a, b in pairs]
+    )
+    right = np.array([_pair(records[a].id, records[b].id) in truth for a, b in pairs])
+    order = np.argsort(-similarity, kind="stable")
+    reported = np.arange(1, len(order) + 1)
+    correct = np.cumsum(right[order])
+    f1 = 2 * correct / (reported + len(truth))
+    best = int(np.argmax(f1))
+    return Scores(int(reported[best]), int(correct[best]), len(truth)), float(
+        similarity[order][best]
+    )
+
+
+SETTINGS: list[tuple[str, dict[str, object]]] = [
+    ("**no flags**", {}),
+    ("--preset records", {"preset": "records"}),
+    ("--preset documents", {"preset": "documents"}),
+]
+
+
+def rows(name: str, load: Callable[[], Dataset]) -> list[str]:
+    records, truth = load()
+    lines = []
+    for setting, options in SETTINGS:
+        found, seconds = reported_pairs(records, **options)
+        s = Scores(len(found), len(found & truth), len(truth))
+        lines.append(
+            f"| {name} | {setting} | {s.precision:.3f} | {s.recall:.3f} | {s.f1:.3f} | "
+            f"{len(found):,} | {seconds:.1f} |"
+        )
+    s, threshold = baseline(records, truth)
+    lines.append(
+        f"| {name} | baseline: word Jaccard >= {threshold:.2f} (oracle) | {s.precision:.3f} | "
+        f"{s.recall:.3f} | {s.f1:.3f} | {s.reported:,} | |"
+    )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--restaurant", type=Path)
+    parser.add_argument("--cora", type=Path)
+    parser.add_argument("--magellan", type=Path)
+    args = parser.parse_args()
+    parts: list[tuple[str, Callable[[], Dataset]]] = []
+    if args.restaurant:
+        parts.append(("Fodors-Zagat (864)", lambda: restaurant(args.restaurant)))
+    if args.cora:
+        parts.append(("Cora (1,879)", lambda: cora(args.cora)))
+    if args.magellan:
+        parts.append(("DBLP-ACM (4,910)", lambda: magellan(args.magellan / "structured/dblp_acm")))
+        parts.append(("Abt-Buy (2,173)", lambda: magellan(args.magellan / "textual/abt_buy")))
+    print("| data | setting | precision | recall | F1 | pairs | index + report s |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, load in parts:
+        for line in rows(name, load):
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
