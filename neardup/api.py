@@ -31,6 +31,7 @@ from .explain import explain as explain_pair
 from .fingerprint import (
     TOKEN_FIELDS,
     FingerprintParams,
+    check_num_hashes,
     holds_surrogates,
     normalize,
     normalize_batch,
@@ -646,7 +647,7 @@ def evaluate(
 def tune(threshold: float, num_hashes: int = FingerprintParams().num_hashes) -> Tuning:
     """Every bands x rows split of ``num_hashes`` with its S-curve around ``threshold``, and the
     recommended one (what ``index --threshold`` chooses)."""
-    return tune_bands(check_threshold(threshold), num_hashes)
+    return tune_bands(check_threshold(threshold), check_num_hashes(num_hashes))
 
 
 def generate(

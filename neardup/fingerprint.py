@@ -100,6 +100,17 @@ def _signature_keys(signatures: np.ndarray) -> np.ndarray:
     return (positions | signatures.astype(np.uint64)).view(np.int64)
 
 
+MAX_HASHES = 1024
+
+
+def check_num_hashes(num_hashes: int) -> int:
+    if not 1 <= num_hashes <= MAX_HASHES:
+        raise InvalidParameter(
+            f"number of hashes must be between 1 and {MAX_HASHES}, not {num_hashes}"
+        )
+    return num_hashes
+
+
 @dataclass(frozen=True)
 class FingerprintParams:
     """Everything that decides a record's tokens; a store keeps these and refuses others.
@@ -134,11 +145,10 @@ class FingerprintParams:
             raise InvalidParameter(
                 f"shingle size must be between 1 and 64, not {self.shingle_size}"
             )
-        if not 1 <= self.num_hashes <= 1024:
-            raise InvalidParameter(
-                f"number of hashes must be between 1 and 1024, not {self.num_hashes}"
-            )
-        if self.bands < 1 or self.num_hashes % self.bands:
+        check_num_hashes(self.num_hashes)
+        if self.bands < 1:
+            raise InvalidParameter(f"bands must be at least 1, not {self.bands}")
+        if self.num_hashes % self.bands:
             raise InvalidParameter(
                 f"bands must divide the number of hashes: {self.bands} bands "
                 f"do not divide {self.num_hashes} hashes"
