@@ -400,6 +400,20 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse an output file that cannot be written before any work: a report of a large store
+    should not end, minutes later, in an error about a file beside it."""
+    for path in filter(None, (getattr(args, "output", None), getattr(args, "html", None))):
+        target = Path(path)
+        folder = target.parent if str(target.parent) else Path(".")
+        if target.is_dir():
+            raise NeardupError(f"cannot write {path}: it is a folder")
+        if not folder.is_dir():
+            raise NeardupError(f"cannot write {path}: no folder {folder}")
+        if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+            raise NeardupError(f"cannot write {path}: permission denied")
+
+
 @contextmanager
 def _output_file(path: str | None) -> Iterator[IO[str]]:
     """A report's destination: stdout, or a file that is replaced whole or not at all (it is
@@ -637,6 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _keep_freed_memory()
     _quiet_client_loggers()
     try:
+        _check_outputs(args)
         return _COMMANDS[args.command](args)
     except NeardupError as exc:
         print(f"neardup: error: {exc}", file=sys.stderr)

@@ -548,3 +548,24 @@ def test_a_second_days_numbered_file_does_not_replace_the_first(tmp_path: Path) 
     named = neardup("index", str(day2), "--store", url, "--id-field", "sku")
     assert named.returncode == 0, named.stderr
     assert api_stats(url)["documents"] == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["report", "-o", "missing/pairs.tsv"],
+            "cannot write missing/pairs.tsv: no folder missing",
+        ),
+        (["report", "--html", "missing/r.html"], "cannot write missing/r.html: no folder"),
+        (["report", "-o", "."], "cannot write .: it is a folder"),
+        (["dedup", "records.txt", "-o", "missing/kept.txt"], "cannot write missing/kept.txt"),
+    ],
+)
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(
+    args: list[str], message: str, indexed: str, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setattr("neardup.api.report", lambda *a, **k: pytest.fail("the work ran"))
+    result = neardup(*args, "--store", indexed, cwd=tmp_path)
+    assert_user_error(result, message)
+    assert ".partial" not in result.stderr
