@@ -199,7 +199,7 @@ def _lookup(args: argparse.Namespace) -> int:
             **_rules(args),
         )
         with _output_file(args.output) as out:
-            output.write_file_matches(found, out)
+            output.write_file_matches(found, out, "jsonl" if args.json else "tsv")
         records = len({record_id for record_id, _ in found})
         print(f"{records} records have stored duplicates ({len(found)} lines)", file=sys.stderr)
         return 0 if found else NOTHING_FOUND
@@ -247,9 +247,11 @@ def _report(args: argparse.Namespace) -> int:
         if args.clusters:
             groups = api.clusters(pairs, args.grouping)
             output.write_clusters(groups, out, args.format, texts)
-            written = f"{len(groups)} groups from {len(pairs)} pairs"
+            written = (
+                f"{output.counted(len(groups), 'group')} from {output.counted(len(pairs), 'pair')}"
+            )
         else:
-            written = f"{output.write_pairs(pairs, out, args.format, texts)} pairs"
+            written = output.counted(output.write_pairs(pairs, out, args.format, texts), "pair")
     print(f"{written}{f' written to {args.output}' if args.output else ''}", file=sys.stderr)
     _print_measured(args)
     return 0
@@ -508,7 +510,7 @@ def _parser() -> argparse.ArgumentParser:
     _reader_options(lookup)
     lookup.add_argument("-o", "--output", help="with --file: file to write (default: stdout)")
     _rule_options(lookup)
-    lookup.add_argument("--json", action="store_true", help="print JSON")
+    lookup.add_argument("--json", action="store_true", help="print JSON (with --file: JSON lines)")
     lookup.add_argument(
         "--collapse-copies",
         action="store_true",
@@ -603,17 +605,24 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument(
         "--threshold", type=float, help="show every bands x rows split for this threshold"
     )
-    tune.add_argument("--num-hashes", type=int, default=defaults.num_hashes)
+    tune.add_argument(
+        "--num-hashes", type=int, default=defaults.num_hashes, help="K (default: %(default)s)"
+    )
     tune.add_argument("--json", action="store_true", help="print JSON")
 
     generate = add("generate")
     generate.add_argument("count", type=int, help="how many documents")
     generate.add_argument("-o", "--output", required=True, help="documents (TSV: id, text)")
     generate.add_argument("--truth", help="also write the true pairs (TSV)")
-    generate.add_argument("--seed", type=int, default=1)
-    generate.add_argument("--words", type=int, default=80, help="mean words per document")
+    generate.add_argument("--seed", type=int, default=1, help="random seed (default: %(default)s)")
     generate.add_argument(
-        "--duplicates", type=float, default=0.3, help="share of documents that are edited copies"
+        "--words", type=int, default=80, help="mean words per document (default: %(default)s)"
+    )
+    generate.add_argument(
+        "--duplicates",
+        type=float,
+        default=0.3,
+        help="share of documents that are edited copies (default: %(default)s)",
     )
 
     schema = add("schema")

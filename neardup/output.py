@@ -126,6 +126,11 @@ def record_writer(format: Format, fields: Sequence[str], out: IO[str]) -> Callab
     return write
 
 
+def counted(count: int, noun: str) -> str:
+    """``1 pair``, ``2 pairs``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def match_table(matches: Sequence[Match]) -> str:
     if not matches:
         return "no duplicates found"
@@ -141,22 +146,31 @@ def match_table(matches: Sequence[Match]) -> str:
     return "\n".join(lines)
 
 
-def write_file_matches(found: Iterable[tuple[str, Match]], out: IO[str]) -> int:
-    """A lookup of a file's records: one line per (record, stored duplicate), as TSV."""
+def write_file_matches(
+    found: Iterable[tuple[str, Match]], out: IO[str], format: ReportFormat = "tsv"
+) -> int:
+    """A lookup of a file's records: one line per (record, stored duplicate). In TSV, as in
+    every TSV neardup writes, a yes or no is 1 or 0 and a list (``copies``) a JSON list; JSON
+    lines keep true, false and lists as they are."""
+    columns = ["id", "stored_id", "exact", "edit_distance", "similarity", "shared_tokens", "copies"]
+    listed = format == "jsonl"
     rows = (
         (
             record_id,
             m.id,
-            m.exact,
+            m.exact if listed else int(m.exact),
             m.edit_distance,
             round(m.similarity, 6),
             m.shared_tokens,
-            json.dumps(list(m.copies), ensure_ascii=False) if m.copies else "",
+            list(m.copies) if listed else _json_list(m.copies),
         )
         for record_id, m in found
     )
-    columns = ["id", "stored_id", "exact", "edit_distance", "similarity", "shared_tokens", "copies"]
-    return _write(rows, columns, out, "tsv")
+    return _write(rows, columns, out, format)
+
+
+def _json_list(values: Sequence[str]) -> str:
+    return json.dumps(list(values), ensure_ascii=False) if values else ""
 
 
 def matches_json(matches: Sequence[Match]) -> str:

@@ -464,9 +464,16 @@ def test_lookup_a_whole_file_and_from_standard_input(indexed: str, tmp_path: Pat
     assert result.returncode == 0, result.stderr
     rows = list(csv.DictReader(out.open(), delimiter="\t"))
     assert [(r["id"], r["stored_id"], r["exact"]) for r in rows] == [
-        ("n1", "2", "True"),  # the same text once normalised
-        ("n1", "1", "False"),
-        ("n1", "6", "False"),
+        ("n1", "2", "1"),  # the same text once normalised
+        ("n1", "1", "0"),
+        ("n1", "6", "0"),
+    ]
+    as_json = neardup("lookup", "--store", indexed, "--file", str(tmp_path / "new.tsv"), "--json")
+    lines = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [(r["stored_id"], r["exact"], r["copies"]) for r in lines] == [
+        ("2", True, []),
+        ("1", False, []),
+        ("6", False, []),
     ]
     collapsed = neardup_process(
         "lookup",
@@ -569,3 +576,17 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(
     result = neardup(*args, "--store", indexed, cwd=tmp_path)
     assert_user_error(result, message)
     assert ".partial" not in result.stderr
+
+
+def test_counts_read_as_english_and_help_shows_defaults(tmp_path: Path) -> None:
+    (tmp_path / "two.txt").write_text(
+        "a Thai Orchid Kitchen 58 Elm St\nb Thai Orchid Kitchen 58 Elm St\n"
+    )
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    assert neardup("index", str(tmp_path / "two.txt"), "--store", url).returncode == 0
+    one = neardup("report", "--store", url, "-o", str(tmp_path / "p.tsv"))
+    assert one.stderr.startswith(f"1 pair written to {tmp_path / 'p.tsv'}\n")
+    groups = neardup("report", "--store", url, "--clusters", "-o", str(tmp_path / "g.tsv"))
+    assert groups.stderr.startswith("1 group from 1 pair written")
+    shown = " ".join(neardup("generate", "--help").stdout.split())  # lines wrapped by width
+    assert "(default: 80)" in shown and "(default: 0.3)" in shown and "(default: 1)" in shown
