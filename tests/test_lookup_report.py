@@ -182,8 +182,9 @@ def test_index_files_counts_and_replaces(tmp_path: Path, sqlite_url: str) -> Non
     path = tmp_path / "records.txt"
     path.write_text("".join(f"{i} {t}\n" for i, t in RECORDS.items()) + "9 ...\n\n")
     first = api.index([path], sqlite_url)
-    assert (first.read, first.indexed, first.documents) == (7, 6, 6)
+    assert (first.read, first.indexed, first.documents) == (8, 6, 6)
     assert first.skipped.reasons == {"empty line": 1, "no words after normalisation": 1}
+    assert first.read == first.indexed + first.skipped.total  # every line read is accounted for
     second = api.index([path], sqlite_url)
     assert second.documents == 6
     assert api.stats(sqlite_url)["documents"] == 6
