@@ -140,7 +140,7 @@ def index(
                 check.admit(batch, "error")
     files = readers()  # every file is opened and its header checked before the store is
     summary = IndexSummary()
-    with opened(store, create=True) as target:
+    with opened(store, create=True) as target, _removed_if_left_empty(target):
         new = target.read_params() is None
         if new and isinstance(asked, Mapping | None):
             asked = _with_bands(asked, paths, format, id_field, text_fields)
@@ -179,6 +179,16 @@ def index(
                 if chosen_text := reader.fields_chosen():
                     summary.text.append(chosen_text)
     return summary
+
+
+@contextmanager
+def _removed_if_left_empty(target: Store) -> Iterator[None]:
+    """Remove a store this run created when the run ends, failed or not, with nothing in it."""
+    try:
+        yield
+    finally:
+        if target.created and target.count() == 0:
+            target.drop()
 
 
 def _refuse_renumbering(target: Store, files: Sequence[RecordReader]) -> None:

@@ -431,6 +431,7 @@ def test_rules_at_the_edges_are_one_line_errors(
         (["--num-hashes", "100000"], "between 1 and 1024, not 100000"),
         (["--num-hashes", "100", "--bands", "7"], "7 bands do not divide 100 hashes"),
         (["--bands", "0"], "bands must be at least 1, not 0"),
+        (["--bands", "30"], "30 bands do not divide 128 hashes"),  # found on opening the store
         (["--shingle", "char:0"], "word:N or char:N, not 'char:0'"),
         (["--shingle", "char:65"], "shingle size must be between 1 and 64"),
         (["--threshold", "nan"], "between 0 and 1, not nan"),
@@ -590,3 +591,20 @@ def test_counts_read_as_english_and_help_shows_defaults(tmp_path: Path) -> None:
     assert groups.stderr.startswith("1 group from 1 pair written")
     shown = " ".join(neardup("generate", "--help").stdout.split())  # lines wrapped by width
     assert "(default: 80)" in shown and "(default: 0.3)" in shown and "(default: 1)" in shown
+
+
+def test_an_empty_first_run_leaves_no_store_for_later_data_to_inherit(tmp_path: Path) -> None:
+    (tmp_path / "empty.tsv").write_text("")
+    (tmp_path / "ads.tsv").write_text(
+        "id\ttext\n"
+        + "".join(
+            f"{n}\t{'a long listing of a flat to let near the station, ' * 5}{n}\n"
+            for n in range(3)
+        )
+    )
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    empty = neardup("index", str(tmp_path / "empty.tsv"), "--store", url)
+    assert empty.returncode == 0, empty.stderr
+    assert not (tmp_path / "store.db").exists()
+    assert neardup("index", str(tmp_path / "ads.tsv"), "--store", url).returncode == 0
+    assert api_stats(url)["parameters"]["bands"] == 32  # long texts' bands, not short records'

@@ -197,6 +197,9 @@ class Store(ABC):
 
     url: str  # the store's URL, without credentials
     local = False  # in this process: reading every record costs no round trips
+    # Whether opening it made it (a new file): an index run that stores nothing removes it, so
+    # that a failed or empty first run leaves no store fixed at settings no data chose.
+    created = False
     _settings: dict[str, Any] | None = None
 
     # --- settings ---------------------------------------------------------------------------------

@@ -112,8 +112,10 @@ class SQLiteStore(Store):
     def __init__(self, path: str, *, create: bool = True) -> None:
         self.url = f"sqlite:///{path}"
         self.path = path
-        if path != ":memory:" and not create and not Path(path).exists():
+        exists = path == ":memory:" or Path(path).exists()
+        if not create and not exists:
             raise StoreUnavailable(f"no store at {path}: index some records into it first")
+        self.created = not exists
         try:
             # A writer holds the lock for one batch; others wait for it rather than fail. A
             # service may use the connection from its request threads, one at a time.
