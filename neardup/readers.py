@@ -295,9 +295,10 @@ class RecordReader:
             raise NeardupError(f"{self.path}: the header row has bytes that are not UTF-8")
         header = [name.strip() for name in header]
         self._check_fields(header, "the header row")
+        fields = len(header)
         for count, (number, row, skip) in enumerate(rows, start=1):
-            if skip:
-                self.skipped.add(number, skip)
+            if skip or len(row) > fields:  # the extra values have no name to go under
+                self.skipped.add(number, skip or "more fields than the header")
                 continue
             yield dict(zip(header, row, strict=False)), count, number
 

@@ -89,11 +89,13 @@ def test_tsv_has_no_quoting_and_skips_undecodable_empty_and_textless_rows(tmp_pa
         b"d\tcaf\xc3\xa9 \tone\textra\n"
     )
     records, reader = read(write(tmp_path / "a.tsv", data))
-    assert [(r.id, r.text, r.line) for r in records] == [
-        ("a", '"quoted, kept"', 2),
-        ("d", "caf\u00e9", 6),
-    ]
-    assert reader.skipped.reasons == {"undecodable bytes": 1, "empty line": 1, "no text": 1}
+    assert [(r.id, r.text, r.line) for r in records] == [("a", '"quoted, kept"', 2)]
+    assert reader.skipped.reasons == {
+        "undecodable bytes": 1,
+        "empty line": 1,
+        "no text": 1,
+        "more fields than the header": 1,  # d's "one" and "extra" have no field to go in
+    }
 
 
 def test_missing_field_is_an_error_before_any_record(tmp_path: Path) -> None:
@@ -281,3 +283,23 @@ def test_a_file_of_nothing_but_urls_keeps_them(tmp_path: Path) -> None:
         write(tmp_path / "a.jsonl", '{"id": "1", "link": "https://x.example/a"}\n')
     )
     assert records[0].text == "https://x.example/a" and reader.left_out == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("extra.csv", "id,text,extra\n1,kept row,x\n3,a,b,c,d,e\n"),
+        ("extra.tsv", "id\ttext\n1\tkept row\n2\tfoo\tbar\tbaz\n"),
+    ],
+)
+def test_a_row_with_more_fields_than_the_header_is_a_counted_skip(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    reader = RecordReader(path)
+    assert [(r.id, r.text) for r in reader] == [
+        ("1", "kept row x" if "extra" in text[:20] else "kept row")
+    ]
+    assert reader.skipped.reasons == {"more fields than the header": 1}
+    assert reader.skipped.examples == [(3, "more fields than the header")]
