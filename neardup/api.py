@@ -174,6 +174,8 @@ def index(
                         on_batch=advance,
                         on_duplicate_id=on_duplicate_id,
                     )
+                if reader.damaged:
+                    summary.damaged.append(f"{reader.path} is {reader.damaged}")
                 summary.read += reader.skipped.total  # rows read and skipped are read too
                 summary.skipped.merge(reader.skipped, str(reader.path))
                 if chosen_text := reader.fields_chosen():

@@ -182,7 +182,9 @@ def _index(args: argparse.Namespace) -> int:
         print(json.dumps(summary.as_dict(), indent=2))
     else:
         print(summary.describe(), file=sys.stderr)
-    return 0
+    for damage in summary.damaged:  # what could be read is stored; the exit status says the rest
+        print(f"neardup: error: {damage}: the records before it are indexed", file=sys.stderr)
+    return FAILED if summary.damaged else 0
 
 
 @command("lookup")

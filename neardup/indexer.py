@@ -75,6 +75,7 @@ class IndexSummary:
     params: ParamsRequest = None
     ids: SeenIds = field(default_factory=SeenIds, repr=False)  # every id indexed in this run
     text: list[str] = field(default_factory=list)  # each file's text fields, where neardup chose
+    damaged: list[str] = field(default_factory=list)  # files whose rest could not be read
     # with skip_duplicates: (record not stored, the stored duplicate, similarity)
     duplicates: list[tuple[str, str, float]] = field(default_factory=list)
 
@@ -103,6 +104,7 @@ class IndexSummary:
             "documents": self.documents,
             "seconds": round(self.seconds, 3),
             "text": self.text,
+            "damaged": self.damaged,
             "duplicates": [
                 {"id": i, "duplicate_of": d, "similarity": round(s, 6)}
                 for i, d, s in self.duplicates

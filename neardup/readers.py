@@ -131,6 +131,7 @@ class RecordReader:
         self.fields: list[str] = []  # the header's names, or the first JSON object's keys
         self.number_prefix = number_prefix  # for record-number ids, when several files are read
         self.skipped = SkipLog()
+        self.damaged: str | None = None  # where and how a compressed file turned out damaged
         self._raw = self._open()
         self._records = self._until_damage(self._parse())
         self._first = next(self._records, None)  # reads the header now, so field errors come first
@@ -178,6 +179,7 @@ class RecordReader:
                 yield record
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             self.skipped.add(line + 1, f"the rest of the file: {_damage(exc)}")
+            self.damaged = f"damaged from line {line + 1} ({_damage(exc)})"
 
     def close(self) -> None:
         self._raw.close()

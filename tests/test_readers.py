@@ -1,11 +1,14 @@
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from neardup import api
 from neardup.errors import NeardupError
 from neardup.readers import Record, RecordReader, detect_format
+from tests.runner import neardup
 
 
 def write(path: Path, data: str | bytes) -> Path:
@@ -214,8 +217,28 @@ def test_a_truncated_gzip_keeps_what_came_before(tmp_path: Path) -> None:
     assert [r.id for r in records] == [str(i) for i in range(len(records))]
     ((line, reason),) = reader.skipped.examples
     assert line == len(records) + 1 and "ends early" in reason
+    assert reader.damaged == f"damaged from line {line} (the compressed data ends early)"
+    # Every record kept is whole: the last one's text was not cut by the damage.
+    assert records[-1].text == f"record number {len(records) - 1}"
     records, reader = read(write(tmp_path / "b.txt.gz", data[:10] + b"\xff" * 200))
     assert records == [] and "corrupt" in reader.skipped.examples[0][1]
+
+
+def test_indexing_a_damaged_file_keeps_what_came_before_and_exits_non_zero(tmp_path: Path) -> None:
+    data = gzip.compress("".join(f"{i} record number {i}\n" for i in range(20_000)).encode())
+    write(tmp_path / "cut.txt.gz", data[: len(data) // 2])
+    url = f"sqlite:///{tmp_path / 'cut.db'}"
+    result = neardup("index", str(tmp_path / "cut.txt.gz"), "--store", url)
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"neardup: error: .*cut\.txt\.gz is damaged from line \d+ \(the compressed data ends "
+        r"early\): the records before it are indexed",
+        last,
+    )
+    assert 1000 < api.stats(url)["documents"] < 20_000
+    write(tmp_path / "fake.txt.gz", b"not gzip at all\n")
+    assert neardup("index", str(tmp_path / "fake.txt.gz"), "--store", url).returncode == 2
 
 
 @pytest.mark.parametrize(
