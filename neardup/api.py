@@ -22,7 +22,7 @@ from typing import IO
 import numpy as np
 
 from ._version import __version__ as __version__  # re-exported: neardup.api.__version__
-from .errors import NeardupError
+from .errors import InvalidParameter, NeardupError
 from .evaluate import Evaluation, pairs_of, plot, read_pairs
 from .evaluate import evaluate as score
 from .exact import exact_pairs
@@ -694,6 +694,16 @@ def apply_schema(store: StoreRef = None) -> str:
     with opened(store, create=True) as target:
         target.apply_schema()
         return target.url
+
+
+def check_api_key(api_key: str | None) -> str | None:
+    """A service's key: None serves without one; an empty one is refused, not taken for none."""
+    if api_key is not None and not api_key:
+        raise InvalidParameter(
+            "the API key is empty, which would let anyone in: give a key, or none to serve "
+            "without one"
+        )
+    return api_key
 
 
 def serve(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
+import ipaddress
 import json
 import logging
 import os
@@ -366,14 +367,29 @@ def _schema(args: argparse.Namespace) -> int:
 @command("serve")
 def _serve(args: argparse.Namespace) -> int:
     """Serve lookups and adds over HTTP (JSON; OpenAPI documentation at /docs)."""
-    key = args.api_key or os.environ.get("NEARDUP_API_KEY")
+    key = api.check_api_key(
+        args.api_key if args.api_key is not None else os.environ.get("NEARDUP_API_KEY")
+    )
     print(
         f"neardup serves {args.store or api.DEFAULT_STORE_URL} on http://{args.host}:{args.port}"
         f"{' (API key required)' if key else ''}",
         file=sys.stderr,
     )
+    if key is None and not _loopback(args.host):
+        print(
+            f"neardup: warning: {args.host} is reachable from other machines and no API key is "
+            "set: anyone who reaches the port can read and change the store (--api-key)",
+            file=sys.stderr,
+        )
     api.serve(args.store, host=args.host, port=args.port, api_key=key)
     return 0
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 @command("demo")

@@ -26,10 +26,13 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import APIKeyHeader
+from fastapi.staticfiles import StaticFiles
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from swagger_ui_bundle import swagger_ui_path
 
 from . import api
 from .errors import (
@@ -46,6 +49,7 @@ from .stores import Store, default_store_url, is_embedded, open_store
 T = TypeVar("T")
 
 MAX_BODY_BYTES = 10 * 2**20
+DOCS_ASSETS = "/docs/assets"
 MAX_RECORDS = 10_000  # per request
 
 STATUS = {
@@ -117,10 +121,14 @@ def create_app(
     store: str | None = None, *, api_key: str | None = None, max_body: int = MAX_BODY_BYTES
 ) -> FastAPI:
     """The service over the store at ``store`` (opened on first use, then kept)."""
+    api.check_api_key(api_key)
     app = FastAPI(
         title="neardup",
         version=api.__version__,
         description="Near-duplicate lookup over a store of MinHash fingerprints.",
+        docs_url=None,  # both served below, behind the key, with no CDN
+        redoc_url=None,
+        openapi_url=None,
     )
     held = _HeldStore(store)
     unique_adds = threading.Lock()
@@ -152,10 +160,26 @@ def create_app(
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        """Whether the service can reach its store (503 when it cannot)."""
-        return await held.read(
-            lambda source: {"status": "ok", "store": source.url, "documents": source.count()}
+        """Whether the service can reach its store (503 when it cannot). It needs no key, so
+        it says nothing of the store but that it answers."""
+        return await held.read(lambda source: {"status": "ok", "documents": source.count()})
+
+    @app.get("/openapi.json", dependencies=guarded, include_in_schema=False)
+    async def openapi() -> dict[str, Any]:
+        return app.openapi()
+
+    @app.get("/docs", dependencies=guarded, include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="neardup API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
         )
+
+    # Swagger UI's own script, style and icon, from the installed package: public code.
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
 
     @app.get("/stats", dependencies=guarded)
     async def stats() -> dict[str, Any]:

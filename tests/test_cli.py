@@ -608,3 +608,23 @@ def test_an_empty_first_run_leaves_no_store_for_later_data_to_inherit(tmp_path: 
     assert not (tmp_path / "store.db").exists()
     assert neardup("index", str(tmp_path / "ads.tsv"), "--store", url).returncode == 0
     assert api_stats(url)["parameters"]["bands"] == 32  # long texts' bands, not short records'
+
+
+@pytest.mark.parametrize(
+    ("flags", "warned"),
+    [(["--host", "0.0.0.0"], True), (["--host", "::1"], False), ([], False)],
+)
+def test_serve_warns_when_other_machines_can_reach_it_without_a_key(
+    flags: list[str], warned: bool, monkeypatch
+) -> None:
+    monkeypatch.delenv("NEARDUP_API_KEY", raising=False)
+    monkeypatch.setattr("neardup.api.serve", lambda *args, **kwargs: None)
+    result = neardup("serve", *flags)
+    assert result.returncode == 0
+    assert ("anyone who reaches the port can read and change the store" in result.stderr) == warned
+    keyed = neardup("serve", "--host", "0.0.0.0", "--api-key", "k")
+    assert "warning" not in keyed.stderr
+
+
+def test_serve_refuses_an_empty_api_key() -> None:
+    assert_user_error(neardup("serve", "--api-key", ""), "the API key is empty")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import requests
 from fastapi.testclient import TestClient
 
 from neardup import api
+from neardup.errors import InvalidParameter
 from neardup.service import create_app
 
 RECORDS = {
@@ -183,7 +185,11 @@ def test_a_body_over_the_limit_is_refused(indexed_url: str) -> None:
 
 def test_an_api_key_when_one_is_set(indexed_url: str) -> None:
     with TestClient(create_app(indexed_url, api_key="s3cret")) as keyed:
-        assert keyed.get("/health").status_code == 200  # for load balancers: no key needed
+        health = keyed.get("/health")  # for load balancers: no key needed, and no store named
+        assert health.status_code == 200 and set(health.json()) == {"status", "documents"}
+        for path in ("/docs", "/openapi.json", "/stats"):
+            assert keyed.get(path).status_code == 401, path
+            assert keyed.get(path, headers={"X-API-Key": "s3cret"}).status_code == 200, path
         assert keyed.post("/lookup", json={"id": "1"}).status_code == 401
         wrong = keyed.post("/lookup", json={"id": "1"}, headers={"X-API-Key": "nope"})
         assert wrong.status_code == 401 and "X-API-Key" in wrong.json()["error"]
@@ -213,7 +219,7 @@ def served(indexed_url: str) -> Iterator[str]:
         [sys.executable, "-m", "neardup.cli", "serve", "--store", indexed_url, "--port", str(port)],
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "NEARDUP_API_KEY": ""},
+        env={k: v for k, v in os.environ.items() if k != "NEARDUP_API_KEY"},
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -241,3 +247,18 @@ def test_concurrent_adds_of_one_new_text_store_it_once(served: str) -> None:
     assert sum(len(a["duplicates"]) for a in answers) == 7
     assert requests.get(f"{served}/docs", timeout=10).status_code == 200
     assert requests.get(f"{served}/openapi.json", timeout=10).json()["info"]["title"] == "neardup"
+
+
+def test_an_empty_api_key_is_refused_not_taken_as_none(indexed_url: str) -> None:
+    with pytest.raises(InvalidParameter, match="the API key is empty"):
+        create_app(indexed_url, api_key="")
+
+
+def test_the_docs_page_needs_no_network(client: TestClient) -> None:
+    page = client.get("/docs").text
+    assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", page)
+    assert assets and all(a.startswith("/docs/assets/") for a in assets), assets
+    assert "cdn" not in page.lower() and "https://" not in page
+    for asset in assets:
+        assert client.get(asset).status_code == 200, asset
+    assert client.get("/openapi.json").json()["openapi"].startswith("3.1")
