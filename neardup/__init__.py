@@ -17,7 +17,6 @@ from .api import (
     record_texts,
     report,
     report_page,
-    serve,
     stats,
     tune,
     tune_store,
@@ -29,6 +28,16 @@ from .readers import Record, RecordReader
 from .report import Pair, clusters
 from .searcher import Match, MatchRules, Searcher
 from .stores import Store, open_store
+
+
+def __getattr__(name: str) -> object:
+    # The service is a skin over the API: FastAPI loads only for those who serve.
+    if name == "serve":
+        from .service import serve
+
+        return serve
+    raise AttributeError(f"module 'neardup' has no attribute {name!r}")
+
 
 __all__ = [
     "Fingerprint",

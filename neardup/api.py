@@ -706,22 +706,6 @@ def check_api_key(api_key: str | None) -> str | None:
     return api_key
 
 
-def serve(
-    store: str | None = None,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    api_key: str | None = None,
-) -> None:
-    """Serve the HTTP API over ``store`` until interrupted (see :mod:`neardup.service`); its
-    OpenAPI documentation is at /docs."""
-    import uvicorn  # here: the service's dependencies load only for the service
-
-    from .service import create_app
-
-    uvicorn.run(create_app(store, api_key=api_key), host=host, port=port, log_level="warning")
-
-
 @dataclass
 class Demo:
     store: str  # where the sample is indexed, kept for the user's own lookups

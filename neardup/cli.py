@@ -381,7 +381,9 @@ def _serve(args: argparse.Namespace) -> int:
             "set: anyone who reaches the port can read and change the store (--api-key)",
             file=sys.stderr,
         )
-    api.serve(args.store, host=args.host, port=args.port, api_key=key)
+    from .service import serve  # here: the service's dependencies load only for the service
+
+    serve(args.store, host=args.host, port=args.port, api_key=key)
     return 0
 
 

@@ -1,5 +1,7 @@
 """The HTTP service: ``neardup serve``, a JSON API over :mod:`neardup.api` (FastAPI + uvicorn).
 
+Like the CLI, it is a skin over the API: it imports the API, and the API knows nothing of it.
+
 One process holds one open store, and the fingerprint kernels stay loaded between requests.
 Reads of the embedded store run on the event loop (they take less than a thread hand-off);
 writes, and every request to an engine, run in FastAPI's thread pool, and the embedded store
@@ -115,6 +117,20 @@ class AddRequest(Rules):
     if_unique: bool = Field(
         False, description="store only records with no near-duplicate in the store or before them"
     )
+
+
+def serve(
+    store: str | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    api_key: str | None = None,
+) -> None:
+    """Serve the HTTP API over ``store`` until interrupted; its OpenAPI documentation is at
+    /docs."""
+    import uvicorn  # here: only a running service needs the server
+
+    uvicorn.run(create_app(store, api_key=api_key), host=host, port=port, log_level="warning")
 
 
 def create_app(

@@ -522,11 +522,11 @@ def test_index_reads_standard_input(tmp_path: Path) -> None:
 def test_batch_commands_keep_freed_memory_and_the_service_gives_it_back(
     monkeypatch: pytest.MonkeyPatch, records: Path, tmp_path: Path
 ) -> None:
-    from neardup import api, cli
+    from neardup import cli, service
 
     tuned: list[bool] = []
     monkeypatch.setattr(cli, "_keep_freed_memory", lambda: tuned.append(True))
-    monkeypatch.setattr(api, "serve", lambda *args, **kwargs: None)
+    monkeypatch.setattr(service, "serve", lambda *args, **kwargs: None)
     store = f"sqlite:///{tmp_path / 'm.db'}"
     assert neardup("index", str(records), "--store", store).returncode == 0
     assert tuned == [True]
@@ -618,7 +618,7 @@ def test_serve_warns_when_other_machines_can_reach_it_without_a_key(
     flags: list[str], warned: bool, monkeypatch
 ) -> None:
     monkeypatch.delenv("NEARDUP_API_KEY", raising=False)
-    monkeypatch.setattr("neardup.api.serve", lambda *args, **kwargs: None)
+    monkeypatch.setattr("neardup.service.serve", lambda *args, **kwargs: None)
     result = neardup("serve", *flags)
     assert result.returncode == 0
     assert ("anyone who reaches the port can read and change the store" in result.stderr) == warned

@@ -8,10 +8,11 @@ import json
 import re
 import shlex
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from neardup import api
+from neardup import api, service
 from neardup.cli import _COMMANDS, _parser
 from tests.runner import neardup
 
@@ -62,6 +63,11 @@ COMMAND_CALLS = [
 ENDLESS = {"serve"}
 
 
+def home(function: str) -> ModuleType:
+    """Where a command's function lives: the API, or for serve the service, a skin over it."""
+    return service if function == "serve" else api
+
+
 def test_every_command_is_one_api_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """ "Everything the CLI does is also a Python function": each command makes exactly one call
     into neardup.api (calls the API makes within it are not counted)."""
@@ -72,7 +78,7 @@ def test_every_command_is_one_api_call(tmp_path: Path, monkeypatch: pytest.Monke
     depth = [0]
 
     def recorded(name: str):
-        original = (lambda *a, **k: None) if name in ENDLESS else getattr(api, name)
+        original = (lambda *a, **k: None) if name in ENDLESS else getattr(home(name), name)
 
         def call(*args, **kwargs):
             if not depth[0]:
@@ -86,7 +92,7 @@ def test_every_command_is_one_api_call(tmp_path: Path, monkeypatch: pytest.Monke
         return call
 
     for _, function in COMMAND_CALLS:
-        monkeypatch.setattr(api, function, recorded(function))
+        monkeypatch.setattr(home(function), function, recorded(function))
     env = {"NEARDUP_STORE": f"sqlite:///{tmp_path / 'neardup.db'}"}
     for line, function in COMMAND_CALLS:
         calls.clear()
@@ -102,7 +108,7 @@ def test_every_commands_function_is_in_the_package() -> None:
     named = {function for _, function in COMMAND_CALLS} | {"lookup_file", "clusters"}
     named |= {"report_page", "record_texts"}
     assert named <= set(neardup.__all__)
-    assert all(getattr(neardup, name) is getattr(api, name) for name in named)
+    assert all(getattr(neardup, name) is getattr(home(name), name) for name in named)
 
 
 def _readme_commands() -> list[str]:
