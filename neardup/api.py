@@ -439,6 +439,7 @@ class Added:
     added: list[str]
     duplicates: dict[str, list[Match]]
     skipped: dict[str, str]  # id: why it was not stored (no words, an id too long)
+    replaced: list[str] = field(default_factory=list)  # added ids the store held before
 
 
 def add(
@@ -470,17 +471,19 @@ def add(
                 result.skipped[record.id] = "no words after normalisation"
             else:
                 storable.append(record)
+        held = target.get(list(dict.fromkeys(r.id for r in storable)))
         if chosen is None:
             index_records(target, storable, params)
             result.added = list(dict.fromkeys(r.id for r in storable))
-            return result
-        for record in storable:  # one at a time: each must see the ones stored before it
-            found = Searcher(target, params, chosen).lookup_text(record.text)
-            if found:
-                result.duplicates[record.id] = found
-            else:
-                index_records(target, [record], params)
-                result.added.append(record.id)
+        else:
+            for record in storable:  # one at a time: each must see the ones stored before it
+                found = Searcher(target, params, chosen).lookup_text(record.text)
+                if found:
+                    result.duplicates[record.id] = found
+                else:
+                    index_records(target, [record], params)
+                    result.added.append(record.id)
+        result.replaced = [i for i in result.added if i in held]
     return result
 
 

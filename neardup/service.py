@@ -108,12 +108,26 @@ class ExplainQuery(Rules):
 
 
 class RecordIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # as the request's own fields
+
     id: UnicodeText
     text: UnicodeText
 
 
+def _each_id_once(records: list[RecordIn]) -> list[RecordIn]:
+    # The answer is keyed by id: an id given twice would have two answers under one key.
+    seen: set[str] = set()
+    for record in records:
+        if record.id in seen:
+            raise ValueError(f"the id {record.id!r} is given twice: name each record once")
+        seen.add(record.id)
+    return records
+
+
 class AddRequest(Rules):
-    records: list[RecordIn] = Field(..., max_length=MAX_RECORDS)
+    records: Annotated[list[RecordIn], AfterValidator(_each_id_once)] = Field(
+        ..., max_length=MAX_RECORDS
+    )
     if_unique: bool = Field(
         False, description="store only records with no near-duplicate in the store or before them"
     )
@@ -231,6 +245,7 @@ def create_app(
             "added": result.added,
             "duplicates": {i: [asdict(m) for m in found] for i, found in result.duplicates.items()},
             "skipped": result.skipped,
+            "replaced": result.replaced,
         }
 
     @app.get("/records/{record_id:path}", dependencies=guarded)

@@ -75,7 +75,7 @@ def test_lookup_can_collapse_copies(client: TestClient) -> None:
 def test_records_get_add_and_delete(client: TestClient) -> None:
     assert client.get("/records/a/b c").json()["content"].startswith("an id with a slash")
     added = client.post("/records", json={"records": [{"id": "9", "text": "Brand new place"}]})
-    assert added.json() == {"added": ["9"], "duplicates": {}, "skipped": {}}
+    assert added.json() == {"added": ["9"], "duplicates": {}, "skipped": {}, "replaced": []}
     assert (
         client.post("/lookup", json={"text": "brand new place"}).json()["matches"][0]["id"] == "9"
     )
@@ -262,3 +262,18 @@ def test_the_docs_page_needs_no_network(client: TestClient) -> None:
     for asset in assets:
         assert client.get(asset).status_code == 200, asset
     assert client.get("/openapi.json").json()["openapi"].startswith("3.1")
+
+
+def test_a_batch_answer_says_exactly_what_was_stored(client: TestClient) -> None:
+    twice = {"if_unique": True, "records": [{"id": "f1", "text": "a"}, {"id": "f1", "text": "b"}]}
+    refused = client.post("/records", json=twice)
+    assert refused.status_code == 400 and "'f1' is given twice" in refused.json()["error"]
+    extra = {"records": [{"id": "x", "text": "words here", "price": 3}]}
+    assert client.post("/records", json=extra).status_code == 400  # as unknown top-level fields
+    empty = client.post("/records", json={"records": [{"id": " ", "text": "words here"}]})
+    assert empty.json()["skipped"] == {" ": "empty id"}
+    fresh = client.post("/records", json={"records": [{"id": "n1", "text": "Quite new words"}]})
+    assert fresh.json()["added"] == ["n1"] and fresh.json()["replaced"] == []
+    again = client.post("/records", json={"records": [{"id": "n1", "text": "Other new words"}]})
+    assert again.json()["added"] == ["n1"] and again.json()["replaced"] == ["n1"]
+    assert client.get("/records/n1").json()["content"] == "other new words"

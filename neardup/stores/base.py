@@ -44,6 +44,8 @@ MAX_ID_BYTES = 512
 
 def id_problem(record_id: str) -> str | None:
     """Why no store can hold this id, if none can."""
+    if not record_id.strip():
+        return "empty id"
     if holds_surrogates(record_id):
         return "id holds half of a surrogate pair"
     if len(record_id.encode("utf-8")) > MAX_ID_BYTES:
