@@ -3,9 +3,8 @@
 Like the CLI, it is a skin over the API: it imports the API, and the API knows nothing of it.
 
 One process holds one open store, and the fingerprint kernels stay loaded between requests.
-Reads of the embedded store run on the event loop (they take less than a thread hand-off);
-writes, and every request to an engine, run in FastAPI's thread pool, and the embedded store
-has one connection per thread. Adds with ``if_unique``
+Every request's work on the store runs in FastAPI's thread pool, never on the event loop, and
+the embedded store has one connection per thread. Adds with ``if_unique``
 are serialised, so that two requests with the same new text cannot both pass the check before
 either is stored: the check and the add are one atomic step within a process (run one service
 per store).
@@ -335,10 +334,9 @@ class _HeldStore:
 
     def __init__(self, url: str | None) -> None:
         self.url = url or default_store_url()
-        self.embedded = is_embedded(self.url)
         self.store: Store | None = None
         self.opening = threading.Lock()
-        self.per_thread = threading.local() if self.embedded else None
+        self.per_thread = threading.local() if is_embedded(self.url) else None
 
     @contextmanager
     def use(self, create: bool = False) -> Iterator[Store]:
@@ -353,12 +351,8 @@ class _HeldStore:
         yield self.store
 
     async def read(self, work: Callable[[Store], T]) -> T:
-        """``work`` on the store. Reads of the embedded store run on the event loop itself: a
-        lookup takes about half a millisecond there, less than handing it to a worker thread
-        costs (measured over HTTP with 4 clients: 1,052 lookups/s inline, 688/s in the thread
-        pool). An engine's reads wait on the network, so they run in the thread pool."""
-        if self.embedded:
-            return self._run(work)
+        """``work`` on the store, in the thread pool: a lookup asking for thousands of rows
+        takes a second, and on the event loop it held up every other request, /health too."""
         return await run_in_threadpool(self._run, work)
 
     def _run(self, work: Callable[[Store], T]) -> T:

@@ -9,6 +9,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -277,3 +278,22 @@ def test_a_batch_answer_says_exactly_what_was_stored(client: TestClient) -> None
     again = client.post("/records", json={"records": [{"id": "n1", "text": "Other new words"}]})
     assert again.json()["added"] == ["n1"] and again.json()["replaced"] == ["n1"]
     assert client.get("/records/n1").json()["content"] == "other new words"
+
+
+def test_a_slow_read_does_not_hold_up_other_requests(
+    indexed_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lookup that takes long (thousands of rows) runs off the event loop: /health answers
+    while it is still running."""
+    healthy = threading.Event()
+
+    def slow_lookup(*args: Any, **kwargs: Any) -> list:
+        assert healthy.wait(10), "/health waited for the lookup"
+        return []
+
+    monkeypatch.setattr(api, "lookup", slow_lookup)
+    with TestClient(create_app(indexed_url)) as client, ThreadPoolExecutor(1) as pool:
+        looking = pool.submit(client.post, "/lookup", json={"id": "1", "rows": 10000})
+        assert client.get("/health").status_code == 200
+        healthy.set()
+        assert looking.result(timeout=20).json() == {"matches": []}
