@@ -126,8 +126,8 @@ def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
     least MIN_UPPER_MASS times the pairs of its floor lie above it, and MIN_CANDIDATES (a dip in
     the tail of one hump, with a handful of pairs beyond it, is no valley). Of those, the valley
     below the hump highest up wins, since the near-duplicates are the hump nearest 1; then the
-    deepest (its height against the lower of the two peaks), then the one with more pairs on its
-    lighter side. The
+    deepest (its height against the lower of the two peaks), then the one with the widest floor,
+    then the one with more pairs on its lighter side. The
     winner's middle is the threshold; with no valley there are not two humps (no
     near-duplicates, or nothing else), and ``fallback`` is the threshold.
     Measured on Febrl 1, 3, 4, the Kijiji ads and generated documents (benchmarks/README.md).
@@ -146,8 +146,10 @@ def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
             MIN_CANDIDATES, MIN_UPPER_MASS * floor
         ):
             continue
-        # The hump highest up first, then the deepest valley below it, then the heavier split.
-        rank = (right, -smooth[start] / lower_peak, min(counts[:start].sum(), counts[end:].sum()))
+        # The hump highest up first, then the deepest valley below it, then the widest floor
+        # (of two empty gaps, the wider one parts the humps), then the heavier split.
+        lighter = min(counts[:start].sum(), counts[end:].sum())
+        rank = (right, -smooth[start] / lower_peak, end - start, lighter)
         if best is None or rank > best[0]:
             best = (rank, (start + end - 1) // 2, right)
     if best is None:

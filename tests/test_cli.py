@@ -21,6 +21,7 @@ from neardup.api import stats as api_stats
 from neardup.errors import NeardupError
 from neardup.evaluate import read_pairs
 from neardup.stores import open_store
+from tests.corpora import SAMPLE
 from tests.runner import assert_user_error, neardup, neardup_process
 
 RECORDS = """\
@@ -232,6 +233,9 @@ def test_stats_json(indexed: str) -> None:
     assert data["parameters"]["num_hashes"] == 128
 
 
+PHONE = r"\(?\d{3}\)?[ .-]?\d{3}[ .-]\d{4}"
+
+
 def test_demo_prints_groups_a_lookup_and_the_commands_it_stands_for(tmp_path: Path) -> None:
     result = neardup("demo", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -245,6 +249,14 @@ def test_demo_prints_groups_a_lookup_and_the_commands_it_stands_for(tmp_path: Pa
     assert len(commands) == 6
     assert lines[-1].endswith(str(tmp_path / "neardup-demo.html"))
     assert 'id="count-pairs"' in (tmp_path / "neardup-demo.html").read_text(encoding="utf-8")
+    # The sample's phone numbers tell its restaurants apart: every pair shown is one restaurant.
+    phones = {
+        line.split()[0]: "".join(re.findall(r"\d", re.findall(PHONE, line)[-1]))
+        for line in SAMPLE.read_text().splitlines()
+    }
+    pairs = re.findall(r"^(\w+)\t(\w+)\t\d+\t[\d.]+\t\d+\t(?:near|exact)$", result.stdout, re.M)
+    assert len(pairs) > 20
+    assert [(a, b) for a, b in pairs if phones[a] != phones[b]] == []
     for command in commands:  # each works on the store the demo kept
         ran = neardup(*shlex.split(command)[1:], cwd=tmp_path)
         assert ran.returncode == 0, (command, ran.stderr)
