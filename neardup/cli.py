@@ -27,7 +27,7 @@ Command = Callable[[argparse.Namespace], int]
 NOTHING_FOUND, FAILED = 1, 2
 _COMMANDS: dict[str, Command] = {}
 DEMO_PAGE = "neardup-demo.html"
-RULE_FLAGS = ("method", "rows", "first_word", "threshold", "max_edit_distance", "similarity")
+RULE_FLAGS = ("method", "candidates", "first_word", "threshold", "max_edit_distance", "similarity")
 PARAM_FLAGS = ("shingle", "num_hashes", "bands", "seed", "fields")
 # Allocations between two collections of the youngest objects (Python's default: 700). A run
 # makes hundreds of thousands of objects that hold no reference cycles (records, fingerprints,
@@ -87,9 +87,9 @@ def _rule_options(parser: argparse.ArgumentParser) -> None:
         "it indexes)",
     )
     parser.add_argument(
-        "--rows",
+        "--candidates",
         type=int,
-        help=f"distinct candidates fetched per record (default: {defaults.rows})",
+        help=f"distinct candidates a lookup fetches and measures (default: {defaults.candidates})",
     )
     parser.add_argument(
         "--first-word",

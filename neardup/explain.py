@@ -186,7 +186,7 @@ def _verdict(
         return False, False, f"not a candidate: the two share no {noun} token"
     found = (
         f"a candidate: {shared_tokens} shared {noun} tokens (the query keeps the "
-        f"{rules.rows} records that share most)"
+        f"{rules.candidates} records that share most)"
     )
     if rules.threshold is not None and similarity < rules.threshold:
         return (

@@ -23,7 +23,7 @@ from .fingerprint import (
 )
 from .stores import Candidate, CandidateQuery, Store, StoredRecord
 
-MAX_ROWS = 10_000
+MAX_CANDIDATES = 10_000
 Similarity = Literal["jaccard", "weighted"]
 SIMILARITIES: tuple[Similarity, ...] = ("jaccard", "weighted")
 Measure = Callable[[np.ndarray, np.ndarray], float]
@@ -41,7 +41,7 @@ class MatchRules:
     """
 
     method: str = TokenField.BANDS
-    rows: int = 10
+    candidates: int = 10  # distinct contents a lookup fetches (not LSH rows per band)
     first_word: bool = False
     threshold: float | None = 0.5
     max_edit_distance: int | None = None
@@ -58,8 +58,10 @@ class MatchRules:
                 f"unknown similarity {self.similarity!r}: use {' or '.join(SIMILARITIES)}"
             )
         object.__setattr__(self, "method", TokenField(self.method))
-        if not 1 <= self.rows <= MAX_ROWS:  # an engine allocates a queue of this size
-            raise InvalidParameter(f"rows must be between 1 and {MAX_ROWS}, not {self.rows}")
+        if not 1 <= self.candidates <= MAX_CANDIDATES:  # an engine allocates a queue this size
+            raise InvalidParameter(
+                f"candidates must be between 1 and {MAX_CANDIDATES}, not {self.candidates}"
+            )
         if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
             raise InvalidParameter(f"threshold must be between 0 and 1, not {self.threshold}")
         if self.max_edit_distance is not None and self.max_edit_distance < 0:
@@ -74,7 +76,7 @@ class MatchRules:
         edits = "any" if self.max_edit_distance is None else str(self.max_edit_distance)
         first_word = "on" if self.first_word else "off"
         return (
-            f"method {self.method}, rows {self.rows}, first word {first_word}, "
+            f"method {self.method}, candidates {self.candidates}, first word {first_word}, "
             f"{self.similarity} similarity >= {threshold}, word edits {edits}"
         )
 
@@ -153,8 +155,8 @@ class Searcher:
         ``rows`` it holds every record that shares a token, copies included, and the lookup
         needs no other round trip (the usual case); otherwise the distinct contents and their
         groups are asked for separately."""
-        first = self.store.candidates(self._query(fp, self.rules.rows))
-        if len(first) < self.rules.rows:
+        first = self.store.candidates(self._query(fp, self.rules.candidates))
+        if len(first) < self.rules.candidates:
             found: dict[str, list[Candidate]] = {}
             for candidate in first:  # copies share every token: same score, so in id order
                 found.setdefault(candidate.md5, []).append(candidate)
@@ -229,7 +231,7 @@ class Searcher:
         contents already seen, so the result is exactly the best ``rows`` distinct contents.
         Only queries whose rows came back full and short of distinct contents go another round.
         """
-        rows = self.rules.rows
+        rows = self.rules.candidates
         seen = [{fp.md5} for fp in fps]
         heads: list[list[Candidate]] = [[] for _ in fps]
         pending = list(range(len(fps)))

@@ -80,7 +80,7 @@ class Rules(BaseModel):
 
     preset: str | None = None
     method: str | None = None
-    rows: int | None = None
+    candidates: int | None = None
     first_word: bool | None = None
     threshold: float | Literal["auto"] | None = Field(
         None, description='0 turns it off; "auto": the threshold the last report chose'

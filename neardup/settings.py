@@ -159,7 +159,7 @@ def match_rules(
     if preset_name:
         base = preset(preset_name).rules
     elif remembered := (settings or {}).get("rules"):
-        base = replace(base, **remembered)
+        base = replace(base, **_renamed(remembered))
     given = dict(rules or {})
     if "threshold" in given:
         threshold = given["threshold"]
@@ -167,6 +167,15 @@ def match_rules(
         given["threshold"] = None if threshold in (0, AUTO) else threshold
     asked = replace(base, **given)
     return replace(asked, threshold=chosen) if asked.auto_threshold else asked
+
+
+def _renamed(remembered: Mapping[str, Any]) -> dict[str, Any]:
+    """Rules a store remembers under their names of now: stores made before lookups' candidates
+    had their own name remember them as ``rows``."""
+    rules = dict(remembered)
+    if "rows" in rules:
+        rules["candidates"] = rules.pop("rows")
+    return rules
 
 
 def remembered_rules(rules: MatchRules) -> dict[str, Any]:

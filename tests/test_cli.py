@@ -415,8 +415,11 @@ def test_an_interrupted_report_leaves_the_old_file_whole(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["lookup", "--id", "1", "--rows", "0"], "rows must be between 1 and 10000, not 0"),
-        (["lookup", "--id", "1", "--rows", "100000000"], "rows must be between 1 and 10000"),
+        (
+            ["lookup", "--id", "1", "--candidates", "0"],
+            "candidates must be between 1 and 10000, not 0",
+        ),
+        (["lookup", "--id", "1", "--candidates", "100000000"], "between 1 and 10000"),
         (["report", "--threshold", "1.5"], "threshold must be between 0 and 1, not 1.5"),
         (["report", "--threshold", "-0.1"], "threshold must be between 0 and 1"),
         (["report", "--threshold", "nan"], "threshold must be between 0 and 1, not nan"),

@@ -39,7 +39,7 @@ def report_of(
 RULES = [
     MatchRules(),  # bands, weighted similarity
     MatchRules(method="signature", similarity="jaccard"),
-    MatchRules(method="bands", rows=5, similarity="jaccard"),
+    MatchRules(method="bands", candidates=5, similarity="jaccard"),
     MatchRules(method="shingles", threshold=0.3),
     {"threshold": "auto"},  # the store's defaults: weighted, the threshold read from the data
 ]

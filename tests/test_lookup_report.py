@@ -19,7 +19,7 @@ from neardup.fingerprint import TOKEN_FIELDS, FingerprintParams
 from neardup.indexer import SeenIds, index_records
 from neardup.readers import Record
 from neardup.report import Pair, _ahead_of_engine, _chunks, _read_ahead, clusters, find_pairs
-from neardup.searcher import MAX_ROWS, MatchRules, Searcher
+from neardup.searcher import MAX_CANDIDATES, MatchRules, Searcher
 from neardup.selfjoin import Contents, read_contents, scored_pairs
 from neardup.stores import CandidateQuery, TokenField
 from tests.corpora import corpus
@@ -203,19 +203,19 @@ def test_index_several_files_without_ids_keeps_every_record(
 
 STRATEGY_RULES = [
     MatchRules(method="signature", similarity="jaccard"),
-    MatchRules(method="bands", rows=2),
-    MatchRules(method="shingles", rows=1, threshold=0.2),
-    MatchRules(first_word=True, rows=3, threshold=0.3),
-    MatchRules(threshold=None, max_edit_distance=3, rows=2),
+    MatchRules(method="bands", candidates=2),
+    MatchRules(method="shingles", candidates=1, threshold=0.2),
+    MatchRules(first_word=True, candidates=3, threshold=0.3),
+    MatchRules(threshold=None, max_edit_distance=3, candidates=2),
 ]
 
 
 def every_lookup(url: str, rules: MatchRules) -> list[Pair]:
-    """The reference for a complete report: each stored record looked up with rows enough for
+    """The reference for a complete report: each stored record looked up with candidates enough for
     every record that shares a token, each pair once."""
     found = set()
     with api.opened(url) as store:
-        searcher = Searcher(store, store.params, replace(rules, rows=MAX_ROWS))
+        searcher = Searcher(store, store.params, replace(rules, candidates=MAX_CANDIDATES))
         for batch in store.iter_records(1000):
             for record in batch:
                 for m in searcher.lookup_id(record.id):
@@ -234,7 +234,7 @@ def without_tokens(pairs: list[Pair]) -> list[Pair]:
 def test_a_report_holds_every_pair_a_lookup_with_no_limit_finds(
     sqlite_url: str, tmp_path: Path, rules: MatchRules, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Few rows and many exact copies: a report keeps no top-rows cut, whatever the lookups'.
+    # Few candidates and many exact copies: a report keeps no per-record cut, whatever lookups'.
     api.index([corpus(tmp_path / "records.txt")], sqlite_url, params=ALL_FIELDS)
     joined = api.report(sqlite_url, rules=rules, strategy="join")
     assert len(joined) > 50
@@ -404,8 +404,8 @@ def test_one_round_trip_lookups_equal_the_separate_queries(store) -> None:
     records |= {f"copy{n}": RECORDS["3"] for n in range(12)}
     records |= {f"near{n}": RECORDS["4"] for n in range(3)}
     fill(store, records)
-    for rows in (2, 5, 50):
-        searcher = Searcher(store, store.params, MatchRules(rows=rows, threshold=0.3))
+    for candidates in (2, 5, 50):
+        searcher = Searcher(store, store.params, MatchRules(candidates=candidates, threshold=0.3))
         for record_id in records:
             fp = searcher.fingerprint_record(record_id)[1]
             near = searcher.near_duplicates(fp)
@@ -413,7 +413,7 @@ def test_one_round_trip_lookups_equal_the_separate_queries(store) -> None:
             expected = [i for i in groups[fp.md5] if i != record_id]
             expected += [member for m in near for member in groups[m.md5]]
             found = searcher.lookup(fp, exclude_id=record_id)
-            assert [m.id for m in found] == expected, (rows, record_id)
+            assert [m.id for m in found] == expected, (candidates, record_id)
             assert [m.exact for m in found] == [m.md5 == fp.md5 for m in found]
 
 

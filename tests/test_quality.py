@@ -119,7 +119,7 @@ def test_lookups_use_the_threshold_the_report_chose(tmp_path: Path) -> None:
         for p in pairs
         if left in (p.left_id, p.right_id)
     )
-    assert sorted(m.id for m in api.lookup(url, id=left, rules={"rows": 100})) == reported
+    assert sorted(m.id for m in api.lookup(url, id=left, rules={"candidates": 100})) == reported
     printed = neardup("tune", "--store", url)
     assert f"threshold {measured.threshold:g} ({measured.how})" in printed.stdout
     assert "<- threshold" in printed.stdout
@@ -272,7 +272,7 @@ def test_a_store_remembers_its_preset_and_threshold(tmp_path: Path) -> None:
     # A plain report uses the preset's rules: its bands, Jaccard >= 0.8.
     assert api.stats(documents)["rules"] == {
         "method": "bands",
-        "rows": 10,
+        "candidates": 10,
         "first_word": False,
         "threshold": 0.8,
         "max_edit_distance": None,
@@ -366,3 +366,12 @@ def test_every_pair_file_format_reads_back_to_the_exact_ids(tmp_path: Path, form
     with path.open("w", encoding="utf-8", newline="") as out:
         assert write_pairs(pairs, out, format) == len(pairs)
     assert read_pairs(path) == {tuple(sorted((p.left_id, p.right_id))): 0.9 for p in pairs}
+
+
+def test_a_store_that_remembers_rows_is_read_as_candidates() -> None:
+    """Stores made before lookups' candidates had their own name remember them as rows."""
+    from neardup.settings import match_rules
+
+    remembered = {"rules": {"method": "bands", "rows": 7, "similarity": "jaccard"}}
+    rules = match_rules(FingerprintParams(), remembered)
+    assert (rules.candidates, rules.similarity) == (7, "jaccard")

@@ -132,7 +132,7 @@ def test_add_if_unique_names_the_duplicates_it_refused(client: TestClient) -> No
             400,
             "JSON",
         ),
-        ("post", "/lookup", {"json": {"id": "1", "rows": "many"}}, 400, "rows"),
+        ("post", "/lookup", {"json": {"id": "1", "candidates": "many"}}, 400, "candidates"),
         ("post", "/lookup", {"json": {"id": "1", "text": "x"}}, 400, "exactly one of id and text"),
         (
             "post",
@@ -293,7 +293,7 @@ def test_a_slow_read_does_not_hold_up_other_requests(
 
     monkeypatch.setattr(api, "lookup", slow_lookup)
     with TestClient(create_app(indexed_url)) as client, ThreadPoolExecutor(1) as pool:
-        looking = pool.submit(client.post, "/lookup", json={"id": "1", "rows": 10000})
+        looking = pool.submit(client.post, "/lookup", json={"id": "1", "candidates": 10000})
         assert client.get("/health").status_code == 200
         healthy.set()
         assert looking.result(timeout=20).json() == {"matches": []}
