@@ -31,6 +31,7 @@ from .explain import explain as explain_pair
 from .fingerprint import (
     TOKEN_FIELDS,
     FingerprintParams,
+    TokenField,
     check_num_hashes,
     holds_surrogates,
     normalize,
@@ -65,7 +66,7 @@ from .settings import (
 )
 from .stores import DEFAULT_STORE_URL, Store, id_problem, open_store
 from .stores.base import ParamsRequest
-from .tuning import MIN_CANDIDATES, Tuning
+from .tuning import MIN_CANDIDATES, Tuning, candidate_probability
 from .tuning import tune as tune_bands
 
 __all__ = [  # what the CLI and the service use besides the functions
@@ -424,11 +425,36 @@ def last_report(store: StoreRef = None) -> Measured | None:
         return Measured(**remembered) if remembered else None
 
 
-def tune_store(store: StoreRef = None, *, preset: str | None = None) -> Measured:
+@dataclass
+class StoreTuning(Measured):
+    """What ``tune --store`` finds: the report's measurements, and what the store's bands
+    promise: the chance that a pair whose shingle sets have Jaccard similarity at the
+    threshold becomes a candidate, 1 - (1 - s^rows)^bands."""
+
+    candidate_pairs: int = 0
+    bands: int = 0
+    rows: int = 0  # LSH rows per band
+    candidate_probability: float | None = None  # at the threshold, for the bands method
+
+
+def tune_store(store: StoreRef = None, *, preset: str | None = None) -> StoreTuning:
     """Measure the store's candidate pairs and choose its threshold from them, as
     ``report --threshold auto`` does (and remembers), without writing the pairs."""
-    report(store, preset=preset, rules={"threshold": AUTO})
-    return last_report(store) or Measured([], None, "no report")
+    with opened(store) as source:
+        report(source, preset=preset, rules={"threshold": AUTO})
+        measured = last_report(source) or Measured([], None, "no report")
+        params = source.params
+    bands, rows = params.bands, params.rows_per_band
+    chance = None
+    if measured.threshold is not None and TokenField.BANDS in params.fields:
+        chance = float(candidate_probability(measured.threshold, bands, rows))
+    return StoreTuning(
+        **asdict(measured),
+        candidate_pairs=sum(measured.histogram),
+        bands=bands,
+        rows=rows,
+        candidate_probability=chance,
+    )
 
 
 @dataclass

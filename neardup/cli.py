@@ -333,8 +333,9 @@ def _tune(args: argparse.Namespace) -> int:
         raise NeardupError("give --store to measure a store, or --threshold to choose bands")
     if args.store:
         measured = api.tune_store(args.store, preset=args.preset)
-        text = output.histogram_text(measured.histogram, measured.threshold, measured.how)
-        print(json.dumps(asdict(measured), indent=2) if args.json else text)
+        print(
+            json.dumps(asdict(measured), indent=2) if args.json else output.store_tuning(measured)
+        )
         return 0
     tuning = api.tune(args.threshold, args.num_hashes)
     print(output.tuning_json(tuning) if args.json else output.tuning_table(tuning))

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from operator import attrgetter
-from typing import IO, Literal
+from typing import IO, TYPE_CHECKING, Literal
 
 from .evaluate import SPREADSHEET_UNSAFE_CELL, Evaluation, spreadsheet_safe, tsv_escape
 from .explain import Explanation
@@ -16,6 +16,9 @@ from .readers import Format, Record
 from .report import PHASES, Pair
 from .searcher import Match
 from .tuning import TUNE_POINTS, Tuning, candidate_probability
+
+if TYPE_CHECKING:  # the API imports this module: its types only for annotations
+    from .api import StoreTuning
 
 ReportFormat = Literal["tsv", "csv", "jsonl"]
 REPORT_FORMATS: tuple[ReportFormat, ...] = ("tsv", "csv", "jsonl")
@@ -129,6 +132,20 @@ def record_writer(format: Format, fields: Sequence[str], out: IO[str]) -> Callab
 def counted(count: int, noun: str) -> str:
     """``1 pair``, ``2 pairs``."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def store_tuning(tuning: StoreTuning) -> str:
+    """``tune --store``: the histogram and the threshold read from it, how many candidate pairs
+    the report measured, and what the store's bands promise at that threshold."""
+    lines = [histogram_text(tuning.histogram, tuning.threshold, tuning.how)]
+    lines.append(f"{tuning.candidate_pairs:,} candidate pairs of records measured")
+    if tuning.candidate_probability is not None:
+        lines.append(
+            f"{tuning.bands} bands of {tuning.rows} rows: a pair whose shingle sets have Jaccard "
+            f"{tuning.threshold:g} is a candidate with probability "
+            f"{tuning.candidate_probability:.4f}, a more similar pair likelier still"
+        )
+    return "\n".join(lines)
 
 
 def match_table(matches: Sequence[Match]) -> str:

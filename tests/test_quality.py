@@ -123,6 +123,16 @@ def test_lookups_use_the_threshold_the_report_chose(tmp_path: Path) -> None:
     printed = neardup("tune", "--store", url)
     assert f"threshold {measured.threshold:g} ({measured.how})" in printed.stdout
     assert "<- threshold" in printed.stdout
+    # What the store's bands promise at that threshold, and how many pairs were measured.
+    tuned = json.loads(neardup("tune", "--store", url, "--json").stdout)
+    params = api.stats(url)["parameters"]
+    rows = params["num_hashes"] // params["bands"]
+    chance = 1 - (1 - measured.threshold**rows) ** params["bands"]
+    assert (tuned["bands"], tuned["rows"]) == (params["bands"], rows)
+    assert tuned["candidate_probability"] == pytest.approx(chance)
+    assert tuned["candidate_pairs"] == sum(measured.histogram)
+    assert f"{sum(measured.histogram):,} candidate pairs of records measured" in printed.stdout
+    assert f"is a candidate with probability {chance:.4f}" in printed.stdout
 
 
 # --- exact baseline -------------------------------------------------------------------------------
