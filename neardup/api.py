@@ -37,7 +37,8 @@ from .fingerprint import (
     normalize,
     normalize_batch,
 )
-from .generate import write_corpus
+from .generate import KINDS as KINDS  # re-exported: the CLI offers them
+from .generate import Kind, write_corpus
 from .html import HtmlReport, pair_histogram
 from .html import render as render_page
 from .indexer import (
@@ -697,13 +698,17 @@ def generate(
     output: str | Path,
     truth: str | Path | None = None,
     *,
+    kind: Kind = "documents",
     seed: int = 1,
     words: int = 80,
-    duplicates: float = 0.3,
+    duplicates: float | None = None,
 ) -> tuple[int, int]:
-    """Write a synthetic corpus with known near-duplicates (and its true pairs); returns
-    (documents, true pairs)."""
-    return write_corpus(output, truth, count, seed=seed, words=words, duplicates=duplicates)
+    """Write a synthetic corpus of ``kind`` (documents, or people's records) with known
+    near-duplicates (and its true pairs); returns (records, true pairs). ``duplicates``: the
+    share of copies (default: 0.3 of documents, 0.1 of people)."""
+    return write_corpus(
+        output, truth, count, kind=kind, seed=seed, words=words, duplicates=duplicates
+    )
 
 
 def stats(store: StoreRef = None) -> dict[str, object]:

@@ -345,16 +345,18 @@ def _tune(args: argparse.Namespace) -> int:
 @command("generate")
 def _generate(args: argparse.Namespace) -> int:
     """Write a synthetic corpus with known near-duplicates."""
-    documents, pairs = api.generate(
+    records, pairs = api.generate(
         args.count,
         args.output,
         args.truth,
+        kind=args.kind,
         seed=args.seed,
         words=args.words,
         duplicates=args.duplicates,
     )
     truth = f" and {pairs} true pairs to {args.truth}" if args.truth else ""
-    print(f"wrote {documents} documents to {args.output}{truth}", file=sys.stderr)
+    written = output.counted(records, "document" if args.kind == "documents" else "record")
+    print(f"wrote {written} to {args.output}{truth}", file=sys.stderr)
     return 0
 
 
@@ -637,13 +639,22 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument("--truth", help="also write the true pairs (TSV)")
     generate.add_argument("--seed", type=int, default=1, help="random seed (default: %(default)s)")
     generate.add_argument(
-        "--words", type=int, default=80, help="mean words per document (default: %(default)s)"
+        "--words",
+        type=int,
+        default=80,
+        help="mean words per document, for documents (default: %(default)s)",
+    )
+    generate.add_argument(
+        "--kind",
+        choices=api.KINDS,
+        default="documents",
+        help="documents (paragraphs of words) or people (name, street, city, state, zip) "
+        "(default: %(default)s)",
     )
     generate.add_argument(
         "--duplicates",
         type=float,
-        default=0.3,
-        help="share of documents that are edited copies (default: %(default)s)",
+        help="share of records that are edited copies (default: 0.3 of documents, 0.1 of people)",
     )
 
     schema = add("schema")

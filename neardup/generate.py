@@ -1,11 +1,17 @@
-"""A synthetic corpus with known near-duplicates, of any size, for measuring quality and speed.
+"""Synthetic corpora with known near-duplicates, of any size, for measuring quality and speed.
 
-Originals are made of words from an invented vocabulary with a Zipf-like frequency (so some words
-are everywhere and most are rare, as in real text), in a few paragraphs. A share of the documents
-are edited copies of a recent original: words dropped, two words swapped, a paragraph inserted,
-the last paragraph cut, a footer appended. An original and its copies form a family; every two
-members of a family are a true pair, written with their true character 5-shingle Jaccard
-similarity. Deterministic for a seed.
+Two kinds, each deterministic for a seed. In both, a share of the records are edited copies of
+a recent original; an original and its copies form a family, and every two members of a family
+are a true pair, written with their true character 5-shingle Jaccard similarity.
+
+- ``documents``: originals made of words from an invented vocabulary with a Zipf-like frequency
+  (so some words are everywhere and most are rare, as in real text), in a few paragraphs; a copy
+  has words dropped, two words swapped, a paragraph inserted, the last paragraph cut or a footer
+  appended.
+- ``people``: short person records (name, street, city, state, zip) drawn with the frequencies
+  of American first and last names and street suffixes (Faker's lists), from a pool of cities
+  where a few hold many people, as real records do; a copy has 1-3 edits: a typo, an
+  abbreviation (Street to St, a first name to its initial), the names swapped, or a part dropped.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import random
 from collections import deque
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -42,6 +48,11 @@ def _vocabulary(rng: random.Random, size: int = 20_000) -> list[str]:
 
 
 class _Writer:
+    """Documents: paragraphs of invented words."""
+
+    fields = ("text",)
+    prefix = "d"
+
     def __init__(self, seed: int, words: int) -> None:
         self.rng = random.Random(seed)
         self.np_rng = np.random.default_rng(seed)
@@ -63,6 +74,9 @@ class _Writer:
         text = self.phrase(total)
         return [text[a:b] for a, b in zip([0, *cuts], [*cuts, total], strict=True)]
 
+    def row(self, paragraphs: list[list[str]]) -> list[str]:
+        return [". ".join(" ".join(p) for p in paragraphs)]
+
     def edited(self, paragraphs: list[list[str]]) -> list[list[str]]:
         copy = [list(p) for p in paragraphs]
         for _ in range(self.rng.randint(1, 3)):
@@ -83,29 +97,151 @@ class _Writer:
         return copy
 
 
+# How people's records abbreviate: street suffixes as the USPS writes them, and more.
+_ABBREVIATIONS = {
+    "Street": "St", "Avenue": "Ave", "Road": "Rd", "Drive": "Dr", "Lane": "Ln", "Court": "Ct",
+    "Place": "Pl", "Boulevard": "Blvd", "Terrace": "Ter", "Circle": "Cir", "Highway": "Hwy",
+    "Parkway": "Pkwy", "Square": "Sq", "Mount": "Mt", "North": "N", "South": "S", "East": "E",
+    "West": "W", "Port": "Pt", "Lake": "Lk", "Fort": "Ft", "Saint": "St", "Apartment": "Apt",
+}  # fmt: skip
+CITIES = 5_000  # the pool people live in; its Zipf weights put many in a few cities
+
+
+class _People:
+    """Person records: name, street, city, state, zip, as fields of a row."""
+
+    fields = ("name", "street", "city", "state", "zip")
+    prefix = "p"
+
+    def __init__(self, seed: int) -> None:
+        from faker.providers.address.en_US import Provider as Address  # here: only this kind
+        from faker.providers.person.en_US import Provider as Person
+
+        self.rng = random.Random(seed)
+        self.np_rng = np.random.default_rng(seed)
+        first = {**Person.first_names_female, **Person.first_names_male}
+        self.first_names = _Weighted(self.np_rng, list(first), list(first.values()))
+        last = Person.last_names
+        self.last_names = _Weighted(self.np_rng, list(last), list(last.values()))
+        suffixes = list(Address.street_suffixes)
+        self.suffixes = _Weighted(
+            self.np_rng, suffixes, [4.0 if s in _ABBREVIATIONS else 1.0 for s in suffixes]
+        )
+        prefixes, endings = list(Address.city_prefixes), list(Address.city_suffixes)
+        self.cities = [
+            (
+                " ".join(
+                    filter(
+                        None,
+                        [
+                            self.rng.choice([*prefixes, "", "", ""]),
+                            self.last_names.one() + self.rng.choice([*endings, "", ""]),
+                        ],
+                    )
+                ),
+                self.rng.choice(Address.states_abbr),
+                f"{self.rng.randrange(10_000, 99_999)}",
+            )
+            for _ in range(CITIES)
+        ]
+        self.city = _Weighted(self.np_rng, list(range(CITIES)), 1.0 / np.arange(1, CITIES + 1))
+
+    def original(self) -> list[list[str]]:
+        city, state, zip_code = self.cities[self.city.one()]
+        street = f"{self.rng.randrange(1, 9_999)} {self.last_names.one()} {self.suffixes.one()}"
+        name = [self.first_names.one(), self.last_names.one()]
+        return [name, street.split(), city.split(), [state], [zip_code]]
+
+    def row(self, parts: list[list[str]]) -> list[str]:
+        return [" ".join(part) for part in parts]
+
+    def edited(self, parts: list[list[str]]) -> list[list[str]]:
+        copy = [list(p) for p in parts]
+        for _ in range(self.rng.randint(1, 3)):
+            edit = self.rng.random()
+            if edit < 0.45:  # a typo in one word
+                part = self.rng.choice([p for p in copy if p] or [[""]])
+                if part and part[0]:
+                    at = self.rng.randrange(len(part))
+                    part[at] = _typo(self.rng, part[at])
+            elif edit < 0.75:  # an abbreviation
+                words = [(p, i) for p in copy for i, w in enumerate(p) if w in _ABBREVIATIONS]
+                if words:
+                    part, i = self.rng.choice(words)
+                    part[i] = _ABBREVIATIONS[part[i]]
+                elif copy[0] and len(copy[0][0]) > 1:
+                    copy[0][0] = copy[0][0][0]  # the first name's initial
+            elif edit < 0.88 and len(copy[0]) == 2:  # last name first
+                copy[0].reverse()
+            else:  # a part left out: the zip, the state or the city
+                copy[self.rng.choice([2, 3, 4])] = []
+        return copy
+
+
+class _Weighted:
+    """Draws from ``values`` with ``weights``, from a table made once."""
+
+    def __init__(self, rng: np.random.Generator, values: list, weights: Any) -> None:
+        self.rng, self.values = rng, values
+        cumulative = np.cumsum(np.asarray(weights, dtype=np.float64))
+        self.cumulative = cumulative / cumulative[-1]
+        self.ahead: list[int] = []
+
+    def one(self) -> Any:
+        if not self.ahead:  # drawn a thousand at a time: one numpy call per draw costs more
+            self.ahead = self.cumulative.searchsorted(self.rng.random(1000), side="right").tolist()
+        return self.values[self.ahead.pop()]
+
+
+def _typo(rng: random.Random, word: str) -> str:
+    """One keystroke wrong: a letter replaced, dropped, doubled, or two swapped."""
+    if len(word) < 2:
+        return word + rng.choice("aeiou")
+    at = rng.randrange(len(word) - 1)
+    kind = rng.randrange(4)
+    if kind == 0:
+        return word[:at] + rng.choice("abcdefghijklmnopqrstuvwxyz") + word[at + 1 :]
+    if kind == 1:
+        return word[:at] + word[at + 1 :]
+    if kind == 2:
+        return word[: at + 1] + word[at:]
+    return word[:at] + word[at + 1] + word[at] + word[at + 2 :]
+
+
+Kind = Literal["documents", "people"]
+KINDS: tuple[Kind, ...] = ("documents", "people")
+# The share of copies when none is given: templated ads are copied often, person records less.
+DEFAULT_DUPLICATES: dict[str, float] = {"documents": 0.3, "people": 0.1}
+
+
 def write_corpus(
     output: str | Path,
     truth: str | Path | None,
     count: int,
     *,
+    kind: Kind = "documents",
     seed: int = 1,
     words: int = 80,
-    duplicates: float = 0.3,
+    duplicates: float | None = None,
     pool: int = 5_000,
 ) -> tuple[int, int]:
-    """Write ``count`` documents (TSV: id, text) and, if asked, the true pairs (TSV: left_id,
-    right_id, jaccard_char5). Returns (documents, true pairs).
+    """Write ``count`` records (TSV: id and the kind's fields) and, if asked, the true pairs
+    (TSV: left_id, right_id, jaccard_char5). Returns (records, true pairs).
 
     Copies are made of one of the last ``pool`` originals, so memory does not grow with ``count``;
     a family's pairs are written when its original leaves the pool.
     """
+    if kind not in KINDS:
+        raise InvalidParameter(f"unknown kind {kind!r}: use {' or '.join(KINDS)}")
+    if duplicates is None:
+        duplicates = DEFAULT_DUPLICATES[kind]
     if count < 1 or words < 1:
         raise InvalidParameter(f"a corpus needs documents and words, not {count} and {words}")
     if not 0.0 <= duplicates <= 1.0:
         raise InvalidParameter(f"the share of copies must be between 0 and 1, not {duplicates}")
-    writer = _Writer(seed, words)
+    writer: _Writer | _People = _Writer(seed, words) if kind == "documents" else _People(seed)
     recent: deque[str] = deque()
-    originals: dict[str, list[list[str]]] = {}
+    originals: dict[str, list[list[str]]] = {}  # documents' paragraphs, or people's fields
     families: dict[str, list[tuple[str, str]]] = {}
     pairs = 0
     with contextlib.ExitStack() as files:
@@ -114,7 +250,7 @@ def write_corpus(
             delimiter="\t",
             lineterminator="\n",
         )
-        documents.writerow(["id", "text"])
+        documents.writerow(["id", *writer.fields])
         truth_rows = None
         if truth:
             truth_rows = csv.writer(
@@ -124,28 +260,24 @@ def write_corpus(
             )
             truth_rows.writerow(["left_id", "right_id", "jaccard_char5"])
         for n in range(count):
-            doc_id = f"d{n:08d}"
+            doc_id = f"{writer.prefix}{n:08d}"
             if recent and writer.rng.random() < duplicates:
                 family = recent[writer.rng.randrange(len(recent))]
-                text = _text(writer.edited(originals[family]))
+                parts = writer.edited(originals[family])
             else:
-                family, paragraphs = doc_id, writer.original()
-                text = _text(paragraphs)
-                originals[doc_id] = paragraphs
+                family, parts = doc_id, writer.original()
+                originals[doc_id] = parts
                 recent.append(doc_id)
                 if len(recent) > pool:
                     gone = recent.popleft()
                     del originals[gone]
                     pairs += _write_family(truth_rows, families.pop(gone))
-            families.setdefault(family, []).append((doc_id, text))
-            documents.writerow([doc_id, text])
+            row = writer.row(parts)
+            families.setdefault(family, []).append((doc_id, " ".join(row)))
+            documents.writerow([doc_id, *row])
         for members in families.values():
             pairs += _write_family(truth_rows, members)
     return count, pairs
-
-
-def _text(paragraphs: list[list[str]]) -> str:
-    return ". ".join(" ".join(p) for p in paragraphs)
 
 
 _TRUTH_PARAMS = FingerprintParams("char", 5, 8, 1)

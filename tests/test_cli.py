@@ -605,7 +605,8 @@ def test_counts_read_as_english_and_help_shows_defaults(tmp_path: Path) -> None:
     groups = neardup("report", "--store", url, "--clusters", "-o", str(tmp_path / "g.tsv"))
     assert groups.stderr.startswith("1 group from 1 pair written")
     shown = " ".join(neardup("generate", "--help").stdout.split())  # lines wrapped by width
-    assert "(default: 80)" in shown and "(default: 0.3)" in shown and "(default: 1)" in shown
+    assert "(default: 80)" in shown and "(default: 1)" in shown
+    assert "(default: 0.3 of documents, 0.1 of people)" in shown
 
 
 def test_an_empty_first_run_leaves_no_store_for_later_data_to_inherit(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+from collections import Counter
 from itertools import combinations
 from pathlib import Path
 
@@ -385,3 +386,26 @@ def test_a_store_that_remembers_rows_is_read_as_candidates() -> None:
     remembered = {"rules": {"method": "bands", "rows": 7, "similarity": "jaccard"}}
     rules = match_rules(FingerprintParams(), remembered)
     assert (rules.candidates, rules.similarity) == (7, "jaccard")
+
+
+def test_people_records_are_short_fielded_and_their_copies_are_found(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    corpus, truth = tmp_path / "people.tsv", tmp_path / "truth.tsv"
+    records, pairs = write_corpus(corpus, truth, 3000, kind="people", seed=7)
+    write_corpus(tmp_path / "again.tsv", None, 3000, kind="people", seed=7)
+    assert corpus.read_bytes() == (tmp_path / "again.tsv").read_bytes()
+    rows = list(csv.DictReader(corpus.open(), delimiter="\t"))
+    assert records == len(rows) == 3000 and list(rows[0]) == [
+        "id", "name", "street", "city", "state", "zip"
+    ]  # fmt: skip
+    assert 200 < pairs < 600  # a tenth are copies
+    cities = Counter(r["city"] for r in rows)
+    assert cities.most_common(1)[0][1] > 100  # a few cities hold many people
+    joined = {r["id"]: " ".join(filter(None, list(r.values())[1:])) for r in rows}
+    truth_rows = list(csv.DictReader(truth.open(), delimiter="\t"))
+    edited = sum(joined[t["left_id"]] != joined[t["right_id"]] for t in truth_rows)
+    assert edited > 0.9 * len(truth_rows)  # copies carry edits
+    api.index([corpus], sqlite_url)  # no flags, as a new user runs it
+    result = evaluate(read_pairs(truth), pairs_of(api.report(sqlite_url)))
+    assert result.overall.f1 > 0.95
