@@ -64,6 +64,7 @@ from .settings import (
     match_rules,
     params_request,
     remembered_rules,
+    rule_sources,
 )
 from .stores import DEFAULT_STORE_URL, Store, id_problem, open_store
 from .stores.base import ParamsRequest
@@ -715,11 +716,14 @@ def stats(store: StoreRef = None) -> dict[str, object]:
     """What the store holds, and the settings it was indexed with."""
     with opened(store) as source:
         params = source.read_params()
+        in_effect = remembered_rules(rules_for(source)) if params else None
         return {
             "store": source.url,
             "documents": source.count(),
             "parameters": params.to_dict() if params else None,
-            "rules": (source.settings or {}).get("rules"),
+            "rules": (source.settings or {}).get("rules"),  # what index remembered, if anything
+            "rules_in_effect": in_effect,
+            "rules_from": rule_sources(source.settings) if params else None,
         }
 
 

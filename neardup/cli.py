@@ -311,8 +311,7 @@ def _stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
     else:
-        for key, value in info.items():
-            print(f"{key}: {value}")
+        print(output.stats_text(info))
     return 0
 
 

@@ -134,6 +134,21 @@ def counted(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
+def stats_text(info: Mapping[str, object]) -> str:
+    """``neardup stats``: what the store holds, its parameters, and each rule in effect with
+    where it comes from."""
+    lines = [f"{key}: {info[key]}" for key in ("store", "documents", "parameters")]
+    rules, sources = info.get("rules_in_effect"), info.get("rules_from")
+    if isinstance(rules, Mapping) and isinstance(sources, Mapping):
+        lines.append("rules in effect:")
+        lines += [
+            f"  {name} {value} ({sources[name]})"
+            for name, value in rules.items()
+            if name != "auto_threshold"
+        ]
+    return "\n".join(lines)
+
+
 def store_tuning(tuning: StoreTuning) -> str:
     """``tune --store``: the histogram and the threshold read from it, how many candidate pairs
     the report measured, and what the store's bands promise at that threshold."""

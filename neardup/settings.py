@@ -169,6 +169,21 @@ def match_rules(
     return replace(asked, threshold=chosen) if asked.auto_threshold else asked
 
 
+def rule_sources(settings: Mapping[str, Any] | None) -> dict[str, str]:
+    """Where each rule of :func:`match_rules` (with no rules given) comes from on a store with
+    ``settings``: the index run that remembered it, the store's last report (an automatic
+    threshold), the fallback until a report has read one, or the default."""
+    remembered = _renamed((settings or {}).get("rules") or {})
+    sources = {name: "index" if name in remembered else "default" for name in RULE_NAMES}
+    if remembered.get("auto_threshold", True):
+        sources["threshold"] = (
+            "the last report (auto)"
+            if "chosen_threshold" in (settings or {})
+            else f"the fallback {FALLBACK_THRESHOLD:g}, until a report reads one (auto)"
+        )
+    return sources
+
+
 def _renamed(remembered: Mapping[str, Any]) -> dict[str, Any]:
     """Rules a store remembers under their names of now: stores made before lookups' candidates
     had their own name remember them as ``rows``."""

@@ -409,3 +409,22 @@ def test_people_records_are_short_fielded_and_their_copies_are_found(
     api.index([corpus], sqlite_url)  # no flags, as a new user runs it
     result = evaluate(read_pairs(truth), pairs_of(api.report(sqlite_url)))
     assert result.overall.f1 > 0.95
+
+
+def test_stats_shows_the_rules_in_effect_and_where_each_comes_from(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'rules.db'}"
+    api.index([corpus(tmp_path / "records.txt")], url)
+    before = api.stats(url)
+    assert before["rules_in_effect"]["threshold"] == 0.5
+    assert before["rules_from"]["threshold"].startswith("the fallback 0.5, until a report")
+    api.report(url)
+    after = api.stats(url)
+    assert after["rules_in_effect"]["threshold"] == api.last_report(url).threshold
+    assert after["rules_from"]["threshold"] == "the last report (auto)"
+    assert after["rules_from"]["similarity"] == "default"
+    shown = neardup("stats", "--store", url).stdout
+    assert f"  threshold {api.last_report(url).threshold} (the last report (auto))" in shown
+    preset = f"sqlite:///{tmp_path / 'preset.db'}"
+    api.index([corpus(tmp_path / "records.txt")], preset, preset="documents")
+    assert api.stats(preset)["rules_from"]["threshold"] == "index"
+    assert api.stats(preset)["rules_in_effect"]["threshold"] == 0.8
