@@ -33,6 +33,7 @@ from .fingerprint import (
     FingerprintParams,
     TokenField,
     check_num_hashes,
+    fingerprint_batch,
     holds_surrogates,
     normalize,
     normalize_batch,
@@ -332,6 +333,9 @@ def explain(
         )
 
 
+LOOKUP_BATCH = 500  # records of a file looked up together
+
+
 def lookup_file(
     paths: Sequence[str | Path],
     store: StoreRef = None,
@@ -349,11 +353,14 @@ def lookup_file(
     found: list[tuple[str, Match]] = []
     with opened(store) as source:
         searcher = Searcher(source, source.params, rules_for(source, rules, preset))
-        for record in (r for reader in files for r in reader):
-            if not normalize(record.text):
-                continue
-            matches = searcher.lookup_text(record.text)
-            found += [(record.id, m) for m in (collapse_copies(matches) if collapse else matches)]
+        records = (r for reader in files for r in reader)
+        for batch in batches(records, LOOKUP_BATCH):  # a round trip per batch, not per record
+            fps = fingerprint_batch([r.text for r in batch], source.params)
+            looked_up = [(r, fp) for r, fp in zip(batch, fps, strict=True) if fp.num_words]
+            answers = searcher.lookup_many([fp for _, fp in looked_up])
+            for (record, _), matches in zip(looked_up, answers, strict=True):
+                shown = collapse_copies(matches) if collapse else matches
+                found += [(record.id, m) for m in shown]
     return found
 
 

@@ -167,6 +167,25 @@ class Searcher:
         else:
             near = self.near_duplicates(fp)
             groups = self.store.ids_by_md5([fp.md5, *(match.md5 for match in near)])
+        return self._every_record(fp, near, groups, exclude_id)
+
+    def lookup_many(self, fps: Sequence[Fingerprint]) -> list[list[Match]]:
+        """:meth:`lookup` for many fingerprints at once, with batched round trips: the same
+        matches in the same order as one lookup each."""
+        near = self.near_duplicates_many(fps)
+        md5s = dict.fromkeys([*(fp.md5 for fp in fps), *(m.md5 for ms in near for m in ms)])
+        groups = self.store.ids_by_md5(list(md5s))
+        return [self._every_record(fp, ms, groups) for fp, ms in zip(fps, near, strict=True)]
+
+    def _every_record(
+        self,
+        fp: Fingerprint,
+        near: Sequence[Match],
+        groups: Mapping[str, list[str]],
+        exclude_id: str | None = None,
+    ) -> list[Match]:
+        """The exact duplicates of ``fp`` (every record holding its content), then each near
+        match once per record holding its content."""
         exact = [
             Match(i, fp.content, fp.md5, True, 0, 1.0, self.field.size(fp))
             for i in groups.get(fp.md5, [])

@@ -17,7 +17,7 @@ from neardup import api
 from neardup.errors import NeardupError, ParameterMismatch, TooManyPairs, UnknownRecord
 from neardup.fingerprint import TOKEN_FIELDS, FingerprintParams
 from neardup.indexer import SeenIds, index_records
-from neardup.readers import Record
+from neardup.readers import Record, RecordReader
 from neardup.report import Pair, _ahead_of_engine, _chunks, _read_ahead, clusters, find_pairs
 from neardup.searcher import MAX_CANDIDATES, MatchRules, Searcher
 from neardup.selfjoin import Contents, read_contents, scored_pairs
@@ -522,3 +522,13 @@ def test_only_an_engines_batches_are_read_ahead() -> None:
 
     assert list(_ahead_of_engine(SimpleNamespace(local=False), remote())) == [[0]]  # type: ignore[arg-type]
     assert readers and threading.get_ident() not in readers
+
+
+def test_lookups_of_many_texts_at_once_equal_one_lookup_each(store, tmp_path: Path) -> None:
+    records = list(RecordReader(corpus(tmp_path / "records.txt")))
+    params = store.ensure_params(None)
+    index_records(store, records, params)
+    searcher = Searcher(store, params, MatchRules(candidates=4, threshold=0.3))
+    fps = [searcher.fingerprint_text(r.text) for r in records[:120]]
+    assert searcher.lookup_many(fps) == [searcher.lookup(fp) for fp in fps]
+    assert sum(map(len, searcher.lookup_many(fps))) > 100
