@@ -530,13 +530,15 @@ def report_page(
     preset: str | None = None,
     rules: RulesRequest = None,
     measured: Measured | None = None,
+    texts: Mapping[str, str] | None = None,
 ) -> str:
     """A report's pairs as one self-contained HTML page (see :mod:`neardup.html`): summary,
     histogram of similarities with the threshold, groups with their word differences.
 
     ``measured`` is what the report measured (:func:`last_report`, after :func:`report`): the
     page then shows every candidate pair's similarity and how the threshold was chosen; without
-    it, the reported pairs' similarities."""
+    it, the reported pairs' similarities. ``texts`` (by id, :func:`record_texts`) are the
+    records' own texts, shown instead of the normalised contents."""
     groups = clusters(pairs, grouping)
     with opened(store) as source:
         chosen = rules_for(source, rules, preset)
@@ -562,6 +564,7 @@ def report_page(
             contents={
                 i: r.content for i, r in source.get([m for group in groups for m in group]).items()
             },
+            originals=texts,
         )
     return render_page(page)
 

@@ -227,17 +227,6 @@ def _explain(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     """Write every near-duplicate pair (or group) in a store."""
     pairs = api.report(args.store, exact=args.exact, progress=sys.stderr.isatty(), **_rules(args))
-    if args.html:
-        measured = None if args.exact else api.last_report(args.store)
-        page = api.report_page(
-            pairs, args.store, grouping=args.grouping, measured=measured, **_rules(args)
-        )
-        with _output_file(args.html) as out:
-            out.write(page)
-        print(f"report page written to {args.html} ({len(page.encode()):,} bytes)", file=sys.stderr)
-        if not args.output:
-            _print_measured(args)
-            return 0
     texts = None
     if args.texts_from:
         texts = api.record_texts(
@@ -246,6 +235,22 @@ def _report(args: argparse.Namespace) -> int:
             id_field=args.id_field,
             text_fields=args.text_fields,
         )
+    if args.html:
+        measured = None if args.exact else api.last_report(args.store)
+        page = api.report_page(
+            pairs,
+            args.store,
+            grouping=args.grouping,
+            measured=measured,
+            texts=texts,
+            **_rules(args),
+        )
+        with _output_file(args.html) as out:
+            out.write(page)
+        print(f"report page written to {args.html} ({len(page.encode()):,} bytes)", file=sys.stderr)
+        if not args.output:
+            _print_measured(args)
+            return 0
     with _output_file(args.output) as out:
         if args.clusters:
             groups = api.clusters(pairs, args.grouping)

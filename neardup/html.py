@@ -37,13 +37,17 @@ class HtmlReport:
     pairs: Sequence[Pair]
     groups: Sequence[Sequence[str]]
     contents: Mapping[str, str]  # normalised content by id, for every grouped record
+    # Each record's own text, as its file has it (report --texts-from): shown and compared
+    # instead of the normalised content when given.
+    originals: Mapping[str, str] | None = None
 
 
 def render(report: HtmlReport) -> str:
     """The page."""
     review = _near_threshold(report)
+    shown = report.originals or report.contents
     data = {
-        "groups": [_group(members, report.contents, review) for members in report.groups],
+        "groups": [_group(members, report.contents, shown, review) for members in report.groups],
         "perPage": GROUPS_PER_PAGE,
     }
     summary = [
@@ -67,6 +71,9 @@ def render(report: HtmlReport) -> str:
         margin=f"{REVIEW_MARGIN:g}",
         histogram_of=report.histogram_of,
         histogram=_histogram(report.histogram, report.threshold, report.histogram_of),
+        texts="as each record's file has it"
+        if report.originals
+        else ("normalised, as the store keeps them (report --texts-from shows each record's own)"),
         data=json.dumps(data, ensure_ascii=False).translate(_SCRIPT_SAFE),
         script=_SCRIPT,
         style=_STYLE,
@@ -89,23 +96,33 @@ def _near_threshold(report: HtmlReport) -> set[tuple[str, str]]:
 
 
 def _group(
-    members: Sequence[str], contents: Mapping[str, str], review: set[tuple[str, str]]
+    members: Sequence[str],
+    contents: Mapping[str, str],
+    shown: Mapping[str, str],
+    review: set[tuple[str, str]],
 ) -> dict[str, object]:
     """A group for the page: its first record whole, each other one as word changes from it,
-    unchanged runs cut to :data:`CONTEXT` words next to the changes (as a diff shows them)."""
-    first = contents.get(members[0], "")
-    rows = [{"id": members[0], "diff": [["equal", first]]}]
-    for member in members[1:]:
-        changes = word_diff(first, contents.get(member, ""))
-        flagged = ordered_pair(members[0], member) in review
+    unchanged runs cut to :data:`CONTEXT` words next to the changes (as a diff shows them).
+    Exact copies (the same content) are one row with the ids of the others, so 68 copies of
+    one ad take one line. ``shown`` is the text shown and compared for each id."""
+    copies: dict[str, list[str]] = {}  # content: its ids, in the group's order
+    for member in members:
+        copies.setdefault(contents.get(member, ""), []).append(member)
+    heads = [ids[0] for ids in copies.values()]
+    first = shown.get(heads[0], "")
+    rows: list[dict[str, object]] = [{"id": heads[0], "diff": [["equal", first]]}]
+    for head in heads[1:]:
+        changes = word_diff(first, shown.get(head, ""))
         diff = [
             ["equal", _context(c.a, n == 0, n == len(changes) - 1)]
             if c.op == "equal"
             else [c.op, c.a, c.b]
             for n, c in enumerate(changes)
         ]
-        rows.append({"id": member, "diff": diff, "review": flagged})
-    return {"members": rows, "review": any(r.get("review") for r in rows)}
+        rows.append({"id": head, "diff": diff, "review": ordered_pair(heads[0], head) in review})
+    for row in rows:
+        row["copies"] = copies[contents.get(str(row["id"]), "")][1:]
+    return {"members": rows, "size": len(members), "review": any(r.get("review") for r in rows)}
 
 
 def _context(words: str, first: bool, last: bool) -> str:
@@ -175,13 +192,16 @@ svg text { font-size: 11px; fill: #555; }
 del { background: #fbd3d0; text-decoration: line-through; }
 ins { background: #cdeccd; text-decoration: none; }
 nav button { margin-right: 0.5rem; }
+nav input[type=number] { width: 4rem; } nav label { margin-left: 1rem; }
+.copies { display: block; margin-left: 7rem; color: #666; font-family: system-ui, sans-serif; }
 """
 
 _SCRIPT = """
 "use strict";
 const data = JSON.parse(document.getElementById("report-data").textContent);
 let page = 0;
-const pages = Math.max(1, Math.ceil(data.groups.length / data.perPage));
+let shown = data.groups.map((group, n) => [group, n]);  // the groups the search keeps
+const pages = () => Math.max(1, Math.ceil(shown.length / data.perPage));
 function words(parent, tag, text) {
   if (!text) { return; }
   const node = document.createElement(tag);
@@ -200,29 +220,61 @@ function member(row, index) {
     words(line, "del", a);
     words(line, "ins", b);
   }
+  if (row.copies.length) {
+    const more = document.createElement("span");
+    more.className = "copies";
+    const listed = row.copies.slice(0, 20).join(", ");
+    const rest = row.copies.length > 20 ? `, … ${row.copies.length - 20} more` : "";
+    more.textContent = `${row.copies.length + 1} exact copies (also ${listed}${rest})`;
+    line.append(more);
+  }
   return line;
+}
+function matches(group, query) {
+  const has = text => text.toLowerCase().includes(query);
+  return group.members.some(row => [row.id, ...row.copies].some(has)
+    || row.diff.some(part => has(part.slice(1).join(" "))));
 }
 function draw() {
   const list = document.getElementById("groups");
   list.replaceChildren();
   const start = page * data.perPage;
-  data.groups.slice(start, start + data.perPage).forEach((group, n) => {
+  shown.slice(start, start + data.perPage).forEach(([group, number]) => {
     const box = document.createElement("section");
     box.className = "group" + (group.review ? " review" : "");
     const title = document.createElement("h3");
-    title.textContent = `group ${start + n + 1} (${group.members.length} records)`;
+    title.textContent = `group ${number + 1} (${group.size} records)`;
     box.append(title, ...group.members.map(member));
     list.append(box);
   });
-  document.getElementById("page").textContent = `page ${page + 1} of ${pages}`;
+  document.getElementById("page").textContent = `page ${page + 1} of ${pages()}`;
+  const all = data.groups.length;
+  document.getElementById("found").textContent =
+    shown.length === all ? "" : `${shown.length} of ${all} groups match`;
+  document.getElementById("jump").value = page + 1;
 }
-function turn(step) {
-  page = Math.min(pages - 1, Math.max(0, page + step));
+function go(to) {
+  page = Math.min(pages() - 1, Math.max(0, to));
   draw();
 }
-document.getElementById("previous").addEventListener("click", () => turn(-1));
-document.getElementById("next").addEventListener("click", () => turn(1));
-draw();
+function search(query) {
+  const wanted = query.trim().toLowerCase();
+  shown = data.groups.map((group, n) => [group, n])
+    .filter(([group]) => !wanted || matches(group, wanted));
+  go(0);
+}
+document.getElementById("previous").addEventListener("click", () => go(page - 1));
+document.getElementById("next").addEventListener("click", () => go(page + 1));
+document.getElementById("jump")
+  .addEventListener("change", event => go(Number(event.target.value) - 1));
+document.getElementById("search").addEventListener("input", event => search(event.target.value));
+// A link can open a page or a search: report.html#page=3, report.html#search=bakery.
+const asked = new URLSearchParams(location.hash.slice(1));
+if (asked.has("search")) {
+  document.getElementById("search").value = asked.get("search");
+  search(asked.get("search"));
+}
+go(Number(asked.get("page") || 1) - 1);
 """
 
 _PAGE = """<!doctype html>
@@ -238,14 +290,16 @@ _PAGE = """<!doctype html>
 <p>Store <code>{store}</code>. {settings}.</p>
 <div class="figures">{summary}</div>
 <p>Threshold <strong id="threshold">{threshold}</strong>: {threshold_source}. Pairs less than
-{margin} above it are flagged for review. Contents are shown normalised, as the store keeps
-them; in each group, the words that differ from its first record are struck out
-(<del>first record</del>) or added (<ins>this record</ins>).</p>
+{margin} above it are flagged for review. Texts are shown {texts}; in each group, the words
+that differ from its first record are struck out (<del>first record</del>) or added
+(<ins>this record</ins>), and exact copies share one line.</p>
 <h2>Similarities of the {histogram_of} (log scale)</h2>
 {histogram}
 <h2>Groups, largest first</h2>
 <nav><button id="previous">previous</button><button id="next">next</button>
-<span id="page"></span></nav>
+<span id="page"></span> <label>go to page <input id="jump" type="number" min="1"></label>
+<label>find <input id="search" type="search" placeholder="an id or words"></label>
+<span id="found"></span></nav>
 <div id="groups"></div>
 <script id="report-data" type="application/json">{data}</script>
 <script>{script}</script>

@@ -81,9 +81,39 @@ def test_a_browser_shows_the_reports_figures_and_differences(page: tuple[Path, s
     sections = re.findall(r'<section class="group[^"]*">(.*?)</section>', shown, flags=re.S)
     assert len(sections) == min(len(groups), GROUPS_PER_PAGE)
     assert "<del>street</del>" in shown and "<ins>st</ins>" in shown  # 1 against 2, by word
-    assert '<span class="id">10</span>' in sections[0]  # ids in natural order: 1, 2, 10
-    assert sections[0].index('"id">2<') < sections[0].index('"id">10<')
+    # 1 and 10 hold one text: one line, its copies named on it.
+    assert '<span class="id">1</span>' in sections[0] and '"id">10<' not in sections[0]
+    assert "2 exact copies (also 10)" in sections[0]
+    assert sections[0].index('"id">1<') < sections[0].index('"id">2<')
     assert "&lt;i&gt;6&lt;/i&gt;" in shown and "<i>6</i>" not in shown
     assert "&lt;!--&lt;script&gt;" in shown
     assert "CONSOLE" not in dom.stderr, dom.stderr  # no errors, no logging from the page
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def dom_of(chromium: str, url: str) -> str:
+    common = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,1600"]
+    return subprocess.run(
+        [*common, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+
+
+def test_a_link_opens_a_search_and_the_records_own_texts_are_shown(
+    page: tuple[Path, str], tmp_path: Path
+) -> None:
+    chromium = browser()
+    if chromium is None:
+        if os.environ.get("CI"):
+            pytest.fail("no Chromium: `make test` installs Debian's package when run as root")
+        pytest.skip("no Chromium here (apt-get install chromium)")
+    path, url = page
+    found = dom_of(chromium, path.as_uri() + "#search=golden%20lotus")
+    sections = re.findall(r'<section class="group[^"]*">(.*?)</section>', found, flags=re.S)
+    assert len(sections) == 1 and '"id">3<' in sections[0]
+    assert re.search(r'<span id="found">1 of \d+ groups match</span>', found)
+    by_id = neardup("report", "--store", url, "--html", "own.html", "--texts-from",
+                    "records.txt", cwd=tmp_path)  # fmt: skip
+    assert by_id.returncode == 0, by_id.stderr
+    own = dom_of(chromium, (tmp_path / "own.html").as_uri())
+    assert "<ins>St. Portland,</ins>" in own  # the record as its file has it, not normalised
+    assert "as each record's file has it" in own
