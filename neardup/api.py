@@ -54,6 +54,7 @@ from .output import record_writer
 from .progress import progress_bar
 from .readers import FORMATS, Format, Record, RecordReader, SkipLog
 from .report import GROUPINGS, Grouping, Pair, Strategy, clusters, find_pairs
+from .report import for_review as for_review  # re-exported: the CLI flags pairs with it
 from .searcher import SIMILARITIES, Match, MatchRules, Searcher, collapse_copies
 from .settings import (
     AUTO,

@@ -251,15 +251,19 @@ def _report(args: argparse.Namespace) -> int:
         if not args.output:
             _print_measured(args)
             return 0
+    measured = None if args.exact else api.last_report(args.store)
+    threshold = measured.threshold if measured else None  # an exact report flags none
     with _output_file(args.output) as out:
         if args.clusters:
             groups = api.clusters(pairs, args.grouping)
-            output.write_clusters(groups, out, args.format, texts)
+            review = api.for_review(pairs, threshold)
+            output.write_clusters(groups, out, args.format, texts, review)
             written = (
                 f"{output.counted(len(groups), 'group')} from {output.counted(len(pairs), 'pair')}"
             )
         else:
-            written = output.counted(output.write_pairs(pairs, out, args.format, texts), "pair")
+            written = output.write_pairs(pairs, out, args.format, texts, threshold)
+            written = output.counted(written, "pair")
     print(f"{written}{f' written to {args.output}' if args.output else ''}", file=sys.stderr)
     _print_measured(args)
     return 0

@@ -15,9 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .explain import word_diff
-from .report import Pair, ordered_pair
+from .report import REVIEW_MARGIN, Pair, for_review, ordered_pair
 
-REVIEW_MARGIN = 0.05  # pairs this close above the threshold are flagged for review
 BINS = 20
 GROUPS_PER_PAGE = 50
 CONTEXT = 6  # unchanged words shown next to a change
@@ -44,7 +43,7 @@ class HtmlReport:
 
 def render(report: HtmlReport) -> str:
     """The page."""
-    review = _near_threshold(report)
+    review = for_review(report.pairs, report.threshold)
     shown = report.originals or report.contents
     data = {
         "groups": [_group(members, report.contents, shown, review) for members in report.groups],
@@ -85,14 +84,6 @@ def render(report: HtmlReport) -> str:
 _SCRIPT_SAFE = str.maketrans(
     {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 )
-
-
-def _near_threshold(report: HtmlReport) -> set[tuple[str, str]]:
-    if report.threshold is None:
-        return set()
-    limit = report.threshold + REVIEW_MARGIN
-    near = (p for p in report.pairs if p.kind == "near" and p.similarity < limit)
-    return {ordered_pair(p.left_id, p.right_id) for p in near}
 
 
 def _group(

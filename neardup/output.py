@@ -13,7 +13,7 @@ from typing import IO, TYPE_CHECKING, Literal
 from .evaluate import SPREADSHEET_UNSAFE_CELL, Evaluation, spreadsheet_safe, tsv_escape
 from .explain import Explanation
 from .readers import Format, Record
-from .report import PHASES, Pair
+from .report import PHASES, Pair, for_review
 from .searcher import Match
 from .tuning import TUNE_POINTS, Tuning, candidate_probability
 
@@ -25,21 +25,27 @@ REPORT_FORMATS: tuple[ReportFormat, ...] = ("tsv", "csv", "jsonl")
 
 
 def write_pairs(
-    pairs: Iterable[Pair],
+    pairs: Sequence[Pair],
     out: IO[str],
     format: ReportFormat = "tsv",
     texts: Mapping[str, str] | None = None,
+    threshold: float | None = None,
 ) -> int:
-    """One row per pair; with ``texts`` (by id), both records' texts in ``left_text`` and
-    ``right_text``."""
+    """One row per pair; with the ``threshold`` the report applied, ``review`` (1 or 0) flags
+    the near pairs just above it (see :func:`neardup.report.for_review`); with ``texts`` (by
+    id), both records' texts in ``left_text`` and ``right_text``."""
     names = list(Pair.__dataclass_fields__)
-    fields = names + (["left_text", "right_text"] if texts else [])
+    flagged = for_review(pairs, threshold) if threshold is not None else None
+    fields = names + (["review"] if flagged is not None else [])
+    fields += ["left_text", "right_text"] if texts else []
     rounded = names.index("similarity")
     values = attrgetter(*names)  # asdict's deep copy costs a second per 100,000 pairs
 
     def row(pair: Pair) -> tuple[object, ...]:
         cells = values(pair)
         cells = (*cells[:rounded], round(pair.similarity, 6), *cells[rounded + 1 :])
+        if flagged is not None:
+            cells = (*cells, int((pair.left_id, pair.right_id) in flagged))
         if texts:
             return (*cells, texts.get(pair.left_id, ""), texts.get(pair.right_id, ""))
         return cells
@@ -52,25 +58,30 @@ def write_clusters(
     out: IO[str],
     format: ReportFormat = "tsv",
     texts: Mapping[str, str] | None = None,
+    review: Iterable[tuple[str, str]] = (),
 ) -> int:
     """One row per member (jsonl: per group); ``kept`` marks the group's first id, the one
-    ``neardup dedup`` keeps; with ``texts`` (by id), each member's text."""
+    ``neardup dedup`` keeps; ``review`` (1 or 0) marks the groups that hold a pair of
+    ``review`` (:func:`neardup.report.for_review`); with ``texts`` (by id), each member's text."""
+    flagged = {i for pair in review for i in pair}
+    numbered = [(n, g, int(any(i in flagged for i in g))) for n, g in enumerate(groups, start=1)]
     if format == "jsonl":
         return _write(
             (
-                (n, len(g), g[0], g, *([[texts.get(i, "") for i in g]] if texts else []))
-                for n, g in enumerate(groups, start=1)
+                (n, len(g), g[0], g, r, *([[texts.get(i, "") for i in g]] if texts else []))
+                for n, g, r in numbered
             ),
-            ["group", "size", "kept", "ids"] + (["texts"] if texts else []),
+            ["group", "size", "kept", "ids", "review"] + (["texts"] if texts else []),
             out,
             format,
         )
     rows = (
-        (n, len(g), member, int(k == 0), *([texts.get(member, "")] if texts else []))
-        for n, g in enumerate(groups, start=1)
+        (n, len(g), member, int(k == 0), r, *([texts.get(member, "")] if texts else []))
+        for n, g, r in numbered
         for k, member in enumerate(g)
     )
-    return _write(rows, ["group", "size", "id", "kept"] + (["text"] if texts else []), out, format)
+    fields = ["group", "size", "id", "kept", "review"] + (["text"] if texts else [])
+    return _write(rows, fields, out, format)
 
 
 def _write(

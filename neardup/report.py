@@ -71,6 +71,18 @@ class Pair:
 PAIR_ORDER = attrgetter(*Pair.__dataclass_fields__)
 
 
+# Near pairs this close above the threshold are flagged for a person to review, in every output.
+REVIEW_MARGIN = 0.05
+
+
+def for_review(pairs: Iterable[Pair], threshold: float | None) -> set[tuple[str, str]]:
+    """The near pairs less than REVIEW_MARGIN above ``threshold``, as (left id, right id)."""
+    if threshold is None:
+        return set()
+    limit = threshold + REVIEW_MARGIN
+    return {(p.left_id, p.right_id) for p in pairs if p.kind == "near" and p.similarity < limit}
+
+
 def ordered_pair(a: str, b: str) -> tuple[str, str]:
     # Python orders str by code point, which is the UTF-8 byte order engines sort by.
     return (a, b) if a < b else (b, a)

@@ -193,18 +193,18 @@ def test_report_clusters(indexed: str) -> None:
     result = neardup("report", "--store", indexed, "--clusters", "--format", "jsonl")
     groups = [json.loads(line) for line in result.stdout.splitlines()]
     assert groups == [
-        {"group": 1, "size": 3, "kept": "1", "ids": ["1", "2", "6"]},
-        {"group": 2, "size": 2, "kept": "3", "ids": ["3", "4"]},
+        {"group": 1, "size": 3, "kept": "1", "ids": ["1", "2", "6"], "review": 0},
+        {"group": 2, "size": 2, "kept": "3", "ids": ["3", "4"], "review": 0},
     ]
     assert "2 groups from 4 pairs" in result.stderr
     centered = neardup("report", "--store", indexed, "--clusters", "--grouping", "center")
     rows = [line.split("\t") for line in centered.stdout.splitlines()[1:]]
     assert rows == [
-        ["1", "3", "1", "1"],
-        ["1", "3", "2", "0"],
-        ["1", "3", "6", "0"],
-        ["2", "2", "3", "1"],
-        ["2", "2", "4", "0"],
+        ["1", "3", "1", "1", "0"],
+        ["1", "3", "2", "0", "0"],
+        ["1", "3", "6", "0", "0"],
+        ["2", "2", "3", "1", "0"],
+        ["2", "2", "4", "0", "0"],
     ]
 
 
@@ -218,8 +218,8 @@ def test_report_with_the_records_own_texts(indexed: str, records: Path) -> None:
     assert "Harbor St. Portland, ME" in pairs.stdout  # as the file has it, not normalised
     groups = neardup("report", "--store", indexed, "--clusters", "--texts-from", str(records))
     rows = [line.split("\t") for line in groups.stdout.splitlines()]
-    assert rows[0] == ["group", "size", "id", "kept", "text"]
-    assert all(text == own[record_id] for _, _, record_id, _, text in rows[1:])
+    assert rows[0] == ["group", "size", "id", "kept", "review", "text"]
+    assert all(text == own[record_id] for _, _, record_id, _, _, text in rows[1:])
 
 
 def test_report_rules(indexed: str) -> None:
@@ -398,7 +398,7 @@ def test_an_interrupted_report_leaves_the_old_file_whole(
     out = tmp_path / "pairs.tsv"
     out.write_text("the old report\n")
 
-    def interrupted(pairs, file, format="tsv", texts=None):
+    def interrupted(pairs, file, format="tsv", texts=None, threshold=None):
         file.write("left_id\tright_id\n1\t2\n")
         raise KeyboardInterrupt
 
@@ -644,3 +644,24 @@ def test_serve_warns_when_other_machines_can_reach_it_without_a_key(
 
 def test_serve_refuses_an_empty_api_key() -> None:
     assert_user_error(neardup("serve", "--api-key", ""), "the API key is empty")
+
+
+def test_pairs_just_above_the_threshold_are_flagged_for_review_in_every_file(
+    indexed: str,
+) -> None:
+    pairs = {
+        (r["left_id"], r["right_id"]): r
+        for r in csv.DictReader(
+            io.StringIO(neardup("report", "--store", indexed).stdout), delimiter="\t"
+        )
+    }
+    lowest = min(float(r["similarity"]) for r in pairs.values() if r["kind"] == "near")
+    asked = ["--threshold", f"{lowest - 0.01:.4f}"]  # the least similar near pair is 0.01 above
+    flagged = neardup("report", "--store", indexed, *asked).stdout
+    rows = list(csv.DictReader(io.StringIO(flagged), delimiter="\t"))
+    assert {r["review"] for r in rows} == {"0", "1"}
+    assert all((r["review"] == "1") == (
+        r["kind"] == "near" and float(r["similarity"]) < lowest - 0.01 + 0.05
+    ) for r in rows)  # fmt: skip
+    groups = neardup("report", "--store", indexed, *asked, "--clusters", "--format", "jsonl")
+    assert any(json.loads(line)["review"] == 1 for line in groups.stdout.splitlines())
