@@ -277,6 +277,7 @@ def _add_unique(
         for record_id, found in result.duplicates.items():
             summary.skipped.add(lines[record_id], "a near-duplicate is stored")
             summary.duplicates.append((record_id, found[0].id, found[0].similarity))
+        summary.count_replaced([r for r in batch if r.id in result.replaced], result.replaced)
         on_batch()
     summary.documents = target.count()
     summary.seconds += time.perf_counter() - started

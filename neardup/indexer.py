@@ -4,7 +4,7 @@ second thread, while the next batch is fingerprinted)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -70,6 +70,8 @@ class IndexSummary:
     indexed: int = 0
     skipped: SkipLog = field(default_factory=SkipLog)
     replaced: SkipLog = field(default_factory=lambda: SkipLog(keep=3))  # replaced earlier ones
+    # stored records, from before this run, that a record of the run replaced (same id)
+    replaced_stored: SkipLog = field(default_factory=lambda: SkipLog(keep=3))
     seconds: float = 0.0
     documents: int = 0  # records in the store afterwards
     params: ParamsRequest = None
@@ -88,6 +90,13 @@ class IndexSummary:
                 f"; replaced {self.replaced.total} earlier records with a repeated id "
                 f"(first: {first})"
             )
+        if self.replaced_stored.total:
+            first = ", ".join(reason for _, reason in self.replaced_stored.examples)
+            replaced += (
+                f"; replaced {self.replaced_stored.total} stored "
+                f"record{'' if self.replaced_stored.total == 1 else 's'} with the same id "
+                f"(first: {first})"
+            )
         return "".join(f"{line}\n" for line in self.text) + (
             f"read {self.read}, indexed {self.indexed}, skipped {self.skipped.summary()}"
             f"{replaced}; {self.seconds:.1f} s ({rate:,.0f} records/s); "
@@ -101,6 +110,8 @@ class IndexSummary:
             "skipped": self.skipped.total,
             "skipped_by_reason": dict(self.skipped.reasons),
             "replaced": self.replaced.total,
+            "replaced_stored": self.replaced_stored.total,
+            "replaced_stored_first": [reason for _, reason in self.replaced_stored.examples],
             "documents": self.documents,
             "seconds": round(self.seconds, 3),
             "text": self.text,
@@ -111,18 +122,30 @@ class IndexSummary:
             ],
         }
 
-    def admit(self, records: Sequence[Record], on_duplicate_id: OnDuplicateId) -> list[bool]:
-        """Whether to index each record, by its id and the run so far; repeats are counted."""
+    def admit(
+        self, records: Sequence[Record], on_duplicate_id: OnDuplicateId
+    ) -> tuple[list[bool], list[Record]]:
+        """Whether to index each record, by its id and the run so far (repeats are counted),
+        and the records whose id is new to the run."""
         problems = [id_problem(r.id) for r in records]
         new = iter(
             self.ids.first_seen([r.id for r, p in zip(records, problems, strict=True) if not p])
         )
-        admitted = []
+        admitted, first = [], []
         for record, problem in zip(records, problems, strict=True):
+            seen_first = not problem and next(new)
             if problem:
                 self.skipped.add(record.line, problem)
-            admitted.append(not problem and (next(new) or self._repeated(record, on_duplicate_id)))
-        return admitted
+            elif seen_first:
+                first.append(record)
+            admitted.append(seen_first or (not problem and self._repeated(record, on_duplicate_id)))
+        return admitted, first
+
+    def count_replaced(self, records: Sequence[Record], held: Collection[str]) -> None:
+        """Count and name the ``records`` whose id the store ``held`` before the run."""
+        for record in records:
+            if record.id in held:
+                self.replaced_stored.add(record.line, f"{record.id!r} at line {record.line}")
 
     def _repeated(self, record: Record, on_duplicate_id: OnDuplicateId) -> bool:
         """Whether to index a record whose id came earlier in the run."""
@@ -147,14 +170,14 @@ class BackgroundWriter:
     def __init__(self, store: Store) -> None:
         from concurrent.futures import ThreadPoolExecutor  # (3 ms) for the commands that write
 
-        self._store = store
+        self.store = store
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-writer")
         self._writing: Future[None] | None = None
 
     def write(self, documents: Sequence[Document]) -> None:
         """Once the batch before is written (its error, if any, is raised here), start this."""
         self.wait()
-        self._writing = self._thread.submit(self._store.upsert, documents)
+        self._writing = self._thread.submit(self.store.upsert, documents)
 
     @property
     def idle(self) -> bool:
@@ -207,11 +230,20 @@ def index_records(
     started = time.perf_counter()
     summary.params = store.ensure_params(params)
     shingles = store.writes_shingles
+    # Only a store that held records can have one replaced: a new one costs no look-up.
+    held = store.count() > 0
     with BackgroundWriter(store) as writer:
+        checking: Callable[[], None] | None = None
         for batch in batches(records, batch_size):
-            _index_batch(batch, writer, shingles, summary, on_duplicate_id)
+            checked = _index_batch(batch, writer, shingles, summary, on_duplicate_id, held)
+            if checking:  # the batch before's look-up: done, as its batch has been written
+                checking()
+            checking = checked
             if on_batch:
                 on_batch()
+        writer.wait()
+        if checking:
+            checking()
     store.flush()
     summary.documents = store.count()
     summary.seconds += time.perf_counter() - started
@@ -224,8 +256,11 @@ def _index_batch(
     shingles: bool,
     summary: IndexSummary,
     on_duplicate_id: OnDuplicateId,
-) -> None:
-    """Fingerprint a batch, count what is skipped, and hand the rest to the writer."""
+    held: bool,
+) -> Callable[[], None] | None:
+    """Fingerprint a batch, count what is skipped, and hand the rest to the writer. When the
+    store ``held`` records before the run, the writer's thread first asks which of the batch's
+    ids new to the run it holds (it takes its work in order): the returned call counts them."""
     texts = [r.text for r in batch]
     fingerprints = _fingerprints(texts, summary.params, shingles, writer)
     worded = []
@@ -234,15 +269,19 @@ def _index_batch(
             worded.append((record, fp))
         else:
             summary.skipped.add(record.line, "no words after normalisation")
-    admitted = summary.admit([record for record, _ in worded], on_duplicate_id)
+    admitted, first = summary.admit([record for record, _ in worded], on_duplicate_id)
     documents = [
         Document(record.id, fp, summary.params.fields)
         for (record, fp), admit in zip(worded, admitted, strict=True)
         if admit
     ]
+    looked_up = writer.lend(writer.store.get, [r.id for r in first]) if held and first else None
     writer.write(documents)
     summary.read += len(batch)
     summary.indexed += len(documents)
+    if looked_up is None:
+        return None
+    return lambda: summary.count_replaced(first, looked_up.result())
 
 
 def _fingerprints(

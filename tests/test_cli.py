@@ -665,3 +665,17 @@ def test_pairs_just_above_the_threshold_are_flagged_for_review_in_every_file(
     ) for r in rows)  # fmt: skip
     groups = neardup("report", "--store", indexed, *asked, "--clusters", "--format", "jsonl")
     assert any(json.loads(line)["review"] == 1 for line in groups.stdout.splitlines())
+
+
+def test_index_counts_and_names_the_stored_records_it_replaces(tmp_path: Path) -> None:
+    (tmp_path / "a.tsv").write_text("id\ttext\nx1\tfirst text of x1\nx2\tfirst text of x2\n")
+    (tmp_path / "b.tsv").write_text("id\ttext\nx2\tsecond text of x2\nx3\tnew text of x3\n")
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    first = json.loads(neardup("index", str(tmp_path / "a.tsv"), "--store", url, "--json").stdout)
+    assert first["replaced_stored"] == 0
+    second = neardup("index", str(tmp_path / "b.tsv"), "--store", url)
+    assert "replaced 1 stored record with the same id (first: 'x2' at line 2)" in second.stderr
+    again = json.loads(neardup("index", str(tmp_path / "b.tsv"), "--store", url, "--json").stdout)
+    assert (again["replaced_stored"], again["replaced_stored_first"]) == (2, [
+        "'x2' at line 2", "'x3' at line 3"
+    ])  # fmt: skip
