@@ -268,7 +268,8 @@ def _add_unique(
     """Store the records that have no near-duplicate in the store, counting the others."""
     started = time.perf_counter()
     for batch in batches(records, batch_size):
-        result = add(batch, target, if_unique=True, preset=preset)
+        with target.exclusive():  # another process's check-then-add waits for this batch's
+            result = add(batch, target, if_unique=True, preset=preset)
         summary.read += len(batch)
         summary.indexed += len(result.added)
         lines = {r.id: r.line for r in batch}

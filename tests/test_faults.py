@@ -3,6 +3,7 @@ hangs, nothing prints a traceback; running the same command again completes the 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from neardup import api
+from tests.corpora import corpus
 from tests.runner import neardup
 
 RECORDS = 60_000
@@ -152,3 +154,43 @@ def test_another_user_without_a_home_runs_it_and_is_told_what_it_cannot_read() -
         assert "store holds 2" in indexed.stderr
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_two_skip_duplicates_runs_at_once_store_each_text_once(tmp_path: Path) -> None:
+    """Two processes index the same texts under other ids, at once, with --skip-duplicates:
+    each batch's check and add hold the embedded store's write lock, so the other process's
+    check sees what this one added, and no text is stored twice."""
+    texts = [line.split(" ", 1)[1] for line in corpus(tmp_path / "c.txt", size=300).read_text()
+             .splitlines()]  # fmt: skip
+    for name in ("x", "y"):
+        (tmp_path / f"{name}.tsv").write_text(
+            "id\ttext\n" + "".join(f"{name}{n}\t{t}\n" for n, t in enumerate(texts))
+        )
+    url = f"sqlite:///{tmp_path / 'both.db'}"
+    runs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "neardup.cli",
+                "index",
+                str(tmp_path / f"{name}.tsv"),
+                "--store",
+                url,
+                "--skip-duplicates",
+                "--batch-size",
+                "20",
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("x", "y")
+    ]
+    summaries = [json.loads(run.communicate(timeout=300)[0]) for run in runs]
+    assert all(run.returncode == 0 for run in runs)
+    with api.opened(url) as store:
+        stored = [r for batch in store.iter_records(1000) for r in batch]
+    assert len({r.md5 for r in stored}) == len(stored)  # no text twice
+    assert sum(s["indexed"] for s in summaries) == len(stored)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -279,6 +280,13 @@ class Store(ABC):
 
     def flush(self) -> None:  # noqa: B027 - most stores write through; engines override to commit
         """Make everything written so far visible to queries."""
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Reads and writes that no other writer comes between: a check-then-add. The embedded
+        store holds its write lock for the block, so that other processes' writers wait; the
+        engines have no such lock (one process serialises its own, see neardup.service)."""
+        yield
 
     @abstractmethod
     def drop(self) -> None:

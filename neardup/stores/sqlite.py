@@ -140,6 +140,7 @@ class SQLiteStore(Store):
             raise StoreUnavailable(
                 f"{path} has store schema {version}; this neardup reads {SCHEMA_VERSION}"
             )
+        self._held = False  # inside exclusive(): writes join its transaction
         self._pending = 0  # postings this connection added to the pending tables
         self._writing = False  # whether this connection has written records
         self._md5_indexed = True  # False while a first run into a new store has no MD5 index
@@ -205,8 +206,23 @@ class SQLiteStore(Store):
             self._seal_pending()
 
     @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """The block as one transaction holding the write lock from its start: other processes'
+        writers wait for it (busy timeout), readers go on (WAL)."""
+        with self._transaction():
+            self._held = True
+            try:
+                yield
+            finally:
+                self._held = False
+
+    @contextmanager
     def _transaction(self) -> Iterator[None]:
-        """One transaction: commit on success, roll back on any error (autocommit otherwise)."""
+        """One transaction: commit on success, roll back on any error (autocommit otherwise);
+        inside :meth:`exclusive`, part of its transaction."""
+        if self._held:
+            yield
+            return
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             yield
