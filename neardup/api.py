@@ -68,7 +68,7 @@ from .settings import (
     remembered_rules,
     rule_sources,
 )
-from .stores import DEFAULT_STORE_URL, Store, id_problem, open_store
+from .stores import DEFAULT_STORE_URL, Document, Store, id_problem, open_store
 from .stores.base import ParamsRequest
 from .tuning import MIN_CANDIDATES, Tuning, candidate_probability
 from .tuning import tune as tune_bands
@@ -514,12 +514,14 @@ def add(
             index_records(target, storable, params)
             result.added = list(dict.fromkeys(r.id for r in storable))
         else:
+            searcher = Searcher(target, params, chosen)
             for record in storable:  # one at a time: each must see the ones stored before it
-                found = Searcher(target, params, chosen).lookup_text(record.text)
-                if found:
+                fp = searcher.fingerprint_text(record.text)
+                if found := searcher.lookup(fp):
                     result.duplicates[record.id] = found
-                else:
-                    index_records(target, [record], params)
+                else:  # written and made visible at once, with no writer thread per record
+                    target.upsert([Document(record.id, fp, params.fields)])
+                    target.flush()
                     result.added.append(record.id)
         result.replaced = [i for i in result.added if i in held]
     return result
