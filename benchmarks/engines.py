@@ -76,13 +76,15 @@ def raw_bulk_rate(url: str, records: list[Record], params: FingerprintParams) ->
             bodies.append(("\n".join(lines) + "\n").encode())
     started = time.perf_counter()
     for body in bodies:
-        if isinstance(store, SolrStore):
-            store.session.post(
+        if isinstance(store, SolrStore):  # through the store's own connection pool
+            answer = store.http.request(
+                "POST",
                 f"{store.base}/{store.name}/update",
-                data=body,
-                headers={"Content-Type": "application/json"},
+                body=body,
+                headers={**store.headers, "Content-Type": "application/json"},
                 timeout=120,
-            ).raise_for_status()
+            )
+            assert answer.status == 200, f"the raw bulk load was refused: {answer.status}"
         else:
             answer = store.es.bulk(operations=body)
             assert not answer["errors"], "the raw bulk load was refused"
