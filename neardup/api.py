@@ -55,7 +55,7 @@ from .progress import progress_bar
 from .readers import FORMATS, Format, Record, RecordReader, SkipLog
 from .report import GROUPINGS, Grouping, Pair, Strategy, clusters, find_pairs
 from .report import for_review as for_review  # re-exported: the CLI flags pairs with it
-from .searcher import SIMILARITIES, Match, MatchRules, Searcher, collapse_copies
+from .searcher import MAX_CANDIDATES, SIMILARITIES, Match, MatchRules, Searcher, collapse_copies
 from .settings import (
     AUTO,
     FALLBACK_THRESHOLD,
@@ -68,7 +68,7 @@ from .settings import (
     remembered_rules,
     rule_sources,
 )
-from .stores import DEFAULT_STORE_URL, Document, Store, id_problem, open_store
+from .stores import DEFAULT_STORE_URL, Store, id_problem, open_store
 from .stores.base import ParamsRequest
 from .tuning import MIN_CANDIDATES, Tuning, candidate_probability
 from .tuning import tune as tune_bands
@@ -490,7 +490,10 @@ def add(
 ) -> Added:
     """Add or replace records (each visible to lookups when this returns). With ``if_unique``,
     a record that has a near-duplicate in the store, by the store's rules or ``rules``, or
-    earlier among ``records``, is not stored, and its duplicates are returned instead.
+    earlier among ``records``, is not stored, and its duplicates are returned instead: the
+    store's are what a lookup finds, the earlier records' every one that shares a token and
+    passes the rules, weighed with the store's shingle counts before the call
+    (:meth:`Searcher.unique`).
 
     The check and the add are not atomic between callers: a service that takes concurrent adds
     serialises them (see :mod:`neardup.service`).
@@ -513,16 +516,18 @@ def add(
         if chosen is None:
             index_records(target, storable, params)
             result.added = list(dict.fromkeys(r.id for r in storable))
-        else:
-            searcher = Searcher(target, params, chosen)
-            for record in storable:  # one at a time: each must see the ones stored before it
-                fp = searcher.fingerprint_text(record.text)
-                if found := searcher.lookup(fp):
-                    result.duplicates[record.id] = found
-                else:  # written and made visible at once, with no writer thread per record
-                    target.upsert([Document(record.id, fp, params.fields)])
-                    target.flush()
+        elif storable:
+            fps = fingerprint_batch([r.text for r in storable], params)
+            # Every candidate, as a report and the check among the records themselves take:
+            # a lookup's ten would miss stored duplicates the records' own check found.
+            every = replace(chosen, candidates=MAX_CANDIDATES)
+            new, found = Searcher(target, params, every).unique([r.id for r in storable], fps)
+            for record, is_new, matches in zip(storable, new, found, strict=True):
+                if is_new:
                     result.added.append(record.id)
+                else:
+                    result.duplicates[record.id] = matches
+            index_records(target, [r for r, n in zip(storable, new, strict=True) if n], params)
         result.replaced = [i for i in result.added if i in held]
     return result
 

@@ -775,6 +775,13 @@ class Frequencies:
     keys: np.ndarray
     counts: np.ndarray
 
+    def plus(self, other: Frequencies) -> Frequencies:
+        """The counts of both sets of records together (records that are not stored yet)."""
+        keys, where = np.unique(np.concatenate([self.keys, other.keys]), return_inverse=True)
+        counts = np.zeros(len(keys), dtype=np.int64)
+        np.add.at(counts, where, np.concatenate([self.counts, other.counts]))
+        return Frequencies(self.records + other.records, keys, counts)
+
     def weights(self, shingles: np.ndarray) -> np.ndarray:
         """The IDF of each shingle of a set; a shingle not among ``keys`` is held by none."""
         wanted = np.asarray(shingles).view(np.int64)

@@ -14,8 +14,10 @@ from .fingerprint import (
     TOKEN_FIELDS,
     Fingerprint,
     FingerprintParams,
+    Frequencies,
     TokenField,
     fingerprint,
+    frequency_counts,
     jaccard,
     shingle_sets,
     weighted_similarity,
@@ -120,6 +122,8 @@ class Searcher:
         self.store = store
         self.params = params
         self.rules = rules
+        # Records about to be stored, counted into the store's shingle counts (see unique).
+        self.pending: Frequencies | None = None
         self.field = TokenField(rules.method)
         if self.field not in params.fields:
             raise NeardupError(
@@ -177,6 +181,62 @@ class Searcher:
         groups = self.store.ids_by_md5(list(md5s))
         return [self._every_record(fp, ms, groups) for fp, ms in zip(fps, near, strict=True)]
 
+    def unique(
+        self, ids: Sequence[str], fps: Sequence[Fingerprint]
+    ) -> tuple[list[bool], list[list[Match]]]:
+        """For each record (``ids`` and their ``fps``), in order, whether it is new, and if not
+        its duplicates: the stored records a lookup finds (one batch of lookups), else the new
+        records before it that share a token and pass the rules (every such candidate, with
+        the weights of a store holding them all). What ``add(if_unique=True)`` stores, in a few
+        round trips."""
+        # Weighed as in a store that holds each of their contents too: weights from the store
+        # alone would change as new records come in, and a second run of the same records would
+        # judge otherwise. Contents the store holds already count once, as they will.
+        held = self.store.ids_by_md5(list(dict.fromkeys(fp.md5 for fp in fps)))
+        fresh = list({fp.md5: fp for fp in reversed(fps) if not held.get(fp.md5)}.values())
+        self.pending = Frequencies(len(fresh), *frequency_counts(fresh)) if fresh else None
+        stored = self.lookup_many(fps)
+        new: list[bool] = []
+        found: list[list[Match]] = []
+        kept: dict[str, Fingerprint] = {}  # the new records so far, by id
+        holders: dict[int, list[str]] = {}  # a token: the new records that hold it
+        for record_id, fp, matches in zip(ids, fps, stored, strict=True):
+            if not matches:
+                matches = self._among(fp, kept, holders)
+            new.append(not matches)
+            found.append(matches)
+            if not matches:
+                kept[record_id] = fp
+                for key in set(self.field.keys(fp).tolist()):
+                    holders.setdefault(key, []).append(record_id)
+        return new, found
+
+    def _among(
+        self, fp: Fingerprint, kept: Mapping[str, Fingerprint], holders: Mapping[int, list[str]]
+    ) -> list[Match]:
+        """The duplicates of ``fp`` among records not stored yet (``kept``): exact ones, else
+        the accepted near ones, ranked as a lookup ranks them."""
+        shared: dict[str, int] = {}
+        for key in set(self.field.keys(fp).tolist()):
+            for other in holders.get(key, ()):
+                shared[other] = shared.get(other, 0) + 1
+        if self.rules.first_word:
+            shared = {i: c for i, c in shared.items() if kept[i].first_word == fp.first_word}
+        exact = [
+            Match(i, fp.content, fp.md5, True, 0, 1.0, c)
+            for i, c in shared.items()
+            if kept[i].md5 == fp.md5
+        ]
+        if exact or not shared:
+            return exact
+        candidates = [
+            Candidate(StoredRecord(i, k.content, k.md5, k.first_word, k.num_words), c)
+            for i, c in shared.items()
+            for k in [kept[i]]
+        ]
+        shingles = {i: kept[i].shingles for i in shared}
+        return self.accepted(fp, candidates, shingles, self.measure([fp], shingles))
+
     def _every_record(
         self,
         fp: Fingerprint,
@@ -220,6 +280,8 @@ class Searcher:
             return jaccard
         sets = [fp.shingles for fp in fps] + list(shingles.values())
         frequencies = self.store.frequencies(np.concatenate(sets).view(np.int64))
+        if self.pending is not None:
+            frequencies = frequencies.plus(self.pending)
 
         def weighted(a: np.ndarray, b: np.ndarray) -> float:
             return weighted_similarity(a, frequencies.weights(a), b, frequencies.weights(b))

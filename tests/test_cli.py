@@ -21,7 +21,7 @@ from neardup.api import stats as api_stats
 from neardup.errors import NeardupError
 from neardup.evaluate import read_pairs
 from neardup.stores import open_store
-from tests.corpora import SAMPLE
+from tests.corpora import SAMPLE, corpus
 from tests.runner import assert_user_error, neardup, neardup_process
 
 RECORDS = """\
@@ -679,3 +679,16 @@ def test_index_counts_and_names_the_stored_records_it_replaces(tmp_path: Path) -
     assert (again["replaced_stored"], again["replaced_stored_first"]) == (2, [
         "'x2' at line 2", "'x3' at line 3"
     ])  # fmt: skip
+
+
+def test_skip_duplicates_again_stores_nothing(tmp_path: Path) -> None:
+    """A second run of the same file finds every record it kept, and every record it skipped,
+    as a duplicate again: the check weighs shingles as a store holding all of them would."""
+    records = corpus(tmp_path / "records.txt", size=600)
+    url = f"sqlite:///{tmp_path / 'u.db'}"
+    first = json.loads(neardup("index", str(records), "--store", url, "--skip-duplicates",
+                               "--json").stdout)  # fmt: skip
+    assert 0 < first["indexed"] < first["read"]
+    again = json.loads(neardup("index", str(records), "--store", url, "--skip-duplicates",
+                               "--json").stdout)  # fmt: skip
+    assert again["indexed"] == 0 and api_stats(url)["documents"] == first["indexed"]
