@@ -490,10 +490,8 @@ def add(
 ) -> Added:
     """Add or replace records (each visible to lookups when this returns). With ``if_unique``,
     a record that has a near-duplicate in the store, by the store's rules or ``rules``, or
-    earlier among ``records``, is not stored, and its duplicates are returned instead: the
-    store's are what a lookup finds, the earlier records' every one that shares a token and
-    passes the rules, weighed with the store's shingle counts before the call
-    (:meth:`Searcher.unique`).
+    earlier among ``records``, is not stored, and its duplicates are returned instead (see
+    :meth:`Searcher.unique`: every candidate, weighed as in a store holding them all).
 
     The check and the add are not atomic between callers: a service that takes concurrent adds
     serialises them (see :mod:`neardup.service`).
