@@ -50,12 +50,20 @@ def test_the_page_stands_alone(page: tuple[Path, str]) -> None:
     assert "<i>6</i>" not in text  # escaped in the page's data too
 
 
-def test_a_browser_shows_the_reports_figures_and_differences(page: tuple[Path, str]) -> None:
-    chromium = browser()
-    if chromium is None:
+@pytest.fixture
+def chromium() -> str:
+    """Chromium's path; without it the test fails under CI and is skipped elsewhere."""
+    found = browser()
+    if found is None:
         if os.environ.get("CI"):
             pytest.fail("no Chromium: `make test` installs Debian's package when run as root")
         pytest.skip("no Chromium here (apt-get install chromium)")
+    return found
+
+
+def test_a_browser_shows_the_reports_figures_and_differences(
+    page: tuple[Path, str], chromium: str
+) -> None:
     path, url = page
     pairs = api.report(url)
     groups = api.clusters(pairs)
@@ -99,13 +107,8 @@ def dom_of(chromium: str, url: str) -> str:
 
 
 def test_a_link_opens_a_search_and_the_records_own_texts_are_shown(
-    page: tuple[Path, str], tmp_path: Path
+    page: tuple[Path, str], tmp_path: Path, chromium: str
 ) -> None:
-    chromium = browser()
-    if chromium is None:
-        if os.environ.get("CI"):
-            pytest.fail("no Chromium: `make test` installs Debian's package when run as root")
-        pytest.skip("no Chromium here (apt-get install chromium)")
     path, url = page
     found = dom_of(chromium, path.as_uri() + "#search=golden%20lotus")
     sections = re.findall(r'<section class="group[^"]*">(.*?)</section>', found, flags=re.S)

@@ -19,9 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import public
 from febrl import load as load_febrl
 from kijiji import load as load_kijiji
-from public import Dataset, cora, magellan, restaurant
+from public import Dataset
 
 from neardup import api
 from neardup.fingerprint import pair_similarities, shingle_numbers
@@ -68,9 +69,7 @@ def candidate_recall(records: list[Record]) -> tuple[float, int, int, float, int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--restaurant", type=Path)
-    parser.add_argument("--cora", type=Path)
-    parser.add_argument("--magellan", type=Path)
+    public.add_arguments(parser)
     parser.add_argument("--kijiji", nargs=2, type=Path, metavar=("ADS", "PAIRS"))
     args = parser.parse_args()
     parts: list[tuple[str, Callable[[], Dataset]]] = [
@@ -78,12 +77,7 @@ def main() -> None:
     ]
     if args.kijiji:
         parts.append(("Kijiji", lambda: (load_kijiji(*args.kijiji)[0], set())))
-    if args.restaurant:
-        parts.append(("Fodors-Zagat", lambda: restaurant(args.restaurant)))
-    if args.cora:
-        parts.append(("Cora", lambda: cora(args.cora)))
-    if args.magellan:
-        parts.append(("DBLP-ACM", lambda: magellan(args.magellan / "structured/dblp_acm")))
+    parts += public.datasets(args)
     print(
         "| data | threshold | pairs >= threshold (brute force) | not candidates | candidate "
         "recall | candidate pairs |"

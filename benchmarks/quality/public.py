@@ -136,12 +136,15 @@ def rows(name: str, load: Callable[[], Dataset]) -> list[str]:
     return lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The folders the public datasets are read from (see the module's docstring)."""
     parser.add_argument("--restaurant", type=Path)
     parser.add_argument("--cora", type=Path)
     parser.add_argument("--magellan", type=Path)
-    args = parser.parse_args()
+
+
+def datasets(args: argparse.Namespace) -> list[tuple[str, Callable[[], Dataset]]]:
+    """The public datasets whose folders ``args`` names, each with its loader."""
     parts: list[tuple[str, Callable[[], Dataset]]] = []
     if args.restaurant:
         parts.append(("Fodors-Zagat (864)", lambda: restaurant(args.restaurant)))
@@ -150,9 +153,16 @@ def main() -> None:
     if args.magellan:
         parts.append(("DBLP-ACM (4,910)", lambda: magellan(args.magellan / "structured/dblp_acm")))
         parts.append(("Abt-Buy (2,173)", lambda: magellan(args.magellan / "textual/abt_buy")))
+    return parts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args()
     print("| data | setting | precision | recall | F1 | pairs | index + report s |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    for name, load in parts:
+    for name, load in datasets(args):
         for line in rows(name, load):
             print(line, flush=True)
 
