@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -129,3 +130,29 @@ def test_an_index_made_before_bands_had_doc_values_reports_by_reading(
     assert api.report(elasticsearch_url) == api.report(sqlite_url)
     with pytest.raises(NeardupError, match="made before its bands had doc values"):
         api.report(elasticsearch_url, strategy="buckets")
+
+
+def test_a_url_may_name_several_nodes_and_the_client_fails_over(
+    elasticsearch_url: str, tmp_path: Path
+) -> None:
+    """elasticsearch://h1:9200,h2:9200/index: a node that is down (port 9, nothing listens)
+    comes first; the client's node pool goes on to the live one."""
+    scheme, rest = elasticsearch_url.split("://", 1)
+    url = f"{scheme}://127.0.0.1:9,{rest}"
+    (tmp_path / "r.txt").write_text(
+        "1 Bella Napoli Trattoria 418 Harbor St\n2 Thai Orchid 58 Elm\n"
+    )
+    api.index([tmp_path / "r.txt"], url)
+    assert api.stats(url)["documents"] == 2
+    assert [m.id for m in api.lookup(url, text="Bella Napoli Trattoria 418 Harbor Street")] == ["1"]
+    with open_store(url) as store:
+        assert store.url.startswith(f"{scheme}://127.0.0.1:9,127.0.0.1:")
+
+
+def test_credentials_are_never_in_messages() -> None:
+    with pytest.raises(NeardupError) as refused:
+        open_store("elasticsearch://ann:s3cret@127.0.0.1:9200/?shards=x")
+    assert "s3cret" not in str(refused.value)
+    with pytest.raises(NeardupError) as solr:
+        open_store("solr://ann:s3cret@h1:8983,h2:8983/solr/c")
+    assert "s3cret" not in str(solr.value) and "names one node, not 2" in str(solr.value)

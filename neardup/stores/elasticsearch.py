@@ -89,7 +89,7 @@ class ElasticsearchStore(Store):
         elif os.environ.get("NEARDUP_ES_API_KEY"):
             auth["api_key"] = os.environ["NEARDUP_ES_API_KEY"]
         self.es = Elasticsearch(
-            self.endpoint,
+            parsed.endpoints,  # the client's node pool fails over between them
             request_timeout=timeout,
             max_retries=retries,
             retry_on_timeout=True,

@@ -106,7 +106,12 @@ class SolrStore(Store):
         parsed = parse_engine_url(url, example, 8983, "SOLR")
         root, _, self.name = parsed.path.rpartition("/")
         if not root.endswith("/solr") or not self.name:
-            raise NeardupError(f"a Solr store URL looks like {example}, not {url!r}")
+            raise NeardupError(f"a Solr store URL looks like {example}, not {parsed.public!r}")
+        if parsed.others:  # one connection pool to one base URL: no failover between nodes
+            raise NeardupError(
+                f"a Solr store URL names one node, not {len(parsed.others) + 1}: "
+                f"{parsed.public!r} (Elasticsearch URLs may name several)"
+            )
         self.base = parsed.endpoint + root
         self.url = parsed.public
         self.shards, self.replicas = parsed.shards, parsed.replicas
