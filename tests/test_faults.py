@@ -188,8 +188,9 @@ def test_two_skip_duplicates_runs_at_once_store_each_text_once(tmp_path: Path) -
         )
         for name in ("x", "y")
     ]
-    summaries = [json.loads(run.communicate(timeout=300)[0]) for run in runs]
-    assert all(run.returncode == 0 for run in runs)
+    outputs = [run.communicate(timeout=300) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], [err for _, err in outputs]
+    summaries = [json.loads(out) for out, _ in outputs]
     with api.opened(url) as store:
         stored = [r for batch in store.iter_records(1000) for r in batch]
     assert len({r.md5 for r in stored}) == len(stored)  # no text twice

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import chain
@@ -83,6 +84,8 @@ READING_CACHE_KB = 131_072
 # Bytes per page of a new store. Each commit and checkpoint writes every page it dirtied: with
 # 16 KB pages a batch's records and postings take a quarter of the pages (and of the write
 # calls) they take with SQLite's 4 KB, and indexing 20,000 ads took 0.50 s instead of 0.58 s.
+# How long a writer waits for another's lock (a batch, or the other's opening) before failing.
+BUSY_SECONDS = 60
 PAGE_SIZE = 16_384
 
 _SCHEMA = f"""
@@ -116,24 +119,29 @@ class SQLiteStore(Store):
         if not create and not exists:
             raise StoreUnavailable(f"no store at {path}: index some records into it first")
         self.created = not exists
+        # A writer holds the lock for one batch; others wait for it rather than fail. A
+        # service may use the connection from its request threads, one at a time.
         try:
-            # A writer holds the lock for one batch; others wait for it rather than fail. A
-            # service may use the connection from its request threads, one at a time.
             self._conn = sqlite3.connect(
-                path, isolation_level=None, timeout=60, check_same_thread=False
+                path, isolation_level=None, timeout=BUSY_SECONDS, check_same_thread=False
             )
-            # A sort larger than the page cache (the MD5 index of a new store) spills to a
-            # temporary file: held in memory, ten million records' took 1.2 GB and 37 s, in
-            # files 535 MB and 24 s. The page size applies to a new file only (see PAGE_SIZE).
-            self._conn.executescript(
-                f"PRAGMA page_size = {PAGE_SIZE}; "
-                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
-                f"PRAGMA temp_store = FILE; PRAGMA cache_size = -{READING_CACHE_KB};"
-            )
-            self.apply_schema()
-            version = self._meta("schema_version")
         except sqlite3.DatabaseError as exc:
             raise StoreUnavailable(f"cannot open {path} as a neardup store: {exc}") from None
+        deadline = time.monotonic() + BUSY_SECONDS
+        while True:
+            try:
+                version = self._prepare()
+                break
+            except sqlite3.OperationalError as exc:
+                # Two processes making one new file at once: turning it to WAL does not wait
+                # for the other's lock, it fails at once; so the opening waits here instead.
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise StoreUnavailable(
+                        f"cannot open {path} as a neardup store: {exc}"
+                    ) from None
+                time.sleep(0.05)
+            except sqlite3.DatabaseError as exc:
+                raise StoreUnavailable(f"cannot open {path} as a neardup store: {exc}") from None
         if version is None:
             self._set_meta("schema_version", SCHEMA_VERSION)
         elif version != SCHEMA_VERSION:
@@ -144,6 +152,19 @@ class SQLiteStore(Store):
         self._pending = 0  # postings this connection added to the pending tables
         self._writing = False  # whether this connection has written records
         self._md5_indexed = True  # False while a first run into a new store has no MD5 index
+
+    def _prepare(self) -> str | None:
+        """Set the connection up and make the schema; the store's schema version, if any."""
+        # A sort larger than the page cache (the MD5 index of a new store) spills to a
+        # temporary file: held in memory, ten million records' took 1.2 GB and 37 s, in
+        # files 535 MB and 24 s. The page size applies to a new file only (see PAGE_SIZE).
+        self._conn.executescript(
+            f"PRAGMA page_size = {PAGE_SIZE}; "
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
+            f"PRAGMA temp_store = FILE; PRAGMA cache_size = -{READING_CACHE_KB};"
+        )
+        self.apply_schema()
+        return self._meta("schema_version")
 
     def apply_schema(self) -> None:
         self._conn.executescript(_SCHEMA)
