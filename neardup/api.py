@@ -22,7 +22,7 @@ from typing import IO
 import numpy as np
 
 from ._version import __version__ as __version__  # re-exported: neardup.api.__version__
-from .errors import InvalidParameter, NeardupError
+from .errors import InvalidParameter, NeardupError, TooManyPairs
 from .evaluate import Evaluation, pairs_of, plot, read_pairs
 from .evaluate import evaluate as score
 from .exact import exact_pairs
@@ -53,7 +53,7 @@ from .indexer import (
 from .output import record_writer
 from .progress import progress_bar
 from .readers import FORMATS, Format, Record, RecordReader, SkipLog
-from .report import GROUPINGS, Grouping, Pair, Strategy, clusters, find_pairs
+from .report import GROUPINGS, Found, Grouping, Pair, Strategy, clusters, find_pairs
 from .report import for_review as for_review  # re-exported: the CLI flags pairs with it
 from .searcher import MAX_CANDIDATES, SIMILARITIES, Match, MatchRules, Searcher, collapse_copies
 from .settings import (
@@ -62,15 +62,17 @@ from .settings import (
     PRESETS,
     RulesRequest,
     check_threshold,
+    choice_key,
     default_bands,
     match_rules,
     params_request,
     remembered_rules,
     rule_sources,
+    threshold_choice,
 )
 from .stores import DEFAULT_STORE_URL, Store, id_problem, open_store
 from .stores.base import ParamsRequest
-from .tuning import MIN_CANDIDATES, Tuning, candidate_probability
+from .tuning import MIN_CANDIDATES, ThresholdChoice, Tuning, candidate_probability
 from .tuning import tune as tune_bands
 
 __all__ = [  # what the CLI and the service use besides the functions
@@ -160,7 +162,10 @@ def index(
                 settings["frequencies"] = False
             target.update_settings(settings)
         total = sum(r.size for r in files)
-        with progress_bar(progress, total=total, unit="B", unit_scale=True) as bar:
+        with (
+            progress_bar(progress, total=total, unit="B", unit_scale=True) as bar,
+            _choice_forgotten_if_changed(target, summary),
+        ):
             for reader in files:
                 done = bar.n
 
@@ -186,6 +191,17 @@ def index(
                 if chosen_text := reader.fields_chosen():
                     summary.text.append(chosen_text)
     return summary
+
+
+@contextmanager
+def _choice_forgotten_if_changed(target: Store, summary: IndexSummary) -> Iterator[None]:
+    """Forget the store's automatic threshold when the run stores records, failed or not: it
+    was read from other records, and the next command that needs it reads it again."""
+    try:
+        yield
+    finally:
+        if summary.indexed and (target.settings or {}).get("threshold_choice"):
+            target.update_settings({"threshold_choice": None})
 
 
 @contextmanager
@@ -285,8 +301,34 @@ def _add_unique(
 
 
 def rules_for(store: Store, rules: RulesRequest = None, preset: str | None = None) -> MatchRules:
-    """The rules a lookup or report on ``store`` uses (see :func:`neardup.settings.match_rules`)."""
-    return match_rules(store.params, store.settings, rules, preset_name=preset)
+    """The rules a lookup or report on ``store`` uses (see :func:`neardup.settings.match_rules`).
+
+    An automatic threshold the store has not chosen for its records yet is chosen now, from
+    every candidate pair as a report measures them, and remembered: lookup, explain, dedup,
+    ``index --skip-duplicates`` and report then agree, whichever runs first. An index run that
+    changes the records forgets it; records added one by one (:func:`add`) keep it."""
+    chosen = match_rules(store.params, store.settings, rules, preset_name=preset)
+    if not chosen.to_choose:
+        return chosen
+    try:
+        return _remembered(store, find_pairs(store, store.params, chosen)).rules
+    except TooManyPairs as error:  # a lookup still answers; the report says what to do
+        choice = ThresholdChoice(FALLBACK_THRESHOLD, False, f"{error}")
+        _remember_choice(store, chosen, choice)
+        return replace(chosen, threshold=choice.threshold)
+
+
+def _remembered(store: Store, found: Found) -> Found:
+    """``found``, after remembering the threshold it chose, if it chose one."""
+    if found.choice:
+        _remember_choice(store, found.rules, found.choice)
+    return found
+
+
+def _remember_choice(store: Store, rules: MatchRules, choice: ThresholdChoice) -> None:
+    how = choice.reason if choice.from_data else f"{choice.reason}; the fallback"
+    entry = {"threshold": choice.threshold, "how": how, "for": choice_key(rules)}
+    store.remember({"threshold_choice": entry})
 
 
 def lookup(
@@ -385,20 +427,15 @@ def report(
     progress bars on stderr.
     """
     with opened(store) as source:
-        chosen = rules_for(source, rules, preset)
+        chosen = match_rules(source.params, source.settings, rules, preset_name=preset)
         if exact:
             return _exact_report(source, chosen)
-        found = find_pairs(source, source.params, chosen, strategy, progress=progress)
-        how = _threshold_source(source, preset, rules)
-        if found.choice:
-            how = f"auto: {found.choice.reason}"
-            if not found.choice.found_valley:
-                how += f"; the fallback {found.choice.threshold:g}"
+        found = _remembered(
+            source, find_pairs(source, source.params, chosen, strategy, progress=progress)
+        )
+        how = _threshold_source(source, preset, rules, found.rules)
         measured = Measured(found.histogram.tolist(), found.rules.threshold, how, found.seconds)
-        changes: dict[str, object] = {"last_report": asdict(measured)}
-        if found.choice:  # later lookups use it: they agree with this report
-            changes["chosen_threshold"] = found.choice.threshold
-        source.update_settings(changes)
+        source.remember({"last_report": asdict(measured)})
         return found.pairs
 
 
@@ -453,6 +490,7 @@ def tune_store(store: StoreRef = None, *, preset: str | None = None) -> StoreTun
     """Measure the store's candidate pairs and choose its threshold from them, as
     ``report --threshold auto`` does (and remembers), without writing the pairs."""
     with opened(store) as source:
+        source.remember({"threshold_choice": None})  # read it again from the records
         report(source, preset=preset, rules={"threshold": AUTO})
         measured = last_report(source) or Measured([], None, "no report")
         params = source.params
@@ -554,7 +592,7 @@ def report_page(
             measured = Measured(
                 pair_histogram([p.similarity for p in pairs]),
                 chosen.threshold,
-                _threshold_source(source, preset, rules),
+                _threshold_source(source, preset, rules, chosen),
             )
             histogram_of = "reported pairs"
         else:
@@ -577,7 +615,12 @@ def report_page(
     return render_page(page)
 
 
-def _threshold_source(store: Store, preset: str | None, rules: RulesRequest) -> str:
+def _threshold_source(
+    store: Store, preset: str | None, rules: RulesRequest, applied: MatchRules
+) -> str:
+    if applied.auto_threshold:
+        choice = threshold_choice(store.settings, applied)
+        return f"auto: {choice['how']}" if choice else "auto"
     if isinstance(rules, MatchRules) or "threshold" in (rules or {}):
         return "given for this report"
     if preset:
@@ -734,14 +777,15 @@ def stats(store: StoreRef = None) -> dict[str, object]:
     """What the store holds, and the settings it was indexed with."""
     with opened(store) as source:
         params = source.read_params()
-        in_effect = remembered_rules(rules_for(source)) if params else None
+        # Not rules_for: stats reads the store and never measures it.
+        in_effect = match_rules(params, source.settings) if params else None
         return {
             "store": source.url,
             "documents": source.count(),
             "parameters": params.to_dict() if params else None,
             "rules": (source.settings or {}).get("rules"),  # what index remembered, if anything
-            "rules_in_effect": in_effect,
-            "rules_from": rule_sources(source.settings) if params else None,
+            "rules_in_effect": remembered_rules(in_effect) if in_effect else None,
+            "rules_from": rule_sources(source.settings, in_effect) if in_effect else None,
         }
 
 

@@ -100,10 +100,11 @@ def _rule_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threshold",
         type=_threshold,
-        help="least similarity of a near-duplicate, or auto: the report reads it from the "
-        "valley in its candidates' similarities, and the store remembers it for lookups "
+        help="least similarity of a near-duplicate, or auto: read from the similarities of "
+        "every candidate pair (the valley between their humps) by the first command that "
+        "needs it, and remembered until an index run changes the records "
         f"(default: what the store was indexed for, else auto; 0 turns it off; auto's "
-        f"fallback and, before a report, its value: {api.FALLBACK_THRESHOLD})",
+        f"fallback, with no valley: {api.FALLBACK_THRESHOLD})",
     )
     parser.add_argument(
         "--similarity",

@@ -38,6 +38,7 @@ from .fingerprint import (
 from .progress import Bar, progress_bar
 from .searcher import MatchRules, Searcher
 from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs
+from .settings import FALLBACK_THRESHOLD
 from .stores import Buckets, Store
 from .tuning import ThresholdChoice, choose_threshold, similarity_histogram
 
@@ -244,7 +245,7 @@ def _measured_and_verified(
     low, high, shared = (np.concatenate(columns) for columns in zip(*parts, strict=True))
     # A given threshold verifies each run's pairs as soon as they are measured, with their
     # texts in hand; an automatic one is known only once every pair is measured.
-    verify = None if rules.auto_threshold else rules
+    verify = None if rules.to_choose else rules
     with progress_bar(
         progress, total=len(low), desc="measuring", unit=" pairs", unit_scale=True
     ) as bar:
@@ -263,10 +264,11 @@ def _measured_and_verified(
 
 
 def _applied(rules: MatchRules, histogram: np.ndarray) -> tuple[MatchRules, ThresholdChoice | None]:
-    """The rules with their threshold: chosen from the candidates' similarities when automatic."""
-    if not rules.auto_threshold:
+    """The rules with their threshold: chosen from the candidates' similarities when automatic
+    and not chosen yet."""
+    if not rules.to_choose:
         return rules, None
-    choice = choose_threshold(histogram, rules.threshold or 0.0)
+    choice = choose_threshold(histogram, FALLBACK_THRESHOLD)
     return replace(rules, threshold=choice.threshold), choice
 
 

@@ -48,8 +48,8 @@ class MatchRules:
     threshold: float | None = 0.5
     max_edit_distance: int | None = None
     similarity: Similarity = "weighted"
-    # The report chooses ``threshold`` from the data (see neardup.tuning.choose_threshold);
-    # until it has, ``threshold`` is the store's last choice or the fallback.
+    # ``threshold`` is read from the store's records (see neardup.tuning.choose_threshold):
+    # None until it is, then the store's choice.
     auto_threshold: bool = False
 
     def __post_init__(self) -> None:
@@ -71,10 +71,15 @@ class MatchRules:
                 f"max edit distance must be 0 or more, not {self.max_edit_distance}"
             )
 
+    @property
+    def to_choose(self) -> bool:
+        """Whether the threshold is automatic and not read from the records yet."""
+        return self.auto_threshold and self.threshold is None
+
     def describe(self) -> str:
         threshold = "none" if self.threshold is None else f"{self.threshold:g}"
         if self.auto_threshold:
-            threshold = f"auto ({threshold})"
+            threshold = "auto (not chosen yet)" if self.to_choose else f"auto ({threshold})"
         edits = "any" if self.max_edit_distance is None else str(self.max_edit_distance)
         first_word = "on" if self.first_word else "off"
         return (

@@ -147,12 +147,12 @@ def match_rules(
 
     The default method is the first of signature, bands and shingles the store indexes, so a
     store indexed with fewer fields is queried the way it can answer. A ``threshold`` of
-    ``"auto"`` (the default) stands for the one the store's last report chose, else
-    :data:`FALLBACK_THRESHOLD`; 0 turns the threshold off.
+    ``"auto"`` (the default) stands for the one the store chose from its records for the same
+    candidates and similarity (:func:`threshold_choice`), else None: not chosen yet (see
+    :func:`neardup.api.rules_for`); 0 turns the threshold off.
     """
     if isinstance(rules, MatchRules):
         return rules
-    chosen = float((settings or {}).get("chosen_threshold", FALLBACK_THRESHOLD))
     base = MatchRules(
         method=next(f for f in _METHOD_ORDER if f in params.fields), auto_threshold=True
     )
@@ -166,20 +166,38 @@ def match_rules(
         given["auto_threshold"] = threshold == AUTO
         given["threshold"] = None if threshold in (0, AUTO) else threshold
     asked = replace(base, **given)
-    return replace(asked, threshold=chosen) if asked.auto_threshold else asked
+    if not asked.auto_threshold:
+        return asked
+    choice = threshold_choice(settings, asked)
+    return replace(asked, threshold=None if choice is None else choice["threshold"])
 
 
-def rule_sources(settings: Mapping[str, Any] | None) -> dict[str, str]:
-    """Where each rule of :func:`match_rules` (with no rules given) comes from on a store with
-    ``settings``: the index run that remembered it, the store's last report (an automatic
-    threshold), the fallback until a report has read one, or the default."""
+def choice_key(rules: MatchRules) -> str:
+    """What an automatic threshold is chosen for: the candidates (method, first word) and the
+    similarity measured on them. A choice for other candidates or another similarity does not
+    hold."""
+    return f"{rules.method} {rules.similarity}" + (" first-word" if rules.first_word else "")
+
+
+def threshold_choice(settings: Mapping[str, Any] | None, rules: MatchRules) -> dict | None:
+    """The automatic threshold the store chose for ``rules`` ({"threshold", "how", "for"}),
+    or None: the store's records changed since, or nothing has needed it yet."""
+    choice = (settings or {}).get("threshold_choice")
+    return choice if choice and choice.get("for") == choice_key(rules) else None
+
+
+def rule_sources(settings: Mapping[str, Any] | None, rules: MatchRules) -> dict[str, str]:
+    """Where each rule of ``rules`` (:func:`match_rules` with no rules given) comes from on a
+    store with ``settings``: the index run that remembered it, the store's records (an automatic
+    threshold), or the default."""
     remembered = _renamed((settings or {}).get("rules") or {})
     sources = {name: "index" if name in remembered else "default" for name in RULE_NAMES}
-    if remembered.get("auto_threshold", True):
+    if rules.auto_threshold:
+        choice = threshold_choice(settings, rules)
         sources["threshold"] = (
-            "the last report (auto)"
-            if "chosen_threshold" in (settings or {})
-            else f"the fallback {FALLBACK_THRESHOLD:g}, until a report reads one (auto)"
+            f"auto: {choice['how']}"
+            if choice
+            else "auto: read from the records by the next command that needs it"
         )
     return sources
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import random
 from collections import Counter
@@ -87,8 +88,23 @@ def test_the_threshold_sits_in_the_valley_between_two_humps() -> None:
     histogram[3:12] = [40, 300, 900, 700, 300, 120, 40, 10, 2]  # records sharing a street
     histogram[40:50] = [3, 8, 20, 40, 60, 80, 90, 95, 99, 120]  # the near-duplicates
     choice = choose_threshold(histogram, 0.5)
-    assert choice.found_valley and "the valley below the hump at" in choice.reason
+    assert choice.from_data and "the valley below the hump at" in choice.reason
     assert 0.24 <= choice.threshold <= 0.80  # in the empty run between the humps
+
+
+def test_a_plateau_above_a_falling_tail_is_split_where_otsu_splits_it() -> None:
+    """References in large groups (Cora): no valley, but an even spread of near-duplicates
+    from 0.3 up stands above the tail of pairs that share a venue or a year."""
+    histogram = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
+    histogram[:16] = [9000, 7000, 5000, 3000, 2000, 1400, 900, 700, 550, 450] + [400] * 6
+    histogram[16:49] = 450  # the near-duplicates, spread evenly
+    choice = choose_threshold(histogram, 0.5)
+    assert choice.from_data and choice.reason.startswith("no valley; Otsu's split")
+    assert 0.2 <= choice.threshold <= 0.4
+    # One falling hump and nothing else: its split has too few pairs above it to count.
+    tail = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
+    tail[:12] = [9000, 7000, 5000, 3000, 2000, 1400, 900, 500, 300, 150, 60, 20]
+    assert choose_threshold(tail, 0.5) == ThresholdChoice(0.5, False, "no valley between two humps")
 
 
 def test_no_valley_or_too_few_pairs_fall_back() -> None:
@@ -103,6 +119,35 @@ def test_no_valley_or_too_few_pairs_fall_back() -> None:
         0.6, False, "7 candidate pairs, too few to read"
     )
     assert MIN_CANDIDATES > 7
+
+
+def test_every_command_gives_one_answer_whether_or_not_a_report_ran(tmp_path: Path) -> None:
+    """The automatic threshold is read from the records by whichever command needs it first,
+    so lookup, explain, dedup and report agree in any order; an index run forgets it."""
+    records = corpus(tmp_path / "records.txt")
+    first, second = (
+        f"sqlite:///{tmp_path / name}" for name in ("lookup-first.db", "report-first.db")
+    )
+    for url in (first, second):
+        api.index([records], url)
+    pairs = api.report(second)
+    pair = next(p for p in pairs if p.kind == "near")
+    ids = [pair.left_id, pair.right_id]
+
+    def answers(url: str) -> tuple:
+        """Each command in turn, the report last: on ``first``, explain is the first to ask."""
+        explained = api.explain(url, ids=ids).reason
+        found = [m.id for m in api.lookup(url, id=pair.left_id)]
+        dedup = io.StringIO()
+        api.dedup(records, dedup, url)
+        return explained, found, dedup.getvalue(), api.report(url)
+
+    assert answers(first) == answers(second)
+    assert api.stats(first)["rules_in_effect"]["threshold"] == api.last_report(second).threshold
+    more = tmp_path / "more.csv"
+    more.write_text("id,text\nnew-1,an entirely new record about nothing in particular\n")
+    api.index([more], first)
+    assert api.stats(first)["rules_in_effect"]["threshold"] is None  # read again when needed
 
 
 def test_lookups_use_the_threshold_the_report_chose(tmp_path: Path) -> None:
@@ -414,16 +459,19 @@ def test_people_records_are_short_fielded_and_their_copies_are_found(
 def test_stats_shows_the_rules_in_effect_and_where_each_comes_from(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'rules.db'}"
     api.index([corpus(tmp_path / "records.txt")], url)
-    before = api.stats(url)
-    assert before["rules_in_effect"]["threshold"] == 0.5
-    assert before["rules_from"]["threshold"].startswith("the fallback 0.5, until a report")
+    before = api.stats(url)  # stats reads the store and never measures it
+    assert before["rules_in_effect"]["threshold"] is None
+    assert before["rules_from"]["threshold"] == (
+        "auto: read from the records by the next command that needs it"
+    )
     api.report(url)
     after = api.stats(url)
-    assert after["rules_in_effect"]["threshold"] == api.last_report(url).threshold
-    assert after["rules_from"]["threshold"] == "the last report (auto)"
+    chosen = api.last_report(url)
+    assert after["rules_in_effect"]["threshold"] == chosen.threshold
+    assert after["rules_from"]["threshold"] == chosen.how and chosen.how.startswith("auto: the")
     assert after["rules_from"]["similarity"] == "default"
     shown = neardup("stats", "--store", url).stdout
-    assert f"  threshold {api.last_report(url).threshold} (the last report (auto))" in shown
+    assert f"  threshold {chosen.threshold} ({chosen.how})" in shown
     preset = f"sqlite:///{tmp_path / 'preset.db'}"
     api.index([corpus(tmp_path / "records.txt")], preset, preset="documents")
     assert api.stats(preset)["rules_from"]["threshold"] == "index"

@@ -203,6 +203,7 @@ class Store(ABC):
     # Whether opening it made it (a new file): an index run that stores nothing removes it, so
     # that a failed or empty first run leaves no store fixed at settings no data chose.
     created = False
+    writable = True  # False: open read-only (an embedded store on a full disk)
     _settings: dict[str, Any] | None = None
 
     # --- settings ---------------------------------------------------------------------------------
@@ -251,6 +252,15 @@ class Store(ABC):
         merged = (self.settings or {}) | dict(changes)
         self.write_settings(merged)
         self._settings = merged
+
+    def remember(self, changes: Mapping[str, Any]) -> None:
+        """Merge what a command measured (a threshold read from the records, a report's
+        histogram) into the settings: written where the store can be, else kept for this
+        connection only, since a store open read-only still answers."""
+        if self.writable:
+            self.update_settings(changes)
+        else:
+            self._settings = (self.settings or {}) | dict(changes)
 
     @abstractmethod
     def read_settings(self) -> dict[str, Any] | None:
