@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -95,29 +96,59 @@ def test_an_interrupted_index_says_one_line_and_exits_130(tmp_path: Path) -> Non
     ]
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small file system needs root")
-def test_a_full_disk_is_one_line_and_the_store_keeps_its_batches(tmp_path: Path) -> None:
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 3 MB file system of its own, to fill."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
     small = tmp_path / "small"
     small.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(small)], check=True)
     try:
-        url = f"sqlite:///{small / 'store.db'}"
-        path = _records(tmp_path / "records.txt", 20_000)
-        result = neardup("index", str(path), "--store", url, "--batch-size", "500")
-        assert result.returncode == 2
-        assert result.stderr.strip().splitlines() == [
-            "neardup: error: SQLite: database or disk is full"
-        ]
-        database = sqlite3.connect(small / "store.db")
-        assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        kept = database.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
-        database.close()
-        assert 0 < kept < 20_000 and kept % 500 == 0
-        assert api.stats(url)["documents"] == kept
-        found = api.lookup(url, text="listing number 0 on street 0 in town 0")
-        assert [(m.id, m.exact) for m in found[:1]] == [("r0", True)]
+        yield small
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+def test_a_full_disk_is_one_line_and_the_store_keeps_its_batches(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{small_disk / 'store.db'}"
+    path = _records(tmp_path / "records.txt", 20_000)
+    result = neardup("index", str(path), "--store", url, "--batch-size", "500")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "neardup: error: SQLite: database or disk is full"
+    ]
+    database = sqlite3.connect(small_disk / "store.db")
+    assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    kept = database.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
+    database.close()
+    assert 0 < kept < 20_000 and kept % 500 == 0
+    assert api.stats(url)["documents"] == kept
+    found = api.lookup(url, text="listing number 0 on street 0 in town 0")
+    assert [(m.id, m.exact) for m in found[:1]] == [("r0", True)]
+
+
+def test_a_store_on_a_full_disk_answers_read_only(small_disk: Path, tmp_path: Path) -> None:
+    """Something else filled the disk after a run ended: the store has no room for the files a
+    writer needs, so it opens read-only: lookups and reports answer, an index says why not."""
+    url = f"sqlite:///{small_disk / 'store.db'}"
+    path = _records(tmp_path / "records.txt", 300)
+    assert neardup("index", str(path), "--store", url).returncode == 0
+    with (small_disk / "filler").open("wb") as filler, pytest.raises(OSError):
+        while True:
+            filler.write(b"\0" * 65536)
+            filler.flush()
+    shown = neardup("stats", "--store", url)
+    assert shown.stdout.startswith(f"store: {url}\ndocuments: 300"), shown.stderr
+    found = neardup("lookup", "--store", url, "--text", "listing number 7 on street 7 in town 7")
+    assert found.returncode == 0 and found.stdout.splitlines()[1].split()[:2] == ["r7", "exact"]
+    reported = neardup("report", "--store", url, "--threshold", "0.7")
+    assert (reported.returncode, reported.stderr) == (0, "0 pairs\n")
+    refused = neardup("index", str(path), "--store", url)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(f"neardup: error: {small_disk / 'store.db'} is open read-only")
 
 
 @pytest.mark.skipif(

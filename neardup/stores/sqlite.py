@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
@@ -109,6 +110,12 @@ CREATE TABLE IF NOT EXISTS frequencies (
 )
 
 
+def _nothing_pending(path: str) -> bool:
+    """Whether the store's write-ahead log holds no transaction the file lacks."""
+    wal = Path(f"{path}-wal")
+    return not wal.exists() or wal.stat().st_size == 0
+
+
 class SQLiteStore(Store):
     local = True
 
@@ -119,6 +126,50 @@ class SQLiteStore(Store):
         if not create and not exists:
             raise StoreUnavailable(f"no store at {path}: index some records into it first")
         self.created = not exists
+        try:
+            version = self._connected(path)
+        except StoreUnavailable as refused:
+            if self.created or path == ":memory:" or not _nothing_pending(path):
+                raise
+            version = self._read_only(path, refused)
+        if version is None:
+            self._set_meta("schema_version", SCHEMA_VERSION)
+        elif version != SCHEMA_VERSION:
+            raise StoreUnavailable(
+                f"{path} has store schema {version}; this neardup reads {SCHEMA_VERSION}"
+            )
+        self._held = False  # inside exclusive(): writes join its transaction
+        self._pending = 0  # postings this connection added to the pending tables
+        self._writing = False  # whether this connection has written records
+        self._md5_indexed = True  # False while a first run into a new store has no MD5 index
+
+    def _read_only(self, path: str, refused: StoreUnavailable) -> str:
+        """Open the file read-only; its schema version. A full disk (or a read-only one) cannot
+        take the WAL's shared-memory file, so no connection that may write opens; with nothing
+        in the WAL the file alone is the store, read as immutable: lookups and reports answer
+        while the disk stays full."""
+        try:
+            self._conn = sqlite3.connect(
+                f"file:{quote(path)}?immutable=1", uri=True, check_same_thread=False
+            )
+            version = self._meta("schema_version")
+        except sqlite3.DatabaseError:
+            raise refused from None
+        if version is None:
+            raise refused
+        self.writable = False
+        self._cannot_write = str(refused).rsplit(": ", 1)[-1]
+        return version
+
+    def _writing_allowed(self) -> None:
+        if not self.writable:
+            raise StoreUnavailable(
+                f"{self.path} is open read-only ({self._cannot_write}): it answers lookups and "
+                "reports, and takes writes once its disk has room"
+            )
+
+    def _connected(self, path: str) -> str | None:
+        """Connect for reading and writing and make the schema; the schema version, if any."""
         # A writer holds the lock for one batch; others wait for it rather than fail. A
         # service may use the connection from its request threads, one at a time.
         try:
@@ -130,28 +181,19 @@ class SQLiteStore(Store):
         deadline = time.monotonic() + BUSY_SECONDS
         while True:
             try:
-                version = self._prepare()
-                break
+                return self._prepare()
             except sqlite3.OperationalError as exc:
                 # Two processes making one new file at once: turning it to WAL does not wait
                 # for the other's lock, it fails at once; so the opening waits here instead.
                 if "locked" not in str(exc) or time.monotonic() > deadline:
+                    self._conn.close()
                     raise StoreUnavailable(
                         f"cannot open {path} as a neardup store: {exc}"
                     ) from None
                 time.sleep(0.05)
             except sqlite3.DatabaseError as exc:
+                self._conn.close()
                 raise StoreUnavailable(f"cannot open {path} as a neardup store: {exc}") from None
-        if version is None:
-            self._set_meta("schema_version", SCHEMA_VERSION)
-        elif version != SCHEMA_VERSION:
-            raise StoreUnavailable(
-                f"{path} has store schema {version}; this neardup reads {SCHEMA_VERSION}"
-            )
-        self._held = False  # inside exclusive(): writes join its transaction
-        self._pending = 0  # postings this connection added to the pending tables
-        self._writing = False  # whether this connection has written records
-        self._md5_indexed = True  # False while a first run into a new store has no MD5 index
 
     def _prepare(self) -> str | None:
         """Set the connection up and make the schema; the store's schema version, if any."""
@@ -183,6 +225,7 @@ class SQLiteStore(Store):
         return json.loads(stored) if stored else None
 
     def write_settings(self, settings: dict[str, Any]) -> None:
+        self._writing_allowed()
         self._set_meta("params", json.dumps(settings, sort_keys=True))
 
     # --- writing --------------------------------------------------------------------------------
@@ -244,6 +287,7 @@ class SQLiteStore(Store):
         if self._held:
             yield
             return
+        self._writing_allowed()
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             yield
