@@ -200,14 +200,20 @@ class Searcher:
         held = self.store.ids_by_md5(list(dict.fromkeys(fp.md5 for fp in fps)))
         fresh = list({fp.md5: fp for fp in reversed(fps) if not held.get(fp.md5)}.values())
         self.pending = Frequencies(len(fresh), *frequency_counts(fresh)) if fresh else None
-        stored = self.lookup_many(fps)
+        stored = self.lookup_many(fps) if self.store.count() else [[] for _ in fps]
+        # Pairs among the records themselves: their shingles weighed in one request.
+        among = (
+            jaccard
+            if self.rules.similarity == "jaccard"
+            else self._weighing([fp.shingles for fp in fps])
+        )
         new: list[bool] = []
         found: list[list[Match]] = []
         kept: dict[str, Fingerprint] = {}  # the new records so far, by id
         holders: dict[int, list[str]] = {}  # a token: the new records that hold it
         for record_id, fp, matches in zip(ids, fps, stored, strict=True):
             if not matches:
-                matches = self._among(fp, kept, holders)
+                matches = self._among(fp, kept, holders, among)
             new.append(not matches)
             found.append(matches)
             if not matches:
@@ -217,7 +223,11 @@ class Searcher:
         return new, found
 
     def _among(
-        self, fp: Fingerprint, kept: Mapping[str, Fingerprint], holders: Mapping[int, list[str]]
+        self,
+        fp: Fingerprint,
+        kept: Mapping[str, Fingerprint],
+        holders: Mapping[int, list[str]],
+        measure: Measure,
     ) -> list[Match]:
         """The duplicates of ``fp`` among records not stored yet (``kept``): exact ones, else
         the accepted near ones, ranked as a lookup ranks them."""
@@ -240,7 +250,7 @@ class Searcher:
             for k in [kept[i]]
         ]
         shingles = {i: kept[i].shingles for i in shared}
-        return self.accepted(fp, candidates, shingles, self.measure([fp], shingles))
+        return self.accepted(fp, candidates, shingles, measure)
 
     def _every_record(
         self,
@@ -283,13 +293,20 @@ class Searcher:
         ``weighted``, the store's frequencies of all their shingles, in one request."""
         if self.rules.similarity == "jaccard" or not shingles:  # no candidate: nothing to weigh
             return jaccard
-        sets = [fp.shingles for fp in fps] + list(shingles.values())
+        return self._weighing([fp.shingles for fp in fps] + list(shingles.values()))
+
+    def _weighing(self, sets: Sequence[np.ndarray]) -> Measure:
+        """The weighted similarity, for pairs among the shingle ``sets``."""
         frequencies = self.store.frequencies(np.concatenate(sets).view(np.int64))
         if self.pending is not None:
             frequencies = frequencies.plus(self.pending)
 
+        # Each set's weights once, however many pairs it is in: a set is one of ``sets``,
+        # held for the measure's life, so its id names it.
+        weights = {id(a): frequencies.weights(a) for a in sets}
+
         def weighted(a: np.ndarray, b: np.ndarray) -> float:
-            return weighted_similarity(a, frequencies.weights(a), b, frequencies.weights(b))
+            return weighted_similarity(a, weights[id(a)], b, weights[id(b)])
 
         return weighted
 

@@ -527,7 +527,8 @@ class SQLiteStore(Store):
         return found
 
     def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
-        return [self._candidates(q) for q in queries]
+        with self._snapshot():  # one read transaction for all, not one each
+            return [self._candidates(q) for q in queries]
 
     @contextmanager
     def _snapshot(self) -> Iterator[None]:
