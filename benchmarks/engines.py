@@ -76,15 +76,13 @@ def raw_bulk_rate(url: str, records: list[Record], params: FingerprintParams) ->
             bodies.append(("\n".join(lines) + "\n").encode())
     started = time.perf_counter()
     for body in bodies:
-        if isinstance(store, SolrStore):  # through the store's own connection pool
-            answer = store.http.request(
-                "POST",
+        if isinstance(store, SolrStore):  # through the store's own session (errors raise)
+            store.session.post(
                 f"{store.base}/{store.name}/update",
-                body=body,
-                headers={**store.headers, "Content-Type": "application/json"},
+                data=body,
+                headers={"Content-Type": "application/json"},
                 timeout=120,
             )
-            assert answer.status == 200, f"the raw bulk load was refused: {answer.status}"
         else:
             answer = store.es.bulk(operations=body)
             assert not answer["errors"], "the raw bulk load was refused"

@@ -43,6 +43,7 @@ class Server:
     urls: list[str]  # base URLs, one per node
     process: subprocess.Popen[bytes]
     log: Path
+    zookeeper: str | None = None  # a SolrCloud cluster's ZooKeeper: HOST:PORT/CHROOT
 
     def stop(self, grace: float = 20) -> None:
         _terminate(self.process.pid, grace)
@@ -143,6 +144,9 @@ def start_solr(
 
     server = _spawn(name, command, work / "solr.log")
     server.urls = _wait([server], ready, timeout)
+    if cloud:
+        said = server.log.read_text(errors="replace").splitlines()
+        server.zookeeper = next(line[10:].strip() for line in said if line.startswith("ZOOKEEPER "))
     return server
 
 
@@ -380,6 +384,8 @@ def main() -> None:
     host_port = server.urls[0].split("://", 1)[1].split("/", 1)[0]
     print(f"Solr is running ({server.log}); stop it with: make stop-servers", file=sys.stderr)
     print(f"solr://{host_port}/solr/neardup" + ("?shards=2" if args.cloud else ""))
+    if server.zookeeper:
+        print(f"solr+zk://{server.zookeeper}/neardup?shards=2")
 
 
 if __name__ == "__main__":

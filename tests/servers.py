@@ -68,8 +68,15 @@ class SolrServer(SearchServer):
     """Cores on standalone Solr, collections on SolrCloud."""
 
     cloud: bool = False
+    zookeeper: str | None = None  # SolrCloud's ZooKeeper, HOST:PORT/CHROOT
     scheme: ClassVar[str] = "solr"
     path: ClassVar[str] = "/solr"
+
+    def new_zookeeper_url(self) -> str:
+        """A new collection's URL through ZooKeeper (solr+zk://), which follows live nodes."""
+        assert self.zookeeper, "a SolrCloud server"
+        name = self.new_store_url().split("?")[0].rsplit("/", 1)[1]
+        return f"solr+zk://{self.zookeeper}/{name}?shards={self.shards}"
 
 
 def _unavailable(what: str, reason: str) -> None:
@@ -132,6 +139,7 @@ def _start_solr(cloud: bool) -> SolrServer:
             return SolrServer(
                 server.urls[0],
                 cloud=cloud,
+                zookeeper=server.zookeeper,
                 shards=2 if cloud else 1,
                 stop=lambda: server.stop(grace=0),  # throwaway data: no need for a clean shutdown
                 auth=credentials,

@@ -92,6 +92,23 @@ def test_solr_cloud_two_shards_equals_the_embedded_report(
         solr_cloud_server.drop_made()
 
 
+def test_solr_cloud_through_zookeeper_equals_the_embedded_report(
+    solr_cloud_server, sqlite_url, tmp_path
+) -> None:
+    """pysolr's SolrCloud client, following the live nodes ZooKeeper lists, gives the same
+    pairs, lookups and settings as the embedded store."""
+    records = corpus(tmp_path / "records.txt")
+    url = solr_cloud_server.new_zookeeper_url()
+    try:
+        expected = report_of(sqlite_url, records, MatchRules(), "join")
+        assert report_of(url, records, MatchRules(), "buckets") == expected
+        some = expected[1][0].left_id
+        assert api.lookup(url, id=some) == api.lookup(sqlite_url, id=some)
+        assert api.stats(url)["parameters"] == api.stats(sqlite_url)["parameters"]
+    finally:
+        solr_cloud_server.drop_made()
+
+
 def test_elasticsearch_two_nodes_two_shards_equals_the_embedded_report(
     elasticsearch_cluster_server, sqlite_url, tmp_path
 ) -> None:

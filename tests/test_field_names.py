@@ -43,7 +43,7 @@ def test_one_name_per_token_field() -> None:
 def _add_legacy_fields(kind: str, store) -> None:
     if kind == "solr":
         fields = [{"name": n, "type": "tokens", "indexed": True, "stored": False} for n in LEGACY]
-        store._core("POST", "schema", json_body={"add-field": fields})
+        store._core("POST", "schema", json={"add-field": fields})
     else:
         keyword = {"type": "keyword", "doc_values": False, "index_options": "docs", "norms": False}
         store.es.indices.put_mapping(index=store.index, properties=dict.fromkeys(LEGACY, keyword))

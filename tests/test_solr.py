@@ -6,7 +6,7 @@ import pytest
 
 from neardup import api
 from neardup.errors import NeardupError, StoreUnavailable
-from neardup.stores import open_store
+from neardup.stores import open_store, solr
 from tests.corpora import corpus
 
 
@@ -84,3 +84,16 @@ def test_an_unreachable_server_is_a_clear_error() -> None:
 def test_malformed_urls(url: str) -> None:
     with pytest.raises(NeardupError, match="solr://host:port/solr/NAME"):
         open_store(url)
+
+
+def test_an_unreachable_zookeeper_is_one_line(monkeypatch) -> None:
+    monkeypatch.setattr(solr, "ZOOKEEPER_SECONDS", 1)
+    with pytest.raises(
+        StoreUnavailable, match=r"^Solr's ZooKeeper at 127.0.0.1:9 is not reachable"
+    ):
+        open_store("solr+zk://127.0.0.1:9/x", create=False)
+
+
+def test_a_zookeeper_url_names_a_collection() -> None:
+    with pytest.raises(NeardupError, match=r"solr\+zk://zk1:2181,zk2:2181\[/chroot\]/NAME"):
+        open_store("solr+zk://127.0.0.1:2181/")

@@ -69,7 +69,8 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
     """Open the store a URL names.
 
     ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` (or the path alone),
-    ``solr://host:port/solr/NAME``, ``elasticsearch://host:port/INDEX``. With ``create=False`` a
+    ``solr://host:port/solr/NAME``, ``solr+zk://zk:2181[/chroot]/NAME``,
+    ``elasticsearch://host:port/INDEX``. With ``create=False`` a
     missing embedded store is an error instead of a new empty file (for lookups and reports).
     """
     url = store_url(url or default_store_url())
@@ -83,11 +84,11 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
                 f"a SQLite store URL looks like sqlite:///path/to/file.db, not {url!r}"
             )
         return SQLiteStore(path[1:], create=create)
-    if scheme in ("solr", "solr+https"):
+    if scheme in ("solr", "solr+https", "solr+zk"):
         return _engine("solr").SolrStore(url, create=create)
     if scheme in ("elasticsearch", "elasticsearch+https"):
         return _engine("elasticsearch").ElasticsearchStore(url, create=create)
     raise NeardupError(
-        f"unknown store URL {url!r}: use sqlite:///FILE.db, solr://HOST:PORT/solr/NAME "
-        "or elasticsearch://HOST:PORT/INDEX"
+        f"unknown store URL {url!r}: use sqlite:///FILE.db, solr://HOST:PORT/solr/NAME, "
+        "solr+zk://ZK:2181/NAME or elasticsearch://HOST:PORT/INDEX"
     )

@@ -1,4 +1,5 @@
-"""Apache Solr behind ``solr://host:port/solr/NAME`` (standalone core or SolrCloud collection).
+"""Apache Solr behind ``solr://host:port/solr/NAME`` (standalone core or SolrCloud collection) or
+``solr+zk://zk1:2181,zk2:2181[/chroot]/NAME`` (a SolrCloud collection found through ZooKeeper).
 
 Records are Solr documents with the fields of ``schema/solr/conf/managed-schema.xml``; the store's
 settings live in one extra document, ``_neardup_parameters``. A candidate query is an OR of
@@ -7,25 +8,38 @@ number of tokens it shares with the query, on every shard; results are sorted by
 Filters are term queries; ids are fetched with real-time get; walks over all ids use
 ``cursorMark``. Documents are added in batches and committed once, at :meth:`flush`.
 
-Every request goes through :meth:`SolrStore._request`, over one urllib3 connection pool that
-retries connection errors and 502/503/504 answers. (pysolr covers search and update but not the
-admin, Schema API, real-time get and Collections API calls a store needs, and it turns connection
-errors into text, so a store built on it had two HTTP paths and matched error messages.)
+Documents go in and out through pysolr: ``pysolr.Solr`` for one node, ``pysolr.SolrCloud`` for
+a ZooKeeper URL, which sends each request to a live replica (updates to a shard leader) as
+ZooKeeper's watches see nodes come and go, and tries another when one does not answer. pysolr has
+no calls for the CoreAdmin, Collections and Schema APIs, the system info or the JSON facets'
+answers: those go as plain requests through the same ``requests`` session pysolr holds. So there
+is one connection pool, one retry policy (connection errors and 502/503/504, with backoff), and
+one place that turns an answer into an error (:class:`_Answers`, before pysolr reads it: pysolr
+would turn it into text), and one that turns a server that does not answer into one line
+(:meth:`SolrStore._call`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import netrc
 import os
+import random
+import time
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
-from urllib.parse import urlencode, urlsplit
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import numpy as np
-import urllib3
+import pysolr
+import requests
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from ..errors import NeardupError, StoreUnavailable
@@ -59,15 +73,43 @@ PAGE = 1000
 # Records per page of a walk for MD5s only.
 DIGEST_PAGE = 10_000
 CONCURRENT_QUERIES = 4
+ZOOKEEPER_SECONDS = 10  # to connect to ZooKeeper, and to see a new collection in it
+_QUIET = logging.getLogger("neardup.zookeeper")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+
+T = TypeVar("T")
 
 
-def connection_pool(endpoint: str, retries: int) -> urllib3.PoolManager:
-    """Connections to one server that retry connection errors and 502/503/504 answers with
-    exponential backoff, through the environment's proxy for ``endpoint`` if it names one.
+class _Answers(HTTPAdapter):
+    """The session's transport: urllib3's pool and retries, and every answer but 200 turned
+    into one line here, for pysolr's requests and the admin calls alike."""
 
-    urllib3 directly: requests re-reads proxies and ~/.netrc from the environment and prepares
-    each request in Python, which cost more than Solr's own answer to a lookup (2 of 3 ms
-    a lookup); the environment is read once, here."""
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> Any:
+        response = super().send(request, *args, **kwargs)
+        if response.status_code == 200:
+            return response
+        where = str(request.url).split("/solr/")[0] + "/solr"
+        if response.status_code == 401:
+            raise NeardupError(f"Solr at {where} refused the credentials (HTTP 401)")
+        try:
+            error = response.json().get("error", {})
+        except (ValueError, AttributeError):
+            error = {}
+        message = (error.get("msg") if isinstance(error, dict) else None) or response.text[:200]
+        first = (message.strip().splitlines() or [""])[0][:300]
+        raise NeardupError(f"Solr at {where}: HTTP {response.status_code}: {first}")
+
+
+def http_session(endpoint: str, auth: tuple[str, str] | None, retries: int) -> requests.Session:
+    """One session for every request to a Solr cluster: connections that retry connection
+    errors and 502/503/504 answers with exponential backoff, the login, the CA bundle of
+    REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE, and the environment's proxy for ``endpoint``.
+
+    The environment is read once, here: a session that trusts it reads proxies and ~/.netrc
+    again on every request, which cost more than Solr's own answer to a lookup."""
+    session = requests.Session()
+    session.trust_env = False
     retry = Retry(
         total=retries,
         backoff_factor=0.5,
@@ -75,13 +117,18 @@ def connection_pool(endpoint: str, retries: int) -> urllib3.PoolManager:
         allowed_methods=None,  # every update is idempotent by id, so POSTs may be retried too
         raise_on_status=False,
     )
-    ca_bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
-    options: dict[str, Any] = {"maxsize": 16, "retries": retry, "ca_certs": ca_bundle}
+    transport = _Answers(max_retries=retry, pool_maxsize=16)
+    session.mount("http://", transport)
+    session.mount("https://", transport)
+    session.auth = auth or netrc_auth(endpoint)
+    session.verify = (
+        os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
+    )
     parts = urlsplit(endpoint)
     proxy = urllib.request.getproxies().get(parts.scheme)
     if proxy and not urllib.request.proxy_bypass(parts.hostname or ""):
-        return urllib3.ProxyManager(proxy, **options)
-    return urllib3.PoolManager(**options)
+        session.proxies = {parts.scheme: proxy}
+    return session
 
 
 def netrc_auth(endpoint: str) -> tuple[str, str] | None:
@@ -100,90 +147,174 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _unreachable_reason(error: BaseException) -> str:
+    """What kept a server from answering, named by its exception (ConnectionRefusedError, …),
+    from the requests error pysolr raised its own from."""
+    seen: BaseException | None = error
+    while seen is not None and not isinstance(seen, requests.RequestException):
+        seen = seen.__cause__ or seen.__context__
+    if seen is None:
+        return type(error).__name__
+    inner = seen.args[0] if seen.args else seen
+    return type(getattr(inner, "reason", None) or inner).__name__
+
+
 class SolrStore(Store):
     def __init__(self, url: str, *, create: bool = True, timeout: float = 60, retries: int = 3):
+        self.timeout = timeout
+        self._cloud: bool | None = None
+        self.zookeeper: pysolr.ZooKeeper | None = None
+        if url.startswith("solr+zk://"):
+            self._through_zookeeper(url, retries)
+        else:
+            self._one_node(url, retries)
+        self.solr = self._client()
+        if not create and not self._exists():
+            raise StoreUnavailable(f"no Solr core or collection {self.name!r} at {self.where}")
+
+    def _one_node(self, url: str, retries: int) -> None:
         example = "solr://host:port/solr/NAME"
         parsed = parse_engine_url(url, example, 8983, "SOLR")
         root, _, self.name = parsed.path.rpartition("/")
         if not root.endswith("/solr") or not self.name:
             raise NeardupError(f"a Solr store URL looks like {example}, not {parsed.public!r}")
-        if parsed.others:  # one connection pool to one base URL: no failover between nodes
+        if parsed.others:  # pysolr's failover between nodes follows ZooKeeper
             raise NeardupError(
                 f"a Solr store URL names one node, not {len(parsed.others) + 1}: "
-                f"{parsed.public!r} (Elasticsearch URLs may name several)"
+                f"{parsed.public!r}; name the cluster's ZooKeeper to follow its live nodes "
+                "(solr+zk://zk1:2181,zk2:2181/NAME)"
             )
         self.base = parsed.endpoint + root
+        self.where = self.base
         self.url = parsed.public
         self.shards, self.replicas = parsed.shards, parsed.replicas
-        self.timeout = timeout
-        self.http = connection_pool(parsed.endpoint, retries)
-        auth = parsed.auth or netrc_auth(parsed.endpoint)
-        self.headers = urllib3.make_headers(basic_auth=":".join(auth)) if auth else {}
-        self._cloud: bool | None = None
-        if not create and not self._exists():
-            raise StoreUnavailable(f"no Solr core or collection {self.name!r} at {self.base}")
+        self.session = http_session(parsed.endpoint, parsed.auth, retries)
+
+    def _through_zookeeper(self, url: str, retries: int) -> None:
+        example = "solr+zk://zk1:2181,zk2:2181[/chroot]/NAME"
+        parsed = parse_engine_url(url, example, 2181, "SOLR")
+        chroot, _, self.name = parsed.path.rpartition("/")
+        if not self.name:
+            raise NeardupError(f"a Solr store URL looks like {example}, not {parsed.public!r}")
+        hosts = ",".join(f"{h}:{p}" for h, p in ((parsed.host, parsed.port), *parsed.others))
+        self.where = f"ZooKeeper {hosts}{chroot}"
+        self.url = parsed.public
+        self.shards, self.replicas = parsed.shards, parsed.replicas
+        client = KazooClient(
+            hosts + chroot,
+            read_only=True,
+            timeout=ZOOKEEPER_SECONDS,
+            connection_retry={"max_tries": retries, "delay": 0.5, "max_delay": 2},
+            command_retry={"max_tries": retries},
+            logger=_QUIET,  # its connection attempts are not the user's messages
+        )
+        try:
+            client.start(timeout=ZOOKEEPER_SECONDS)
+        except (KazooException, KazooTimeoutError) as exc:
+            client.stop()
+            client.close()
+            raise StoreUnavailable(
+                f"Solr's ZooKeeper at {hosts}{chroot} is not reachable ({type(exc).__name__})"
+            ) from None
+        self.zookeeper = pysolr.ZooKeeper(hosts + chroot, kazoo_client=client)
+        if not self.zookeeper.liveNodes:
+            self.close()
+            raise StoreUnavailable(f"no live Solr node in {self.where}")
+        self.session = http_session(self._live_node(), parsed.auth, retries)
+        self._cloud = True
+
+    def _live_node(self) -> str:
+        """A live node's base URL (http://host:port/solr), from ZooKeeper's list of them."""
+        assert self.zookeeper is not None
+        nodes = list(self.zookeeper.liveNodes)
+        if not nodes:
+            raise StoreUnavailable(f"no live Solr node in {self.where}")
+        host, _, context = random.choice(nodes).partition("_")
+        scheme = "https" if self._zookeeper_says_https() else "http"
+        return f"{scheme}://{host}/{context.replace('%2F', '/')}"
+
+    def _zookeeper_says_https(self) -> bool:
+        assert self.zookeeper is not None
+        data = (
+            self.zookeeper.zk.exists("/clusterprops.json")
+            and self.zookeeper.zk.get("/clusterprops.json")[0]
+        )
+        return bool(data) and json.loads(data).get("urlScheme") == "https"
+
+    def _client(self) -> pysolr.Solr | None:
+        """pysolr's client for the core or collection; through ZooKeeper, None until the
+        collection exists (pysolr's SolrCloud looks its replicas up as it starts)."""
+        if self.zookeeper is None:
+            return pysolr.Solr(
+                f"{self.base}/{self.name}", timeout=self.timeout, session=self.session
+            )
+        if self.name not in self.zookeeper.collections:
+            return None
+        return pysolr.SolrCloud(
+            self.zookeeper,
+            self.name,
+            timeout=self.timeout,
+            session=self.session,
+            retry_count=5,
+            retry_timeout=0.5,
+        )
 
     # --- HTTP -------------------------------------------------------------------------------------
 
+    def _call(self, request: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """One request, through pysolr or the session: a server that does not answer becomes
+        one line (answers that are errors became one line in the session's transport)."""
+        try:
+            return request(*args, **kwargs)
+        except (pysolr.SolrError, requests.RequestException) as exc:
+            raise StoreUnavailable(
+                f"Solr at {self.where} is not reachable ({_unreachable_reason(exc)})"
+            ) from None
+
     def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        form: Mapping[str, Any] | Sequence[tuple[str, str]] | None = None,
-        json_body: Any = None,
+        self, method: str, path: str, *, params: Mapping[str, Any] | None = None, **body: Any
     ) -> dict[str, Any]:
-        """One request to the server (``path`` below /solr), answered as JSON; transport and
-        server errors become one-line user errors. ``form`` is sent form-encoded, ``json_body``
-        as JSON; list values repeat their parameter."""
-        url = f"{self.base}/{path}" + (f"?{urlencode(params, doseq=True)}" if params else "")
-        headers, body = dict(self.headers), None
-        if form is not None:
-            headers["Content-Type"] = "application/x-www-form-urlencoded"
-            body = urlencode(form, doseq=True)
-        elif json_body is not None:
-            headers["Content-Type"] = "application/json"
-            body = json.dumps(json_body)
-        try:
-            response = self.http.request(
-                method, url, body=body, headers=headers, timeout=self.timeout
-            )
-        except urllib3.exceptions.HTTPError as exc:
-            reason = type(getattr(exc, "reason", None) or exc).__name__
-            raise StoreUnavailable(f"Solr at {self.base} is not reachable ({reason})") from None
-        if response.status == 401:
-            raise NeardupError(f"Solr at {self.base} refused the credentials (HTTP 401)")
-        try:
-            answer = json.loads(response.data)
-        except ValueError:
-            answer = {}
-        if response.status != 200:
-            error = answer.get("error", {}) if isinstance(answer, dict) else {}
-            text = response.data[:200].decode("utf-8", "replace")
-            message = (error.get("msg") or text).strip().splitlines()
-            raise NeardupError(
-                f"Solr at {self.base}: HTTP {response.status}: {(message or [''])[0][:300]}"
-            )
-        return answer
+        """An admin, Schema or Collections API request (``path`` below /solr), on a live node;
+        ``body`` is requests' ``json`` or ``data``."""
+        base = self.base if self.zookeeper is None else self._live_node()
+        answer = self._call(
+            self.session.request,
+            method,
+            f"{base}/{path}",
+            params={**(params or {}), "wt": "json"},
+            timeout=self.timeout,
+            **body,
+        )
+        return answer.json()
 
     def _core(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        """A request to this core or collection."""
+        """A request to this core or collection that pysolr has no call for."""
         return self._request(method, f"{self.name}/{path}", **kwargs)
 
-    def _search(self, **params: Any) -> dict[str, Any]:
-        # POSTed as a form: a query with thousands of clauses would not fit in a URL.
-        return self._core("POST", "select", form={**params, "wt": "json"})
+    @property
+    def _pysolr(self) -> pysolr.Solr:
+        deadline = time.monotonic() + ZOOKEEPER_SECONDS
+        while self.solr is None:  # a collection made since: ZooKeeper's watch tells shortly
+            self.solr = self._client()
+            if self.solr is None and time.monotonic() > deadline:
+                raise StoreUnavailable(f"no Solr collection {self.name!r} in {self.where}")
+            time.sleep(0.05)
+        return self.solr
 
-    def _update(self, body: Any, **params: Any) -> None:
-        self._core("POST", "update", params={**params, "wt": "json"}, json_body=body)
+    def _search(self, **params: Any) -> dict[str, Any]:
+        """A search, as Solr answers it (pysolr POSTs a long one as a form)."""
+        query = params.pop("q")
+        return self._call(self._pysolr.search, query, **params).raw_response
+
+    def _add(self, documents: list[dict[str, Any]], commit: bool = False) -> None:
+        self._call(self._pysolr.add, documents, commit=commit)
 
     # --- schema -----------------------------------------------------------------------------------
 
     @property
     def cloud(self) -> bool:
         if self._cloud is None:
-            info = self._request("GET", "admin/info/system", params={"wt": "json"})
+            info = self._request("GET", "admin/info/system")
             self._cloud = info.get("mode") == "solrcloud"
         return self._cloud
 
@@ -228,7 +359,7 @@ class SolrStore(Store):
         }
         commands = {k: v for k, v in commands.items() if v}
         if commands:
-            self._core("POST", "schema", json_body=commands)
+            self._core("POST", "schema", json=commands)
 
     def drop(self) -> None:
         if not self._exists():
@@ -241,6 +372,8 @@ class SolrStore(Store):
             params = {"action": "UNLOAD", "core": self.name, "deleteInstanceDir": "true"}
             self._request("GET", "admin/cores", params=params)
         self._settings = None
+        if self.zookeeper is not None:
+            self.solr = None
 
     # --- settings ---------------------------------------------------------------------------------
 
@@ -253,7 +386,7 @@ class SolrStore(Store):
     def write_settings(self, settings: dict[str, Any]) -> None:
         self.apply_schema()
         document = {"id": PARAMS_ID, "neardup_params": json.dumps(settings, sort_keys=True)}
-        self._update([document], commit="true")
+        self._add([document], commit=True)
 
     # --- writing ----------------------------------------------------------------------------------
 
@@ -263,16 +396,16 @@ class SolrStore(Store):
         names = field_names(self.settings)
         docs = [engine_document(d, names, self.keeps_frequencies) for d in documents.values()]
         for start in range(0, len(docs), REQUEST_DOCUMENTS):
-            self._update(docs[start : start + REQUEST_DOCUMENTS])
+            self._add(docs[start : start + REQUEST_DOCUMENTS])
 
     def delete(self, ids: Sequence[str]) -> int:
         existing = [i for i in self.get(ids) if i != PARAMS_ID]
         if existing:
-            self._update({"delete": existing})
+            self._call(self._pysolr.delete, id=existing)
         return len(existing)
 
     def flush(self) -> None:
-        self._update({"commit": {"waitSearcher": True}})
+        self._call(self._pysolr.commit, waitSearcher=True)
 
     # --- reading ----------------------------------------------------------------------------------
 
@@ -280,11 +413,8 @@ class SolrStore(Store):
         """Documents by id, committed or not; real-time get takes ids as repeated parameters."""
         found: dict[str, dict[str, Any]] = {}
         for start in range(0, len(ids), PAGE):
-            body = self._core(
-                "POST",
-                "get",
-                form=[("id", i) for i in ids[start : start + PAGE]] + [("wt", "json")],
-            )
+            chunk = list(ids[start : start + PAGE])
+            body = self._call(self._pysolr.search, "", search_handler="get", id=chunk).raw_response
             # One id comes back as {"doc": …}, several as {"response": {"docs": […]}}.
             docs = [body["doc"]] if "doc" in body else body["response"]["docs"]
             found.update({doc["id"]: doc for doc in docs if doc})
@@ -435,7 +565,10 @@ class SolrStore(Store):
             return list(pool.map(self._candidates, queries))
 
     def close(self) -> None:
-        self.http.clear()
+        self.session.close()
+        if self.zookeeper is not None:
+            self.zookeeper.zk.stop()
+            self.zookeeper.zk.close()
 
 
 def _record(doc: dict[str, Any]) -> StoredRecord:

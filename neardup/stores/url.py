@@ -1,7 +1,8 @@
 """Engine store URLs: ``SCHEME[+https]://[user:password@]host[:port][,host[:port]...]/PATH[?shards=N&replicas=M]``.
 
 Several hosts name the nodes of one cluster: a client that can fail over between them does
-(Elasticsearch's node pool); the first is the one named in messages.
+(Elasticsearch's node pool), or the servers of a SolrCloud cluster's ZooKeeper
+(``solr+zk://``); the first is the one named in messages.
 
 Both engines read their URLs here, so the options mean the same on each: ``shards`` is how many
 shards a new collection or index gets, ``replicas`` how many copies of each shard (1: no extra

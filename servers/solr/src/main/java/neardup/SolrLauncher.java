@@ -21,8 +21,9 @@ import org.apache.solr.embedded.JettySolrRunner;
  *
  * Standalone mode serves cores made from the configset "neardup" (CoreAdmin CREATE with
  * configSet=neardup). Cloud mode starts an embedded ZooKeeper and NODES Solr nodes, and uploads
- * the configset as "neardup" for the Collections API. When Solr is ready, the launcher prints one
- * line per node, "READY http://127.0.0.1:PORT/solr", and then waits.
+ * the configset as "neardup" for the Collections API; it prints "ZOOKEEPER HOST:PORT/CHROOT".
+ * When Solr is ready, the launcher prints one line per node, "READY http://127.0.0.1:PORT/solr",
+ * and then waits.
  */
 public final class SolrLauncher {
   private static final String CONFIGSET = "neardup";
@@ -49,6 +50,7 @@ public final class SolrLauncher {
       for (JettySolrRunner node : cluster.getJettySolrRunners()) {
         urls.add(node.getBaseUrl().toString());
       }
+      System.out.println("ZOOKEEPER " + cluster.getZkServer().getZkAddress());
       stop = () -> quietly(cluster::shutdown);
     }
     CountDownLatch stopped = new CountDownLatch(1);
