@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -104,11 +105,14 @@ def start_solr(
     work: Path | None = None,
     timeout: float = 240,
     credentials: tuple[str, str] | None = None,
+    tls: bool = False,
     keep: bool = False,
 ) -> Server:
     """Start standalone Solr (or a SolrCloud cluster of ``nodes``) and wait until it serves.
 
-    With ``credentials`` (standalone only), every request needs that user and password. With
+    With ``credentials`` (standalone only), every request needs that user and password (the
+    BasicAuth plugin). With ``tls`` (standalone only), it serves HTTPS with a certificate from a
+    CA made for the run (``work/certs/ca.crt``). With
     ``keep``, the cores a server left in ``work`` are served again (a restart); otherwise
     ``work`` starts empty.
     """
@@ -121,10 +125,23 @@ def start_solr(
     work.mkdir(parents=True, exist_ok=True)
     if credentials:
         (work / "security.json").write_text(json.dumps(solr_security(*credentials)))
+    keystore = []
+    if tls:
+        certs = make_certificates(work / "certs").parent
+        _run(
+            ["openssl", "pkcs12", "-export", "-in", str(certs / "node.crt"), "-inkey",
+             str(certs / "node.key"), "-out", str(certs / "node.p12"), "-passout", "pass:neardup"],
+            "making Solr's keystore",
+        )  # fmt: skip
+        keystore = [
+            f"-Dneardup.keystore={certs / 'node.p12'}",
+            "-Dneardup.keystore.password=neardup",
+        ]
     command = [
         os.environ.get("NEARDUP_JAVA", "java"),
         f"-Xmx{heap}",
         "-Xss1m",
+        *keystore,
         "-Dsolr.log.dir=" + str(work / "logs"),
         "-Djava.net.preferIPv4Stack=true",
         "-cp",
@@ -223,6 +240,31 @@ def _java_home() -> str:
     return str(Path(java).resolve().parents[1])
 
 
+def make_certificates(folder: Path) -> Path:
+    """A certificate authority and, signed by it, a certificate for 127.0.0.1 and localhost, as
+    PEM files in ``folder`` (ca.crt, node.crt, node.key), made with openssl; returns ca.crt."""
+    folder.mkdir(parents=True, exist_ok=True)
+    days, rsa = "30", "rsa:2048"
+    _run(
+        ["openssl", "req", "-x509", "-newkey", rsa, "-nodes", "-days", days, "-subj",
+         "/CN=neardup test CA", "-keyout", str(folder / "ca.key"), "-out", str(folder / "ca.crt")],
+        "making a test CA",
+    )  # fmt: skip
+    _run(
+        ["openssl", "req", "-newkey", rsa, "-nodes", "-subj", "/CN=127.0.0.1",
+         "-keyout", str(folder / "node.key"), "-out", str(folder / "node.csr")],
+        "making a node key",
+    )  # fmt: skip
+    (folder / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    _run(
+        ["openssl", "x509", "-req", "-days", days, "-in", str(folder / "node.csr"),
+         "-CA", str(folder / "ca.crt"), "-CAkey", str(folder / "ca.key"), "-CAcreateserial",
+         "-extfile", str(folder / "san.ext"), "-out", str(folder / "node.crt")],
+        "signing the node certificate",
+    )  # fmt: skip
+    return folder / "ca.crt"
+
+
 def start_elasticsearch(
     *,
     port: int = 9200,
@@ -231,17 +273,23 @@ def start_elasticsearch(
     work: Path | None = None,
     timeout: float = 240,
     credentials: tuple[str, str] | None = None,
+    tls: bool = False,
     keep: bool = False,
 ) -> list[Server]:
     """Start an Elasticsearch cluster of ``nodes`` on 127.0.0.1 (HTTP ports from ``port`` up).
 
     Elasticsearch refuses to run as root; as root, the nodes run as ``nobody``. With
-    ``credentials`` (one node only: more need TLS between them), security is on and that user is
-    a superuser of the file realm; HTTP stays plain, on loopback. With ``keep``, the data the
+    ``credentials`` (one node only: more need TLS between them), security is on: a user named
+    ``elastic`` is the built-in superuser with that password (its bootstrap password, as the
+    Docker image sets ELASTIC_PASSWORD), another a superuser of the file realm. With ``tls`` as
+    well, HTTP is HTTPS with a certificate from a CA made for the run (``work/certs/ca.crt``),
+    as Elasticsearch 8 ships; otherwise HTTP stays plain, on loopback. With ``keep``, the data the
     nodes left in ``work`` is served again (a restart); otherwise ``work`` starts empty.
     """
     if credentials and nodes > 1:
         raise ValueError("credentials need a single node")
+    if tls and not credentials:
+        raise ValueError("TLS comes with credentials")
     home = elasticsearch_home()
     work = work or STATE / "elasticsearch"
     if not keep:
@@ -267,20 +315,9 @@ def start_elasticsearch(
             "ES_JAVA_OPTS": f"-Xms{heap} -Xmx{heap}",
         }
         if credentials:
-            user, password = credentials
-            _run(
-                [
-                    str(home / "bin" / "elasticsearch-users"),
-                    "useradd",
-                    user,
-                    "-p",
-                    password,
-                    "-r",
-                    "superuser",
-                ],
-                "adding the Elasticsearch user",
-                env={**os.environ, **env},
-            )
+            _add_user(home, *credentials, env={**os.environ, **env})
+        if tls:
+            make_certificates(node / "config" / "certs")  # in its config: ES reads no other
         if as_user:
             subprocess.run(["chown", "-R", "nobody:nogroup", str(work)], check=True)
         settings = {
@@ -293,10 +330,13 @@ def start_elasticsearch(
             "path.logs": node / "logs",
             # loopback only, for tests and benchmarks: plain HTTP, security only when asked for
             "xpack.security.enabled": str(bool(credentials)).lower(),
-            "xpack.security.http.ssl.enabled": "false",
+            "xpack.security.http.ssl.enabled": str(tls).lower(),
             "xpack.security.transport.ssl.enabled": "false",
             "cluster.routing.allocation.disk.threshold_enabled": "false",
         }
+        if tls:
+            settings["xpack.security.http.ssl.certificate"] = "certs/node.crt"
+            settings["xpack.security.http.ssl.key"] = "certs/node.key"
         if nodes == 1:
             settings["discovery.type"] = "single-node"
         else:
@@ -305,22 +345,47 @@ def start_elasticsearch(
         command = [*as_user, str(home / "bin" / "elasticsearch")]
         command += [f"-E{key}={value}" for key, value in settings.items()]
         servers.append(_spawn(f"elasticsearch-{port + n}", command, node / "console.log", env))
-    url = f"http://127.0.0.1:{port}"
-    _wait(servers, lambda _output: _healthy(url, nodes, credentials), timeout)
+    http = "https" if tls else "http"
+    url = f"{http}://127.0.0.1:{port}"
+    ca = work / names[0] / "config" / "certs" / "ca.crt" if tls else None
+    _wait(servers, lambda _output: _healthy(url, nodes, credentials, ca), timeout)
     for n, server in enumerate(servers):
-        server.urls = [f"http://127.0.0.1:{port + n}"]
+        server.urls = [f"{http}://127.0.0.1:{port + n}"]
     return servers
 
 
-def _healthy(url: str, nodes: int, credentials: tuple[str, str] | None) -> list[str] | None:
+def _add_user(home: Path, user: str, password: str, env: dict[str, str]) -> None:
+    """``elastic``: the built-in superuser's bootstrap password, in the node's keystore; any
+    other name: a superuser of the file realm."""
+    if user == "elastic":
+        keystore = str(home / "bin" / "elasticsearch-keystore")
+        _run([keystore, "create"], "making the Elasticsearch keystore", env=env)
+        added = subprocess.run(
+            [keystore, "add", "-x", "bootstrap.password"],
+            input=password,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        if added.returncode:
+            raise RuntimeError(f"setting the elastic user's password failed: {added.stderr}")
+        return
+    command = [str(home / "bin" / "elasticsearch-users"), "useradd", user, "-p", password]
+    _run([*command, "-r", "superuser"], "adding the Elasticsearch user", env=env)
+
+
+def _healthy(
+    url: str, nodes: int, credentials: tuple[str, str] | None, ca: Path | None = None
+) -> list[str] | None:
     health = urllib.request.Request(
         f"{url}/_cluster/health?wait_for_status=yellow&wait_for_nodes={nodes}&timeout=1s"
     )
     if credentials:
         token = base64.b64encode(":".join(credentials).encode()).decode()
         health.add_header("Authorization", f"Basic {token}")
+    context = ssl.create_default_context(cafile=str(ca)) if ca else None
     try:
-        with urllib.request.urlopen(health, timeout=5) as response:
+        with urllib.request.urlopen(health, timeout=5, context=context) as response:
             return [url] if json.load(response).get("timed_out") is False else None
     except (OSError, ValueError):
         return None

@@ -14,6 +14,7 @@ import shutil
 import socket
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -34,6 +35,7 @@ class SearchServer:
     shards: int = 1
     stop: Callable[[], None] = lambda: None
     auth: tuple[str, str] | None = None  # the server requires these credentials
+    ca: Path | None = None  # the CA that signed its certificate, when it serves HTTPS
     made: list[str] = field(default_factory=list)
     scheme: ClassVar[str]
     path: ClassVar[str]  # between host:port and the store's name
@@ -48,19 +50,41 @@ class SearchServer:
         user = (
             f"{quote(self.auth[0], safe='')}:{quote(self.auth[1], safe='')}@" if self.auth else ""
         )
-        url = f"{self.scheme}://{user}{self.host_port}{self.path}/{name}{query}"
+        scheme = f"{self.scheme}+https" if self.base.startswith("https:") else self.scheme
+        url = f"{scheme}://{user}{self.host_port}{self.path}/{name}{query}"
         self.made.append(url)
         return url
 
     def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
-        return requests.request(method, f"{self.base}/{path}", auth=self.auth, timeout=60, **kwargs)
+        verify = str(self.ca) if self.ca else True
+        return requests.request(
+            method, f"{self.base}/{path}", auth=self.auth, timeout=60, verify=verify, **kwargs
+        )
 
     def drop_made(self) -> None:
         """Remove every store made so far (fixtures call this in their teardown)."""
-        for url in self.made:
-            with open_store(url) as store:
-                store.drop()
+        with _trusting(self):
+            for url in self.made:
+                with open_store(url) as store:
+                    store.drop()
         self.made.clear()
+
+
+@contextmanager
+def _trusting(server: SearchServer) -> Iterator[None]:
+    """The server's CA in the environment, as a user of a secured cluster sets it."""
+    names = ("NEARDUP_SOLR_CA_CERTS", "NEARDUP_ES_CA_CERTS")
+    before = {name: os.environ.get(name) for name in names}
+    if server.ca:
+        os.environ.update(dict.fromkeys(names, str(server.ca)))
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @dataclass
@@ -121,9 +145,9 @@ def _solr_from_docker() -> SolrServer:
 TEST_CREDENTIALS = ("neardup", "s3cret:/@pass")
 
 
-def _start_solr(cloud: bool) -> SolrServer:
-    what = "SolrCloud" if cloud else "Solr"
-    if not cloud and os.environ.get("NEARDUP_TEST_SOLR_URL"):
+def _start_solr(cloud: bool, tls: bool = False) -> SolrServer:
+    what = "SolrCloud" if cloud else "Solr over TLS" if tls else "Solr"
+    if not cloud and not tls and os.environ.get("NEARDUP_TEST_SOLR_URL"):
         return SolrServer(os.environ["NEARDUP_TEST_SOLR_URL"].rstrip("/"))
     reasons = []
     if shutil.which("java") and shutil.which("mvn"):
@@ -133,8 +157,9 @@ def _start_solr(cloud: bool) -> SolrServer:
                 cloud=cloud,
                 port=None if cloud else launch.free_port(),
                 heap="768m" if cloud else "512m",
-                work=launch.STATE / f"test-{what.lower()}",
+                work=launch.STATE / f"test-{what.lower().replace(' ', '-')}",
                 credentials=credentials,
+                tls=tls,
             )
             return SolrServer(
                 server.urls[0],
@@ -143,12 +168,13 @@ def _start_solr(cloud: bool) -> SolrServer:
                 shards=2 if cloud else 1,
                 stop=lambda: server.stop(grace=0),  # throwaway data: no need for a clean shutdown
                 auth=credentials,
+                ca=server.log.parent / "certs" / "ca.crt" if tls else None,
             )
         except RuntimeError as exc:
             reasons.append(str(exc).splitlines()[0])
     else:
         reasons.append("java and mvn are not both on PATH")
-    if not cloud and _docker_available():
+    if not cloud and not tls and _docker_available():
         return _solr_from_docker()
     _unavailable(what, "; ".join(reasons) + "; no Docker engine either")
     raise AssertionError("unreachable")
@@ -157,6 +183,15 @@ def _start_solr(cloud: bool) -> SolrServer:
 @pytest.fixture(scope="session")
 def solr_server() -> Iterator[SolrServer]:
     server = _start_solr(cloud=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def solr_secure_server() -> Iterator[SolrServer]:
+    """Standalone Solr as a secured one runs: the BasicAuth plugin and HTTPS, with a CA made for
+    the run. Only for its module."""
+    server = _start_solr(cloud=False, tls=True)
     yield server
     server.stop()
 
@@ -204,22 +239,26 @@ def _start_elasticsearch(nodes: int, secure: bool = False) -> ElasticsearchServe
         return ElasticsearchServer(os.environ["NEARDUP_TEST_ES_URL"].rstrip("/"))
     reasons = []
     if shutil.which("java") and shutil.which("mvn"):
-        credentials = TEST_CREDENTIALS if secure else None
+        # Secured as Elasticsearch 8 ships: HTTPS, and a password for the elastic user.
+        credentials = ("elastic", TEST_CREDENTIALS[1]) if secure else None
+        work = launch.STATE / f"test-elasticsearch-{nodes}{'-secure' if secure else ''}"
         try:
             servers = launch.start_elasticsearch(
                 port=_consecutive_free_ports(nodes),
                 nodes=nodes,
                 heap="512m",
-                work=launch.STATE / f"test-elasticsearch-{nodes}{'-secure' if secure else ''}",
+                work=work,
                 credentials=credentials,
+                tls=secure,
             )
 
             def stop() -> None:
                 for server in servers:
                     server.stop(grace=0)  # throwaway data: no need for a clean shutdown
 
+            ca = work / "node-1" / "config" / "certs" / "ca.crt" if secure else None
             return ElasticsearchServer(
-                servers[0].urls[0], shards=nodes, stop=stop, auth=credentials
+                servers[0].urls[0], shards=nodes, stop=stop, auth=credentials, ca=ca
             )
         except RuntimeError as exc:
             reasons.append(str(exc).splitlines()[0])
@@ -240,9 +279,10 @@ def elasticsearch_server() -> Iterator[ElasticsearchServer]:
 
 @pytest.fixture(scope="module")
 def elasticsearch_secure_server() -> Iterator[ElasticsearchServer]:
-    """A node with security on and a file-realm user, for the tests of credentials. Only for its
-    module: with security on, this minimal distribution keeps failing to write its built-in roles
-    to the .security index (it lacks the analysis-common module), which loads the node."""
+    """A node secured as Elasticsearch 8 ships (HTTPS with a CA made for the run, a password for
+    the elastic user), for the tests of credentials and TLS. Only for its module: with security
+    on, this minimal distribution keeps failing to write its built-in roles to the .security
+    index (it lacks the analysis-common module), which loads the node."""
     server = _start_elasticsearch(nodes=1, secure=True)
     yield server
     server.stop()

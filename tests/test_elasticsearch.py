@@ -58,13 +58,14 @@ def test_a_missing_index_is_a_clear_error_for_readers(elasticsearch_server) -> N
         open_store(url, create=False)
 
 
-def test_basic_auth(elasticsearch_secure_server) -> None:
+def test_basic_auth(elasticsearch_secure_server, monkeypatch) -> None:
     server = elasticsearch_secure_server
+    monkeypatch.setenv("NEARDUP_ES_CA_CERTS", str(server.ca))
     with_user = server.new_store_url()
     try:
         api.apply_schema(with_user)
         assert api.stats(with_user)["documents"] == 0
-        bare = f"elasticsearch://{server.host_port}/{with_user.rsplit('/', 1)[1]}"
+        bare = f"elasticsearch+https://{server.host_port}/{with_user.rsplit('/', 1)[1]}"
         with pytest.raises(NeardupError, match="401"):
             api.stats(bare)
         wrong = with_user.replace("s3cret", "wrong")

@@ -88,6 +88,12 @@ class ElasticsearchStore(Store):
             auth["basic_auth"] = parsed.auth
         elif os.environ.get("NEARDUP_ES_API_KEY"):
             auth["api_key"] = os.environ["NEARDUP_ES_API_KEY"]
+        self.secure = parsed.scheme.endswith("+https")
+        ca = os.environ.get("NEARDUP_ES_CA_CERTS")  # a cluster's own CA, as ES 8 makes one
+        if ca and self.secure:  # plain HTTP has no certificate to check
+            if not os.path.isfile(ca):
+                raise NeardupError(f"NEARDUP_ES_CA_CERTS names no file: {ca}")
+            auth["ca_certs"] = ca
         self.es = Elasticsearch(
             parsed.endpoints,  # the client's node pool fails over between them
             request_timeout=timeout,
@@ -104,11 +110,26 @@ class ElasticsearchStore(Store):
         """Turn transport and API errors into one-line user errors."""
         try:
             yield
-        except elastic_transport.ConnectionError:
-            raise StoreUnavailable(f"Elasticsearch at {self.endpoint} is not reachable") from None
+        except elastic_transport.TlsError:
+            raise StoreUnavailable(
+                f"Elasticsearch at {self.endpoint}: its TLS certificate is not trusted here; name "
+                "the CA that signed it in NEARDUP_ES_CA_CERTS (Elasticsearch 8 writes it to "
+                "config/certs/http_ca.crt)"
+            ) from None
         except elastic_transport.ConnectionTimeout:
             raise StoreUnavailable(f"Elasticsearch at {self.endpoint} timed out") from None
+        except elastic_transport.ConnectionError as exc:
+            # A node that serves HTTPS hangs up on plain HTTP without a word.
+            hung_up = not self.secure and "RemoteDisconnected" in repr(exc.__context__)
+            hint = " (it hung up: if it serves HTTPS, the URL is elasticsearch+https://…)"
+            raise StoreUnavailable(
+                f"Elasticsearch at {self.endpoint} is not reachable{hint if hung_up else ''}"
+            ) from None
         except ApiError as exc:
+            if exc.meta.status == 401:
+                raise NeardupError(
+                    f"Elasticsearch at {self.endpoint} refused the credentials (HTTP 401)"
+                ) from None
             reason = _reason(exc.body) or exc.message
             raise NeardupError(
                 f"Elasticsearch at {self.endpoint}: {exc.meta.status}: {reason}"

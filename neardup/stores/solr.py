@@ -121,14 +121,21 @@ def http_session(endpoint: str, auth: tuple[str, str] | None, retries: int) -> r
     session.mount("http://", transport)
     session.mount("https://", transport)
     session.auth = auth or netrc_auth(endpoint)
-    session.verify = (
-        os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
-    )
+    session.verify = _ca_bundle()
     parts = urlsplit(endpoint)
     proxy = urllib.request.getproxies().get(parts.scheme)
     if proxy and not urllib.request.proxy_bypass(parts.hostname or ""):
         session.proxies = {parts.scheme: proxy}
     return session
+
+
+def _ca_bundle() -> str | bool:
+    """The CA file that signed the cluster's certificate: NEARDUP_SOLR_CA_CERTS, else the
+    bundle requests and curl would read, else the system's (True)."""
+    own = os.environ.get("NEARDUP_SOLR_CA_CERTS")
+    if own and not os.path.isfile(own):
+        raise NeardupError(f"NEARDUP_SOLR_CA_CERTS names no file: {own}")
+    return own or os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
 
 
 def netrc_auth(endpoint: str) -> tuple[str, str] | None:
@@ -267,9 +274,18 @@ class SolrStore(Store):
         try:
             return request(*args, **kwargs)
         except (pysolr.SolrError, requests.RequestException) as exc:
-            raise StoreUnavailable(
-                f"Solr at {self.where} is not reachable ({_unreachable_reason(exc)})"
-            ) from None
+            reason = _unreachable_reason(exc)
+            if reason == "SSLError":
+                raise StoreUnavailable(
+                    f"Solr at {self.where}: its TLS certificate is not trusted here; name the CA "
+                    "that signed it in NEARDUP_SOLR_CA_CERTS"
+                ) from None
+            if reason == "ProtocolError" and self.where.startswith("http:"):
+                raise StoreUnavailable(
+                    f"Solr at {self.where} is not reachable (it hung up: if it serves HTTPS, "
+                    "the URL is solr+https://…)"
+                ) from None
+            raise StoreUnavailable(f"Solr at {self.where} is not reachable ({reason})") from None
 
     def _request(
         self, method: str, path: str, *, params: Mapping[str, Any] | None = None, **body: Any

@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 
+import org.apache.solr.client.solrj.embedded.SSLConfig;
 import org.apache.solr.cloud.MiniSolrCloudCluster;
 import org.apache.solr.embedded.JettyConfig;
 import org.apache.solr.embedded.JettySolrRunner;
@@ -23,7 +24,8 @@ import org.apache.solr.embedded.JettySolrRunner;
  * configSet=neardup). Cloud mode starts an embedded ZooKeeper and NODES Solr nodes, and uploads
  * the configset as "neardup" for the Collections API; it prints "ZOOKEEPER HOST:PORT/CHROOT".
  * When Solr is ready, the launcher prints one line per node, "READY http://127.0.0.1:PORT/solr",
- * and then waits.
+ * and then waits. With -Dneardup.keystore=FILE.p12 (and -Dneardup.keystore.password), a
+ * standalone Solr serves HTTPS with that keystore's certificate.
  */
 public final class SolrLauncher {
   private static final String CONFIGSET = "neardup";
@@ -69,8 +71,16 @@ public final class SolrLauncher {
       throws Exception {
     copyTree(configset, home.resolve("configsets").resolve(CONFIGSET).resolve("conf"));
     Files.writeString(home.resolve("solr.xml"), "<solr>" + MAX_CLAUSES + "</solr>\n");
-    JettyConfig config =
-        JettyConfig.builder().setPort(port).setContext("/solr").stopAtShutdown(false).build();
+    JettyConfig.Builder builder =
+        JettyConfig.builder().setPort(port).setContext("/solr").stopAtShutdown(false);
+    String keyStore = System.getProperty("neardup.keystore");
+    if (keyStore != null) { // HTTPS with the certificate in this PKCS12 keystore
+      System.setProperty("jetty.testMode", "true"); // the runner reads its SSL config only then
+      String password = System.getProperty("neardup.keystore.password", "");
+      builder.withSSLConfig(new SSLConfig(true, false, keyStore, password, keyStore, password));
+      builder.useOnlyHttp1(true); // HTTP/1.1 over TLS, as Python clients speak it
+    }
+    JettyConfig config = builder.build();
     Properties properties = new Properties();
     JettySolrRunner solr = new JettySolrRunner(home.toString(), properties, config);
     solr.start();
