@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import elastic_transport
 import numpy as np
@@ -53,6 +54,10 @@ MAX_BUCKETS = 65_536
 BUCKET_CONTENTS = 100
 # Token prefixes listed at once.
 CONCURRENT_PREFIXES = 2
+# How long a read waits for a lost node's shards to answer from their other copies.
+FAILOVER_SECONDS = 60
+
+T = TypeVar("T")
 
 
 def _candidate_search(query: CandidateQuery, name: str) -> dict[str, Any]:
@@ -125,6 +130,10 @@ class ElasticsearchStore(Store):
             raise StoreUnavailable(
                 f"Elasticsearch at {self.endpoint} is not reachable{hint if hung_up else ''}"
             ) from None
+        except _ShardsMissing as exc:
+            raise StoreUnavailable(
+                f"Elasticsearch at {self.endpoint}: {exc} for {FAILOVER_SECONDS} s"
+            ) from None
         except ApiError as exc:
             if exc.meta.status == 401:
                 raise NeardupError(
@@ -134,6 +143,27 @@ class ElasticsearchStore(Store):
             raise NeardupError(
                 f"Elasticsearch at {self.endpoint}: {exc.meta.status}: {reason}"
             ) from None
+
+    def _failover(self, ask: Callable[[], T]) -> T:
+        """``ask`` (a read), asked again while a lost node's shards move to their other copies:
+        every search asks for all shards or none (no partial results), and one that meets a
+        missing shard, a lost point in time or no node fails and is retried, with backoff, for
+        up to FAILOVER_SECONDS. Other errors and the last failure are raised as they are."""
+        deadline, delay = time.monotonic() + FAILOVER_SECONDS, 0.25
+        while True:
+            try:
+                return ask()
+            except (ApiError, elastic_transport.TransportError, _ShardsMissing) as exc:
+                if not _transient(exc) or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(2 * delay, 2.0)
+
+    def _search(self, **request: Any) -> dict[str, Any]:
+        """One search of every shard (see :meth:`_failover`)."""
+        return self._failover(
+            lambda: _whole(self.es.search(allow_partial_search_results=False, **request))
+        )
 
     def _exists(self) -> bool:
         with self._errors():
@@ -225,9 +255,12 @@ class ElasticsearchStore(Store):
         found: dict[str, StoredRecord] = {}
         ids = list(ids)
         for start in range(0, len(ids), PAGE):
+            chunk = ids[start : start + PAGE]
             with self._errors():
-                response = self.es.mget(
-                    index=self.index, ids=ids[start : start + PAGE], source=RECORD_FIELDS
+                response = self._failover(
+                    lambda chunk=chunk: _every_doc(
+                        self.es.mget(index=self.index, ids=chunk, source=RECORD_FIELDS)
+                    )
                 )
             for doc in response["docs"]:
                 if doc.get("found"):
@@ -244,18 +277,21 @@ class ElasticsearchStore(Store):
     ) -> Iterator[dict[str, Any]]:
         """Hits in id order with search_after; over a point in time for a whole-index walk.
         A hit's id is its ``sort`` value."""
-        pit = None
-        if point_in_time:
-            with self._errors():
-                pit = self.es.open_point_in_time(index=self.index, keep_alive=KEEP_ALIVE)["id"]
-        try:
-            after = None
-            while True:
-                where: dict[str, Any] = (
-                    {"pit": {"id": pit, "keep_alive": KEEP_ALIVE}} if pit else {"index": self.index}
-                )
-                with self._errors():
-                    response = self.es.search(
+        pit: str | None = None
+        after = None
+
+        def page_after() -> dict[str, Any]:
+            nonlocal pit
+            if point_in_time and pit is None:  # the first, or one a lost node took with it
+                pit = self.es.open_point_in_time(
+                    index=self.index, keep_alive=KEEP_ALIVE, allow_partial_search_results=False
+                )["id"]
+            where: dict[str, Any] = (
+                {"pit": {"id": pit, "keep_alive": KEEP_ALIVE}} if pit else {"index": self.index}
+            )
+            try:
+                return _whole(
+                    self.es.search(
                         **where,
                         query=query,
                         sort=[{"id": "asc"}],
@@ -263,8 +299,20 @@ class ElasticsearchStore(Store):
                         source=source,
                         search_after=after,
                         track_total_hits=False,
+                        allow_partial_search_results=False,
                         **request,
                     )
+                )
+            except (ApiError, elastic_transport.TransportError, _ShardsMissing):
+                # Ids sort the walk, so a new point in time goes on after the last id seen.
+                self._close_point_in_time(pit)
+                pit = None
+                raise
+
+        try:
+            while True:
+                with self._errors():
+                    response = self._failover(page_after)
                 hits = response["hits"]["hits"]
                 yield from hits
                 if len(hits) < page:
@@ -272,11 +320,14 @@ class ElasticsearchStore(Store):
                 after = hits[-1]["sort"]
                 pit = response.get("pit_id", pit)
         finally:
-            # Best effort: a point in time expires by itself after KEEP_ALIVE, and the walk may
-            # be ending because the server went away.
-            if pit:
-                with contextlib.suppress(ApiError, elastic_transport.TransportError):
-                    self.es.close_point_in_time(id=pit)
+            self._close_point_in_time(pit)
+
+    def _close_point_in_time(self, pit: str | None) -> None:
+        """Best effort: a point in time expires by itself after KEEP_ALIVE, and the walk may be
+        ending because the server went away."""
+        if pit:
+            with contextlib.suppress(ApiError, elastic_transport.TransportError):
+                self.es.close_point_in_time(id=pit)
 
     def ids_by_md5(self, md5s: Sequence[str]) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {md5: [] for md5 in md5s}
@@ -389,7 +440,7 @@ class ElasticsearchStore(Store):
         they do not fit one answer."""
         with self._errors():  # one-line errors, the server's unreachability among them
             try:
-                body = self.es.search(
+                body = self._search(
                     index=self.index,
                     size=0,
                     track_total_hits=False,
@@ -412,7 +463,7 @@ class ElasticsearchStore(Store):
         terms = self._terms(name, f"{prefix}.*", single_shard)
         contents = {"terms": {"field": "md5_hash", "size": BUCKET_CONTENTS}}
         with self._errors():
-            body = self.es.search(
+            body = self._search(
                 index=self.index,
                 size=0,
                 track_total_hits=False,
@@ -434,7 +485,7 @@ class ElasticsearchStore(Store):
 
     def count(self) -> int:
         with self._errors():
-            return int(self.es.count(index=self.index)["count"])
+            return int(self._failover(lambda: _whole(self.es.count(index=self.index)))["count"])
 
     def _frequencies(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
         """A filters aggregation, one term filter per shingle: counts of live documents (the
@@ -443,7 +494,7 @@ class ElasticsearchStore(Store):
         def count(name: str, tokens: list[str]) -> tuple[int, list[int]]:
             filters = {f"s{n}": {"term": {name: t}} for n, t in enumerate(tokens)}
             with self._errors():
-                body = self.es.search(
+                body = self._search(
                     index=self.index,
                     size=0,
                     track_total_hits=True,
@@ -461,11 +512,13 @@ class ElasticsearchStore(Store):
         names = field_names(self.settings) if asked else {}
         searches: list[dict[str, Any]] = []
         for query in asked:
-            searches += [{"index": self.index}, _candidate_search(query, names[query.field])]
+            header = {"index": self.index, "allow_partial_search_results": False}
+            searches += [header, _candidate_search(query, names[query.field])]
         answers: Iterator[dict[str, Any]] = iter([])
         if searches:
             with self._errors():
-                answers = iter(self.es.msearch(searches=searches)["responses"])
+                answered = self._failover(lambda: _every_answer(self.es.msearch(searches=searches)))
+                answers = iter(answered["responses"])
         results = []
         for query in queries:
             if not len(query.keys):
@@ -484,6 +537,58 @@ class ElasticsearchStore(Store):
 
     def close(self) -> None:
         self.es.close()
+
+
+class _ShardsMissing(Exception):
+    """An answer that left out some shards: a node holding them was lost."""
+
+
+# Errors a lost node causes while its shards move to their other copies.
+_FAILOVER_ERRORS = (
+    "search_phase_execution_exception",
+    "search_context_missing_exception",
+    "no_shard_available_action_exception",
+    "node_disconnected_exception",
+    "node_not_connected_exception",
+    "unavailable_shards_exception",
+)
+
+
+def _transient(error: Exception) -> bool:
+    """Whether ``error`` is one a lost node causes, gone once its shards have moved."""
+    if isinstance(error, _ShardsMissing | elastic_transport.ConnectionError):
+        return True
+    if isinstance(error, ApiError):
+        return error.meta.status in RETRY_STATUSES or any(
+            kind in str(error.body) for kind in _FAILOVER_ERRORS
+        )
+    return False
+
+
+def _whole(answer: Any) -> Any:
+    """``answer``, unless some of the shards it should cover failed."""
+    shards = answer.get("_shards") or {}
+    if shards.get("failed"):
+        raise _ShardsMissing(f"{shards['failed']} of {shards.get('total')} shards did not answer")
+    return answer
+
+
+def _every_answer(answer: Any) -> Any:
+    """An _msearch answer, unless one of its searches failed as a lost node makes them fail."""
+    for one in answer["responses"]:
+        if "error" in one and any(kind in str(one) for kind in _FAILOVER_ERRORS):
+            raise _ShardsMissing(_reason(one) or "a search failed")
+        if "error" not in one:
+            _whole(one)
+    return answer
+
+
+def _every_doc(answer: Any) -> Any:
+    """An _mget answer, unless a document could not be read (its shard's copies moving)."""
+    failed = [doc for doc in answer["docs"] if "error" in doc]
+    if failed:
+        raise _ShardsMissing(_reason(failed[0]) or "a document could not be read")
+    return answer
 
 
 def _record(source: dict[str, Any]) -> StoredRecord:
