@@ -74,6 +74,9 @@ PAGE = 1000
 DIGEST_PAGE = 10_000
 CONCURRENT_QUERIES = 4
 ZOOKEEPER_SECONDS = 10  # to connect to ZooKeeper, and to see a new collection in it
+# How long a request through ZooKeeper waits for a lost node's shards to get new leaders: a
+# node's ZooKeeper session outlives it by its timeout (zkClientTimeout, 30 s by default).
+FAILOVER_SECONDS = 90
 _QUIET = logging.getLogger("neardup.zookeeper")
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
@@ -98,7 +101,35 @@ class _Answers(HTTPAdapter):
             error = {}
         message = (error.get("msg") if isinstance(error, dict) else None) or response.text[:200]
         first = (message.strip().splitlines() or [""])[0][:300]
-        raise NeardupError(f"Solr at {where}: HTTP {response.status_code}: {first}")
+        raise _Refused(
+            response.status_code, f"Solr at {where}: HTTP {response.status_code}: {first}"
+        )
+
+
+class _Refused(NeardupError):
+    """An answer that is an error, with its HTTP status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def transient(self) -> bool:
+        """Whether a cluster that lost a node answers so until its shards have new leaders."""
+        text = str(self).lower()
+        return self.status in RETRY_STATUSES or (
+            self.status == 500 and any(sign in text for sign in _FAILOVER_SIGNS)
+        )
+
+
+# What a SolrCloud node says while a lost node's shards elect new leaders.
+_FAILOVER_SIGNS = (
+    "no servers hosting shard",
+    "leader",
+    "zookeeper",
+    "refused connection",
+    "during distributed update",
+)
 
 
 def http_session(endpoint: str, auth: tuple[str, str] | None, retries: int) -> requests.Session:
@@ -270,18 +301,35 @@ class SolrStore(Store):
 
     def _call(self, request: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """One request, through pysolr or the session: a server that does not answer becomes
-        one line (answers that are errors became one line in the session's transport)."""
+        one line (answers that are errors became one line in the session's transport).
+
+        Through ZooKeeper, a request that meets a lost node (it does not answer, or its shards
+        have no leader yet) is asked again, with backoff, for up to FAILOVER_SECONDS: the
+        cluster's other nodes take its shards over once ZooKeeper sees it gone. Every request
+        may be repeated: writes replace documents by id."""
+        deadline, delay = time.monotonic() + FAILOVER_SECONDS, 0.5
+        while True:
+            try:
+                return self._once(request, *args, **kwargs)
+            except (StoreUnavailable, _Refused) as exc:
+                lost = isinstance(exc, StoreUnavailable) or exc.transient
+                if self.zookeeper is None or not lost or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(2 * delay, 4.0)
+
+    def _once(self, request: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
             return request(*args, **kwargs)
         except (pysolr.SolrError, requests.RequestException) as exc:
             reason = _unreachable_reason(exc)
-            if reason == "SSLError":
-                raise StoreUnavailable(
+            if reason == "SSLError":  # settings to change, not a node to wait for
+                raise NeardupError(
                     f"Solr at {self.where}: its TLS certificate is not trusted here; name the CA "
                     "that signed it in NEARDUP_SOLR_CA_CERTS"
                 ) from None
             if reason == "ProtocolError" and self.where.startswith("http:"):
-                raise StoreUnavailable(
+                raise NeardupError(
                     f"Solr at {self.where} is not reachable (it hung up: if it serves HTTPS, "
                     "the URL is solr+https://…)"
                 ) from None
