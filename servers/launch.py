@@ -28,7 +28,7 @@ import time
 import urllib.request
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,11 +45,23 @@ class Server:
     process: subprocess.Popen[bytes]
     log: Path
     zookeeper: str | None = None  # a SolrCloud cluster's ZooKeeper: HOST:PORT/CHROOT
+    command: list[str] = field(default_factory=list)  # how it was started, to start it again
+    env: dict[str, str] | None = None
 
     def stop(self, grace: float = 20) -> None:
         _terminate(self.process.pid, grace)
         self.process.wait(timeout=60)
         (STATE / f"{self.name}.pid").unlink(missing_ok=True)
+
+    def kill(self) -> None:
+        """SIGKILL, as a machine that loses power: no shutdown, nothing flushed."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=60)
+
+    def restart(self) -> None:
+        """Start it again on the data it left (its URLs stay the same)."""
+        self.process = _spawn(self.name, self.command, self.log, self.env).process
 
 
 def free_port() -> int:
@@ -167,6 +179,47 @@ def start_solr(
     return server
 
 
+def start_solr_cluster(
+    *, nodes: int = 3, port: int | None = None, heap: str = "384m", timeout: float = 240
+) -> list[Server]:
+    """A SolrCloud cluster whose nodes are processes of their own, so that one can be killed
+    while the others go on: its ZooKeeper (with the neardup configset) first, then ``nodes``
+    Solr nodes on consecutive ports from ``port``. The first server is ZooKeeper
+    (``zookeeper`` holds its address); each node's ``urls`` is its base URL."""
+    work = STATE / "solr-cluster"
+    shutil.rmtree(work, ignore_errors=True)
+    java = [os.environ.get("NEARDUP_JAVA", "java"), f"-Xmx{heap}", "-Xss1m"]
+    java += ["-Djava.net.preferIPv4Stack=true", "-cp", solr_classpath(), "neardup.SolrLauncher"]
+
+    def ready(output: bytes) -> list[str] | None:
+        urls = [
+            line[6:].decode().strip() for line in output.splitlines() if line.startswith(b"READY ")
+        ]
+        return urls or None
+
+    (work / "zookeeper").mkdir(parents=True)
+    keeper = _spawn(
+        "solr-cluster-zookeeper",
+        [*java, "zookeeper", str(work / "zookeeper"), "0", str(SOLR_CONFIGSET)],
+        work / "zookeeper.log",
+    )
+    keeper.zookeeper = _wait([keeper], ready, timeout)[0]
+    servers = [keeper]
+    first = port or free_port()
+    for n in range(nodes):
+        home = work / f"node-{n + 1}"
+        home.mkdir()
+        node = _spawn(
+            f"solr-cluster-node-{n + 1}",
+            [*java, "node", str(home), str(first + n), keeper.zookeeper],
+            home / "solr.log",
+        )
+        node.urls = _wait([node], ready, timeout)
+        node.zookeeper = keeper.zookeeper
+        servers.append(node)
+    return servers
+
+
 def _spawn(name: str, command: list[str], log: Path, env: dict[str, str] | None = None) -> Server:
     """Run ``command`` in the background, in its own process group, with its pid kept. Its
     output goes to ``log``, never to a pipe: a pipe nobody reads once the server is up fills,
@@ -181,7 +234,7 @@ def _spawn(name: str, command: list[str], log: Path, env: dict[str, str] | None 
             env={**os.environ, **(env or {})},
         )
     (STATE / f"{name}.pid").write_text(str(process.pid))
-    return Server(name, [], process, log)
+    return Server(name, [], process, log, command=command, env=env)
 
 
 def _wait(

@@ -18,13 +18,17 @@ import org.apache.solr.embedded.JettySolrRunner;
  * <pre>
  *   SolrLauncher standalone WORK_DIR PORT CONFIGSET_DIR
  *   SolrLauncher cloud      WORK_DIR NODES CONFIGSET_DIR
+ *   SolrLauncher zookeeper  WORK_DIR 0 CONFIGSET_DIR
+ *   SolrLauncher node       WORK_DIR PORT ZOOKEEPER
  * </pre>
  *
  * Standalone mode serves cores made from the configset "neardup" (CoreAdmin CREATE with
  * configSet=neardup). Cloud mode starts an embedded ZooKeeper and NODES Solr nodes, and uploads
  * the configset as "neardup" for the Collections API; it prints "ZOOKEEPER HOST:PORT/CHROOT".
  * When Solr is ready, the launcher prints one line per node, "READY http://127.0.0.1:PORT/solr",
- * and then waits. With -Dneardup.keystore=FILE.p12 (and -Dneardup.keystore.password), a
+ * and then waits. "zookeeper" runs a cluster's ZooKeeper with the configset (and prints READY
+ * with its address), "node" one Solr node of that cluster: a cluster whose nodes are processes
+ * of their own, which can be killed one at a time. With -Dneardup.keystore=FILE.p12 (and -Dneardup.keystore.password), a
  * standalone Solr serves HTTPS with that keystore's certificate.
  */
 public final class SolrLauncher {
@@ -35,7 +39,9 @@ public final class SolrLauncher {
 
   public static void main(String[] args) throws Exception {
     if (args.length != 4) {
-      System.err.println("usage: SolrLauncher standalone|cloud WORK_DIR PORT|NODES CONFIGSET_DIR");
+      System.err.println(
+          "usage: SolrLauncher standalone|cloud|zookeeper|node WORK_DIR PORT|NODES"
+              + " CONFIGSET_DIR|ZOOKEEPER");
       System.exit(2);
     }
     Path work = Path.of(args[1]).toAbsolutePath();
@@ -43,7 +49,26 @@ public final class SolrLauncher {
     Files.createDirectories(work);
     List<String> urls = new ArrayList<>();
     Runnable stop;
-    if (args[0].equals("standalone")) {
+    if (args[0].equals("zookeeper")) { // a cluster's ZooKeeper alone: its nodes run apart
+      MiniSolrCloudCluster cluster = startCloud(work, 0, configset);
+      String address = cluster.getZkServer().getZkAddress();
+      System.out.println("ZOOKEEPER " + address);
+      urls.add(address);
+      stop = () -> quietly(cluster::shutdown);
+    } else if (args[0].equals("node")) { // one node of a cluster, in a process of its own
+      Properties properties = new Properties();
+      properties.setProperty("zkHost", args[3]);
+      JettyConfig config =
+          JettyConfig.builder()
+              .setPort(Integer.parseInt(args[2]))
+              .setContext("/solr")
+              .stopAtShutdown(false)
+              .build();
+      JettySolrRunner node = new JettySolrRunner(work.toString(), properties, config);
+      node.start();
+      urls.add(node.getBaseUrl().toString());
+      stop = () -> quietly(node::stop);
+    } else if (args[0].equals("standalone")) {
       JettySolrRunner solr = startStandalone(work, Integer.parseInt(args[2]), configset);
       urls.add(solr.getBaseUrl().toString());
       stop = () -> quietly(solr::stop);
