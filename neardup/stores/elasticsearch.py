@@ -87,6 +87,7 @@ class ElasticsearchStore(Store):
             example = "elasticsearch://host:port/INDEX"
             raise NeardupError(f"an Elasticsearch store URL looks like {example}, not {url!r}")
         self.url, self.endpoint = parsed.public, parsed.endpoint
+        self.nodes = len(parsed.endpoints)
         self.shards, self.replicas = parsed.shards, parsed.replicas
         auth: dict[str, Any] = {}
         if parsed.auth:
@@ -154,7 +155,7 @@ class ElasticsearchStore(Store):
             try:
                 return ask()
             except (ApiError, elastic_transport.TransportError, _ShardsMissing) as exc:
-                if not _transient(exc) or time.monotonic() + delay > deadline:
+                if not _transient(exc, self.nodes) or time.monotonic() + delay > deadline:
                     raise
             time.sleep(delay)
             delay = min(2 * delay, 2.0)
@@ -554,10 +555,13 @@ _FAILOVER_ERRORS = (
 )
 
 
-def _transient(error: Exception) -> bool:
-    """Whether ``error`` is one a lost node causes, gone once its shards have moved."""
-    if isinstance(error, _ShardsMissing | elastic_transport.ConnectionError):
+def _transient(error: Exception, nodes: int) -> bool:
+    """Whether ``error`` is one a lost node causes, gone once its shards have moved; with one
+    node in the URL, no answer at all is final (there is no other node to ask)."""
+    if isinstance(error, _ShardsMissing):
         return True
+    if isinstance(error, elastic_transport.ConnectionError):
+        return nodes > 1
     if isinstance(error, ApiError):
         return error.meta.status in RETRY_STATUSES or any(
             kind in str(error.body) for kind in _FAILOVER_ERRORS
