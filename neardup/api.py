@@ -284,8 +284,7 @@ def _add_unique(
     """Store the records that have no near-duplicate in the store, counting the others."""
     started = time.perf_counter()
     for batch in batches(records, batch_size):
-        with target.exclusive():  # another process's check-then-add waits for this batch's
-            result = add(batch, target, if_unique=True, preset=preset)
+        result = add(batch, target, if_unique=True, preset=preset)
         summary.read += len(batch)
         summary.indexed += len(result.added)
         lines = {r.id: r.line for r in batch}
@@ -531,8 +530,9 @@ def add(
     earlier among ``records``, is not stored, and its duplicates are returned instead (see
     :meth:`Searcher.unique`: every candidate, weighed as in a store holding them all).
 
-    The check and the add are not atomic between callers: a service that takes concurrent adds
-    serialises them (see :mod:`neardup.service`).
+    With ``if_unique``, the check and the add hold the store's lock (:meth:`Store.exclusive`):
+    another process's check-then-add waits for them. Threads sharing one store object
+    serialise their own (see :mod:`neardup.service`).
     """
     result = Added([], {}, {})
     with opened(store, create=True) as target:
@@ -553,19 +553,32 @@ def add(
             index_records(target, storable, params)
             result.added = list(dict.fromkeys(r.id for r in storable))
         elif storable:
-            fps = fingerprint_batch([r.text for r in storable], params)
-            # Every candidate, as a report and the check among the records themselves take:
-            # a lookup's ten would miss stored duplicates the records' own check found.
-            every = replace(chosen, candidates=MAX_CANDIDATES)
-            new, found = Searcher(target, params, every).unique([r.id for r in storable], fps)
-            for record, is_new, matches in zip(storable, new, found, strict=True):
-                if is_new:
-                    result.added.append(record.id)
-                else:
-                    result.duplicates[record.id] = matches
-            index_records(target, [r for r, n in zip(storable, new, strict=True) if n], params)
+            _add_if_unique(target, params, chosen, storable, result)
         result.replaced = [i for i in result.added if i in held]
     return result
+
+
+def _add_if_unique(
+    target: Store,
+    params: FingerprintParams,
+    chosen: MatchRules,
+    storable: list[Record],
+    result: Added,
+) -> None:
+    """Check ``storable`` against the store and each other, and store the new ones, holding
+    the store's lock."""
+    with target.exclusive():
+        fps = fingerprint_batch([r.text for r in storable], params)
+        # Every candidate, as a report and the check among the records themselves take:
+        # a lookup's ten would miss stored duplicates the records' own check found.
+        every = replace(chosen, candidates=MAX_CANDIDATES)
+        new, found = Searcher(target, params, every).unique([r.id for r in storable], fps)
+        for record, is_new, matches in zip(storable, new, found, strict=True):
+            if is_new:
+                result.added.append(record.id)
+            else:
+                result.duplicates[record.id] = matches
+        index_records(target, [r for r, n in zip(storable, new, strict=True) if n], params)
 
 
 def report_page(

@@ -187,17 +187,20 @@ def test_another_user_without_a_home_runs_it_and_is_told_what_it_cannot_read() -
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_two_skip_duplicates_runs_at_once_store_each_text_once(tmp_path: Path) -> None:
+def test_two_skip_duplicates_runs_at_once_store_each_text_once(
+    tmp_path: Path, store_url_factory
+) -> None:
     """Two processes index the same texts under other ids, at once, with --skip-duplicates:
-    each batch's check and add hold the embedded store's write lock, so the other process's
-    check sees what this one added, and no text is stored twice."""
+    each batch's check and add hold the store's lock (the embedded store's write lock, an
+    engine's lease), so the other process's check sees what this one added, and no text is
+    stored twice."""
     texts = [line.split(" ", 1)[1] for line in corpus(tmp_path / "c.txt", size=300).read_text()
              .splitlines()]  # fmt: skip
     for name in ("x", "y"):
         (tmp_path / f"{name}.tsv").write_text(
             "id\ttext\n" + "".join(f"{name}{n}\t{t}\n" for n, t in enumerate(texts))
         )
-    url = f"sqlite:///{tmp_path / 'both.db'}"
+    url = store_url_factory()
     runs = [
         subprocess.Popen(
             [
@@ -226,3 +229,29 @@ def test_two_skip_duplicates_runs_at_once_store_each_text_once(tmp_path: Path) -
         stored = [r for batch in store.iter_records(1000) for r in batch]
     assert len({r.md5 for r in stored}) == len(stored)  # no text twice
     assert sum(s["indexed"] for s in summaries) == len(stored)
+
+
+@pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
+def test_a_lease_whose_writer_died_is_taken_over(request, kind: str) -> None:
+    """An engine's check-then-add lease outlives a writer that was killed; the next writer
+    takes it over once it has expired, and cannot take one that has not."""
+    server = request.getfixturevalue(f"{kind}_server")
+    try:
+        with api.opened(server.new_store_url(), create=True) as store:
+            store.apply_schema()
+            _lease_taken_over(store)
+    finally:
+        server.drop_made()
+
+
+def _lease_taken_over(store) -> None:
+    assert store._take_lease("a writer that died", time.time() - 1)
+    with store.exclusive():
+        assert store._lease()["holder"] != "a writer that died"
+    assert store._lease() is None
+    assert store._take_lease("a live writer", time.time() + 60)
+    assert not store._take_lease("another", time.time() + 60)
+    store._end_lease({"holder": "someone else"})  # only its holder ends a lease
+    assert store._lease()["holder"] == "a live writer"
+    store._end_lease({"holder": "a live writer"})
+    assert store._lease() is None

@@ -13,6 +13,10 @@ documents, so a failed batch can leave part of itself written until the run is r
 
 from __future__ import annotations
 
+import os
+import socket
+import time
+import uuid
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from ..errors import NeardupError, ParameterMismatch
+from ..errors import NeardupError, ParameterMismatch, StoreUnavailable
 from ..fingerprint import (
     Fingerprint,
     FingerprintParams,
@@ -38,6 +42,11 @@ if TYPE_CHECKING:
 ParamsRequest = FingerprintParams | Mapping[str, object] | None
 T = TypeVar("T")
 R = TypeVar("R")
+
+# An engine's check-then-add holds a lease (see Store.exclusive): a writer that died frees the
+# store after LEASE_SECONDS, and another waits up to LOCK_WAIT_SECONDS for a live one.
+LEASE_SECONDS = 600
+LOCK_WAIT_SECONDS = 120
 
 # The longest id every store holds, in UTF-8 bytes (Elasticsearch's limit; Solr's is 32 KB).
 MAX_ID_BYTES = 512
@@ -294,9 +303,43 @@ class Store(ABC):
     @contextmanager
     def exclusive(self) -> Iterator[None]:
         """Reads and writes that no other writer comes between: a check-then-add. The embedded
-        store holds its write lock for the block, so that other processes' writers wait; the
-        engines have no such lock (one process serialises its own, see neardup.service)."""
-        yield
+        store holds its write lock for the block. An engine has no lock of its own, so the
+        block holds a lease: a lock document that only one writer can create (the engines'
+        create-only writes), which names its holder and expires after LEASE_SECONDS, so that a
+        writer that died frees the store. Another writer waits for it up to LOCK_WAIT_SECONDS,
+        then stops with one line naming the holder."""
+        holder = f"{socket.gethostname()} pid {os.getpid()} ({uuid.uuid4().hex[:8]})"
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while not self._take_lease(holder, time.time() + LEASE_SECONDS):
+            held = self._lease()
+            if held and held["until"] < time.time():  # its writer died: free it
+                self._end_lease(held)
+                continue
+            if time.monotonic() > deadline:
+                name = held["holder"] if held else "another writer"
+                raise StoreUnavailable(
+                    f"{name} is checking and adding records to {self.url}; try again when it "
+                    f"is done (waited {LOCK_WAIT_SECONDS} s)"
+                )
+            time.sleep(0.2)
+        try:
+            yield
+        finally:
+            self._end_lease({"holder": holder})
+
+    def _take_lease(self, holder: str, until: float) -> bool:
+        """Create the lock document naming ``holder`` until ``until`` (seconds since the
+        epoch), unless one exists; whether it was created."""
+        raise NotImplementedError(f"{type(self).__name__} has no lease")
+
+    def _lease(self) -> dict[str, Any] | None:
+        """The lock document ({"holder", "until", and what the engine needs to remove exactly
+        that one}), or None."""
+        raise NotImplementedError(f"{type(self).__name__} has no lease")
+
+    def _end_lease(self, lease: Mapping[str, Any]) -> None:
+        """Remove the lock document if it is still ``lease`` (the same holder)."""
+        raise NotImplementedError(f"{type(self).__name__} has no lease")
 
     @abstractmethod
     def drop(self) -> None:

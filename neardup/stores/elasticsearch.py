@@ -19,7 +19,14 @@ from typing import Any, TypeVar
 
 import elastic_transport
 import numpy as np
-from elasticsearch import ApiError, Elasticsearch, helpers
+from elasticsearch import (
+    ApiError,
+    BadRequestError,
+    ConflictError,
+    Elasticsearch,
+    NotFoundError,
+    helpers,
+)
 
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams, TokenField
@@ -54,6 +61,8 @@ MAX_BUCKETS = 65_536
 BUCKET_CONTENTS = 100
 # Token prefixes listed at once.
 CONCURRENT_PREFIXES = 2
+# Where the leases of check-then-adds live, one document per store index (see Store.exclusive).
+LOCKS_INDEX = "neardup-locks"
 # How long a read waits for a lost node's shards to answer from their other copies.
 FAILOVER_SECONDS = 60
 
@@ -166,6 +175,41 @@ class ElasticsearchStore(Store):
             lambda: _whole(self.es.search(allow_partial_search_results=False, **request))
         )
 
+    # --- the lease of a check-then-add (Store.exclusive) ------------------------------------------
+
+    def _take_lease(self, holder: str, until: float) -> bool:
+        with self._errors():
+            try:
+                self.es.create(
+                    index=LOCKS_INDEX,
+                    id=self.index,
+                    document={"holder": holder, "until": until},
+                    refresh=True,
+                )
+            except ConflictError:  # a document of that id exists
+                return False
+        return True
+
+    def _lease(self) -> dict[str, Any] | None:
+        with self._errors():
+            try:
+                found = self.es.get(index=LOCKS_INDEX, id=self.index)
+            except NotFoundError:
+                return None
+        return {**found["_source"], "seq_no": found["_seq_no"], "term": found["_primary_term"]}
+
+    def _end_lease(self, lease: Mapping[str, Any]) -> None:
+        current = self._lease()
+        if current and current["holder"] == lease["holder"]:
+            with self._errors(), contextlib.suppress(ConflictError, NotFoundError):
+                self.es.delete(
+                    index=LOCKS_INDEX,
+                    id=self.index,
+                    if_seq_no=current["seq_no"],
+                    if_primary_term=current["term"],
+                    refresh=True,
+                )
+
     def _exists(self) -> bool:
         with self._errors():
             return bool(self.es.indices.exists(index=self.index))
@@ -176,16 +220,20 @@ class ElasticsearchStore(Store):
         mapping = elasticsearch_mapping()
         with self._errors():
             if not self._exists():
-                self.es.indices.create(
-                    index=self.index,
-                    mappings=mapping,
-                    # number_of_replicas counts the extra copies of a shard
-                    settings={
-                        "number_of_shards": self.shards,
-                        "number_of_replicas": self.replicas - 1,
-                    },
-                    wait_for_active_shards="all",
-                )
+                try:
+                    self.es.indices.create(
+                        index=self.index,
+                        mappings=mapping,
+                        # number_of_replicas counts the extra copies of a shard
+                        settings={
+                            "number_of_shards": self.shards,
+                            "number_of_replicas": self.replicas - 1,
+                        },
+                        wait_for_active_shards="all",
+                    )
+                except BadRequestError as exc:  # another process made it first: use theirs
+                    if "resource_already_exists_exception" not in str(exc.body):
+                        raise
             else:  # only what the index lacks: a field's doc values cannot change in place
                 have = self._mappings()["properties"]
                 missing = {k: v for k, v in mapping["properties"].items() if k not in have}

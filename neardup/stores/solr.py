@@ -21,6 +21,7 @@ would turn it into text), and one that turns a server that does not answer into 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import netrc
@@ -65,6 +66,7 @@ from .url import RETRY_STATUSES, parse_engine_url
 RECORD_FIELDS = "id,content,md5_hash,first_word,num_words"
 
 PARAMS_ID = "_neardup_parameters"
+LOCK_ID = "_neardup_lock"  # the lease of a check-then-add; no MD5, so never a record
 CONFIGSET_NAME = "neardup"
 # Documents per update request: keeps a request a few MB even with every token field.
 REQUEST_DOCUMENTS = 1000
@@ -392,26 +394,41 @@ class SolrStore(Store):
     def apply_schema(self) -> None:
         """Create the core or collection from the configset if missing; add any missing fields."""
         if not self._exists():
-            if self.cloud:
-                self._request(
-                    "GET",
-                    "admin/collections",
-                    params={
-                        "action": "CREATE",
-                        "name": self.name,
-                        "numShards": self.shards,
-                        "replicationFactor": self.replicas,
-                        "collection.configName": CONFIGSET_NAME,
-                        "waitForFinalState": "true",
-                    },
-                )
-            else:
-                self._request(
-                    "GET",
-                    "admin/cores",
-                    params={"action": "CREATE", "name": self.name, "configSet": CONFIGSET_NAME},
-                )
+            try:
+                self._create()
+            except _Refused as refused:
+                self._made_by_another(refused)
         self._add_missing_fields()
+
+    def _made_by_another(self, refused: _Refused) -> None:
+        """After a refused create: wait for the core or collection another process is making
+        at the same moment (Solr refuses the second), or raise what Solr said."""
+        deadline = time.monotonic() + ZOOKEEPER_SECONDS
+        while not self._exists():
+            if time.monotonic() > deadline:
+                raise refused
+            time.sleep(0.2)
+
+    def _create(self) -> None:
+        if self.cloud:
+            self._request(
+                "GET",
+                "admin/collections",
+                params={
+                    "action": "CREATE",
+                    "name": self.name,
+                    "numShards": self.shards,
+                    "replicationFactor": self.replicas,
+                    "collection.configName": CONFIGSET_NAME,
+                    "waitForFinalState": "true",
+                },
+            )
+        else:
+            self._request(
+                "GET",
+                "admin/cores",
+                params={"action": "CREATE", "name": self.name, "configSet": CONFIGSET_NAME},
+            )
 
     def _add_missing_fields(self) -> None:
         types, fields = solr_schema()
@@ -470,6 +487,33 @@ class SolrStore(Store):
 
     def flush(self) -> None:
         self._call(self._pysolr.commit, waitSearcher=True)
+
+    # --- the lease of a check-then-add (Store.exclusive) ------------------------------------------
+
+    def _take_lease(self, holder: str, until: float) -> bool:
+        lease = {"holder": holder, "until": until}
+        # _version_ -1: only if no such document exists (optimistic concurrency), else 409.
+        document = {"id": LOCK_ID, "neardup_params": json.dumps(lease), "_version_": -1}
+        try:
+            self._add([document])
+        except _Refused as refused:
+            if refused.status == 409:
+                return False
+            raise
+        return True
+
+    def _lease(self) -> dict[str, Any] | None:
+        found = self._real_time_get([LOCK_ID]).get(LOCK_ID)
+        if not found:
+            return None
+        return {**json.loads(found["neardup_params"]), "version": found["_version_"]}
+
+    def _end_lease(self, lease: Mapping[str, Any]) -> None:
+        current = self._lease()
+        if current and current["holder"] == lease["holder"]:
+            exactly = {"delete": {"id": LOCK_ID, "_version_": current["version"]}}
+            with contextlib.suppress(_Refused):  # another writer took an expired one over
+                self._core("POST", "update", json=exactly)
 
     # --- reading ----------------------------------------------------------------------------------
 
