@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .fingerprint import FingerprintParams, shingle_sets, word_edit_distances
-from .report import PAIR_ORDER, Pair, ordered_pair
+from .report import Pair, in_order
 from .searcher import MatchRules
 from .stores import StoredRecord
 
@@ -57,9 +57,10 @@ def exact_pairs(
     distances = word_edit_distances(  # in one call: a call per pair costs more than its distance
         [r.content for r in records], [p[0] for p in passing], [p[1] for p in passing]
     )
-    pairs = [
+    return in_order(
         Pair(
-            *ordered_pair(records[x].id, records[y].id),
+            records[x].id,
+            records[y].id,
             distance,
             similarity,
             shared,
@@ -67,6 +68,4 @@ def exact_pairs(
         )
         for (x, y, similarity, shared), distance in zip(passing, distances, strict=True)
         if rules.accepts(distance, similarity)
-    ]
-    pairs.sort(key=PAIR_ORDER)
-    return pairs
+    )

@@ -13,7 +13,6 @@ them, and stop with one line past their budget rather than drop any.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -36,7 +35,7 @@ from .fingerprint import (
     word_edit_distances,
 )
 from .progress import Bar, progress_bar
-from .searcher import MatchRules, Searcher
+from .searcher import MatchRules, Searcher, natural_key
 from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs
 from .settings import FALLBACK_THRESHOLD
 from .stores import Buckets, Store
@@ -67,9 +66,23 @@ class Pair:
     kind: Literal["exact", "near"]
 
 
-# Pair's own order (its fields in turn) as a sort key: tuples compared in C, a quarter of the
-# time of the dataclass's __lt__ on every comparison (12 ms for 8,000 pairs).
-PAIR_ORDER = attrgetter(*Pair.__dataclass_fields__)
+def in_order(pairs: Iterable[Pair]) -> list[Pair]:
+    """Pairs as a report lists them: the two ids of each, then the pairs by left id and right
+    id, in the order people read ids (:func:`natural_key`). The distinct ids are ordered once
+    and the pairs sorted by their ranks: a natural key per comparison made a million pairs
+    take 9 s to sort instead of 0.7 s."""
+    pairs = list(pairs)
+    ids = sorted({i for p in pairs for i in (p.left_id, p.right_id)}, key=natural_key)
+    rank = {record_id: n for n, record_id in enumerate(ids)}
+    oriented = [
+        p if rank[p.left_id] < rank[p.right_id] else Pair(p.right_id, p.left_id, *_THE_REST(p))
+        for p in pairs
+    ]
+    oriented.sort(key=lambda p: rank[p.left_id] * len(ids) + rank[p.right_id])
+    return oriented
+
+
+_THE_REST = attrgetter(*list(Pair.__dataclass_fields__)[2:])
 
 
 # Near pairs this close above the threshold are flagged for a person to review, in every output.
@@ -85,14 +98,14 @@ def for_review(pairs: Iterable[Pair], threshold: float | None) -> set[tuple[str,
 
 
 def ordered_pair(a: str, b: str) -> tuple[str, str]:
-    # Python orders str by code point, which is the UTF-8 byte order engines sort by.
-    return (a, b) if a < b else (b, a)
+    """The two ids in the order people read them (:func:`natural_key`): ``ad9`` before ``ad10``."""
+    return (a, b) if natural_key(a) <= natural_key(b) else (b, a)
 
 
 def _exact_pairs(group: list[str], shared_tokens: int) -> Iterator[Pair]:
     """Every pair inside one exact-duplicate group."""
     for a, b in combinations(group, 2):
-        yield Pair(*ordered_pair(a, b), 0, 1.0, shared_tokens, "exact")
+        yield Pair(a, b, 0, 1.0, shared_tokens, "exact")
 
 
 def _near_pairs(
@@ -101,7 +114,7 @@ def _near_pairs(
     """Every pair across two groups whose contents are near-duplicates."""
     for a in group:
         for b in other:
-            yield Pair(*ordered_pair(a, b), distance, similarity, shared_tokens, "near")
+            yield Pair(a, b, distance, similarity, shared_tokens, "near")
 
 
 @dataclass
@@ -258,8 +271,9 @@ def _measured_and_verified(
         with _phase("verifying", len(low), " pairs", progress, seconds) as bar:
             verified = _verified(applied, groups_of, (low, high, shared, similarities), bar)
     # The exact pairs last: while the measuring holds its texts, the fewer pairs held the better.
-    pairs = verified + [pair for members, size in exact for pair in _exact_pairs(members, size)]
-    pairs.sort(key=PAIR_ORDER)
+    pairs = in_order(
+        verified + [pair for members, size in exact for pair in _exact_pairs(members, size)]
+    )
     return Found(pairs, applied, histogram, choice, seconds)
 
 
@@ -462,13 +476,6 @@ def _similarities(
     numbers, offsets, distinct = shingle_numbers(texts, params)
     weights = store.frequencies(distinct.view(np.int64)).weights(distinct)
     return pair_similarities(numbers, len(distinct), weights, offsets, left, right)
-
-
-def natural_key(record_id: str) -> tuple[list[str | int], str]:
-    """Sorts ids as people read them: ``ad2`` before ``ad10`` (runs of digits compare as
-    numbers; the id itself breaks ties such as ``7`` and ``07``)."""
-    parts = re.split(r"(\d+)", record_id)
-    return [int(p) if n % 2 else p for n, p in enumerate(parts)], record_id
 
 
 def clusters(pairs: Iterable[Pair], grouping: Grouping = "components") -> list[list[str]]:

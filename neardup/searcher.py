@@ -3,8 +3,10 @@ verified and ranked by word-level edit distance and shingle-set Jaccard similari
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -29,6 +31,15 @@ MAX_CANDIDATES = 10_000
 Similarity = Literal["jaccard", "weighted"]
 SIMILARITIES: tuple[Similarity, ...] = ("jaccard", "weighted")
 Measure = Callable[[np.ndarray, np.ndarray], float]
+
+
+@lru_cache(maxsize=1 << 18)  # a report orders each id many times over; ~50 MB at most
+def natural_key(record_id: str) -> tuple[tuple[str | int, ...], str]:
+    """Sorts ids as people read them: ``ad2`` before ``ad10`` (runs of digits compare as
+    numbers; the id itself breaks ties such as ``7`` and ``07``). Every list of ids neardup
+    writes is in this order: pairs, groups, lookups."""
+    parts = re.split(r"(\d+)", record_id)
+    return tuple(int(p) if n % 2 else p for n, p in enumerate(parts)), record_id
 
 
 @dataclass(frozen=True)
@@ -260,13 +271,18 @@ class Searcher:
         exclude_id: str | None = None,
     ) -> list[Match]:
         """The exact duplicates of ``fp`` (every record holding its content), then each near
-        match once per record holding its content."""
+        match once per record holding its content; the records of one content in natural
+        order (:func:`natural_key`)."""
         exact = [
             Match(i, fp.content, fp.md5, True, 0, 1.0, self.field.size(fp))
-            for i in groups.get(fp.md5, [])
+            for i in sorted(groups.get(fp.md5, []), key=natural_key)
             if i != exclude_id
         ]
-        return exact + [replace(match, id=member) for match in near for member in groups[match.md5]]
+        return exact + [
+            replace(match, id=member)
+            for match in near
+            for member in sorted(groups[match.md5], key=natural_key)
+        ]
 
     def near_duplicates(self, fp: Fingerprint) -> list[Match]:
         """Accepted candidates whose content differs from ``fp``'s, one per content, best first."""
@@ -324,7 +340,7 @@ class Searcher:
             for m in self.verify(fp, candidates, shingles, measure)
             if self.rules.accepts(m.edit_distance, m.similarity)
         ]
-        return sorted(matches, key=lambda m: (m.edit_distance, -m.similarity, m.id))
+        return sorted(matches, key=lambda m: (m.edit_distance, -m.similarity, natural_key(m.id)))
 
     def distinct_candidates_many(self, fps: Sequence[Fingerprint]) -> list[list[Candidate]]:
         """For each fingerprint, the top ``rows`` candidates with distinct contents, each its
