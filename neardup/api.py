@@ -537,7 +537,6 @@ def add(
     result = Added([], {}, {})
     with opened(store, create=True) as target:
         params = target.ensure_params(None)
-        chosen = rules_for(target, rules, preset) if if_unique else None
         storable = []
         for record in records:
             if problem := id_problem(record.id):
@@ -549,11 +548,11 @@ def add(
             else:
                 storable.append(record)
         held = target.get(list(dict.fromkeys(r.id for r in storable)))
-        if chosen is None:
+        if not if_unique:
             index_records(target, storable, params)
             result.added = list(dict.fromkeys(r.id for r in storable))
         elif storable:
-            _add_if_unique(target, params, chosen, storable, result)
+            _add_if_unique(target, params, (rules, preset), storable, result)
         result.replaced = [i for i in result.added if i in held]
     return result
 
@@ -561,13 +560,15 @@ def add(
 def _add_if_unique(
     target: Store,
     params: FingerprintParams,
-    chosen: MatchRules,
+    asked: tuple[RulesRequest, str | None],
     storable: list[Record],
     result: Added,
 ) -> None:
     """Check ``storable`` against the store and each other, and store the new ones, holding
-    the store's lock."""
+    the store's lock: the rules too are read under it, since an automatic threshold not chosen
+    yet is read from every record, which another writer must not change meanwhile."""
     with target.exclusive():
+        chosen = rules_for(target, *asked)
         fps = fingerprint_batch([r.text for r in storable], params)
         # Every candidate, as a report and the check among the records themselves take:
         # a lookup's ten would miss stored duplicates the records' own check found.
