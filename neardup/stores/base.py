@@ -184,6 +184,27 @@ class CandidateQuery:
     exclude_md5: Sequence[str] = ()
 
 
+def retried(
+    ask: Callable[[], T],
+    transient: Callable[[Exception], bool],
+    seconds: float,
+    delays: tuple[float, float],
+) -> T:
+    """``ask()``, asked again while it fails with an error ``transient`` says will pass (a
+    cluster taking a lost node's shards over), with exponential backoff from ``delays[0]`` up to
+    ``delays[1]`` seconds between tries, for up to ``seconds``. Any other error, and the last
+    failure, are raised as they are."""
+    deadline, delay = time.monotonic() + seconds, delays[0]
+    while True:
+        try:
+            return ask()
+        except Exception as exc:
+            if not transient(exc) or time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(2 * delay, delays[1])
+
+
 def ordered_map(function: Callable[[T], R], items: Sequence[T], workers: int) -> Iterator[R]:
     """``function`` of each item, in order, computed by ``workers`` threads with at most twice
     as many results waiting: for requests an engine answers in parallel."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -38,6 +37,7 @@ from .base import (
     Store,
     StoredRecord,
     ordered_map,
+    retried,
 )
 from .schema import (
     band_prefixes,
@@ -159,15 +159,7 @@ class ElasticsearchStore(Store):
         every search asks for all shards or none (no partial results), and one that meets a
         missing shard, a lost point in time or no node fails and is retried, with backoff, for
         up to FAILOVER_SECONDS. Other errors and the last failure are raised as they are."""
-        deadline, delay = time.monotonic() + FAILOVER_SECONDS, 0.25
-        while True:
-            try:
-                return ask()
-            except (ApiError, elastic_transport.TransportError, _ShardsMissing) as exc:
-                if not _transient(exc, self.nodes) or time.monotonic() + delay > deadline:
-                    raise
-            time.sleep(delay)
-            delay = min(2 * delay, 2.0)
+        return retried(ask, lambda exc: _transient(exc, self.nodes), FAILOVER_SECONDS, (0.25, 2.0))
 
     def _search(self, **request: Any) -> dict[str, Any]:
         """One search of every shard (see :meth:`_failover`)."""

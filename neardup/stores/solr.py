@@ -31,6 +31,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -53,6 +54,7 @@ from .base import (
     Store,
     StoredRecord,
     ordered_map,
+    retried,
 )
 from .schema import (
     band_prefixes,
@@ -187,6 +189,12 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _url_scheme(client: KazooClient) -> str:
+    """The scheme a SolrCloud cluster's nodes serve, as its cluster properties say."""
+    data = client.exists("/clusterprops.json") and client.get("/clusterprops.json")[0]
+    return "https" if data and json.loads(data).get("urlScheme") == "https" else "http"
+
+
 def _unreachable_reason(error: BaseException) -> str:
     """What kept a server from answering, named by its exception (ConnectionRefusedError, …),
     from the requests error pysolr raised its own from."""
@@ -258,8 +266,10 @@ class SolrStore(Store):
             ) from None
         self.zookeeper = pysolr.ZooKeeper(hosts + chroot, kazoo_client=client)
         if not self.zookeeper.liveNodes:
-            self.close()
+            client.stop()
+            client.close()
             raise StoreUnavailable(f"no live Solr node in {self.where}")
+        self._node_scheme = _url_scheme(client)  # the cluster's, for as long as it runs
         self.session = http_session(self._live_node(), parsed.auth, retries)
         self._cloud = True
 
@@ -270,16 +280,7 @@ class SolrStore(Store):
         if not nodes:
             raise StoreUnavailable(f"no live Solr node in {self.where}")
         host, _, context = random.choice(nodes).partition("_")
-        scheme = "https" if self._zookeeper_says_https() else "http"
-        return f"{scheme}://{host}/{context.replace('%2F', '/')}"
-
-    def _zookeeper_says_https(self) -> bool:
-        assert self.zookeeper is not None
-        data = (
-            self.zookeeper.zk.exists("/clusterprops.json")
-            and self.zookeeper.zk.get("/clusterprops.json")[0]
-        )
-        return bool(data) and json.loads(data).get("urlScheme") == "https"
+        return f"{self._node_scheme}://{host}/{context.replace('%2F', '/')}"
 
     def _client(self) -> pysolr.Solr | None:
         """pysolr's client for the core or collection; through ZooKeeper, None until the
@@ -309,16 +310,17 @@ class SolrStore(Store):
         have no leader yet) is asked again, with backoff, for up to FAILOVER_SECONDS: the
         cluster's other nodes take its shards over once ZooKeeper sees it gone. Every request
         may be repeated: writes replace documents by id."""
-        deadline, delay = time.monotonic() + FAILOVER_SECONDS, 0.5
-        while True:
-            try:
-                return self._once(request, *args, **kwargs)
-            except (StoreUnavailable, _Refused) as exc:
-                lost = isinstance(exc, StoreUnavailable) or exc.transient
-                if self.zookeeper is None or not lost or time.monotonic() + delay > deadline:
-                    raise
-            time.sleep(delay)
-            delay = min(2 * delay, 4.0)
+        ask = partial(self._once, request, *args, **kwargs)
+        return retried(ask, self._lost_node, FAILOVER_SECONDS, (0.5, 4.0))
+
+    def _lost_node(self, error: Exception) -> bool:
+        """Whether ``error`` is one a lost node causes and the cluster recovers from: only
+        through ZooKeeper, where other nodes can take its shards over."""
+        if self.zookeeper is None:
+            return False
+        return isinstance(error, StoreUnavailable) or (
+            isinstance(error, _Refused) and error.transient
+        )
 
     def _once(self, request: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
