@@ -851,14 +851,16 @@ static PyObject *document_frequencies(PyObject *self, PyObject *args) {
 
 /* --- the band self-join ------------------------------------------------------------------ */
 
-/* bucket_pairs(keys i64, groups i32, out i64 or None) -> pairs. Given (key, group) sorted by key
- * then group, every pair of groups in each bucket, once per bucket, coded as
- * low * 2**32 + high. With out None, only counts them (so the caller can check its budget and
- * allocate). */
+/* bucket_pairs(keys i64, groups i32, largest, out i64 or None) -> pairs. Given (key, group)
+ * sorted by key then group, every pair of groups in each bucket of at most `largest` groups,
+ * once per bucket, coded as low * 2**32 + high; larger buckets are left out. With out None,
+ * only counts them (so the caller can check its budget and allocate). */
 static PyObject *bucket_pairs(PyObject *self, PyObject *args) {
     Py_buffer keys_b, groups_b, out_b = {0};
+    Py_ssize_t largest;
     PyObject *out_object;
-    if (!PyArg_ParseTuple(args, "y*y*O", &keys_b, &groups_b, &out_object)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*y*nO", &keys_b, &groups_b, &largest, &out_object))
+        return NULL;
     if (out_object != Py_None && PyObject_GetBuffer(out_object, &out_b, PyBUF_WRITABLE) < 0) {
         PyBuffer_Release(&keys_b), PyBuffer_Release(&groups_b);
         return NULL;
@@ -870,11 +872,11 @@ static PyObject *bucket_pairs(PyObject *self, PyObject *args) {
     long long written = 0;
     for (Py_ssize_t i = 1; i <= n; i++) {
         if (i < n && keys[i] == keys[start]) continue;
-        if (out)
+        if (i - start <= largest && out)
             for (Py_ssize_t a = start; a < i; a++)
                 for (Py_ssize_t b = a + 1; b < i; b++)
                     out[written++] = ((int64_t)groups[a] << 32) | (int64_t)groups[b];
-        else
+        else if (i - start <= largest)
             written += (long long)(i - start) * (i - start - 1) / 2;
         start = i;
     }

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from itertools import chain, islice
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 
@@ -56,6 +56,7 @@ from .readers import FORMATS, Format, Record, RecordReader, SkipLog
 from .report import GROUPINGS, Found, Grouping, Pair, Strategy, clusters, find_pairs
 from .report import for_review as for_review  # re-exported: the CLI flags pairs with it
 from .searcher import MAX_CANDIDATES, SIMILARITIES, Match, MatchRules, Searcher, collapse_copies
+from .selfjoin import LeftOut
 from .settings import (
     AUTO,
     FALLBACK_THRESHOLD,
@@ -433,7 +434,10 @@ def report(
             source, find_pairs(source, source.params, chosen, strategy, progress=progress)
         )
         how = _threshold_source(source, preset, rules, found.rules)
-        measured = Measured(found.histogram.tolist(), found.rules.threshold, how, found.seconds)
+        left_out = asdict(found.left_out) if found.left_out else None
+        measured = Measured(
+            found.histogram.tolist(), found.rules.threshold, how, found.seconds, left_out
+        )
         source.remember({"last_report": asdict(measured)})
         return found.pairs
 
@@ -459,6 +463,11 @@ class Measured:
     threshold: float | None
     how: str
     seconds: dict[str, float] = field(default_factory=dict, compare=False)
+    left_out: dict[str, Any] | None = None  # the buckets it left out (LeftOut), past its budget
+
+    def left_out_text(self) -> str | None:
+        """What the report left out of its candidates, in a line; None when nothing."""
+        return LeftOut(**self.left_out).describe() if self.left_out else None
 
     @property
     def readable(self) -> bool:

@@ -14,9 +14,9 @@ buckets into the self-join's answer, with memory that does not grow with the can
 3. A spill file holds every bucket pair of its contents: counting equal pairs gives the tokens
    each pair shares.
 
-The client holds the content numbers and one part at a time. Each part's pairs are counted
-before they are sorted, and past ``PART_PAIRS`` the report stops with one line
-(:class:`neardup.errors.TooManyPairs`).
+The client holds the content numbers, every bucket's members (4 bytes each), and one part at a
+time. The pairs are counted before they are made: past the report's budget the largest buckets
+are left out, as the self-join leaves them out (:func:`neardup.selfjoin.common_buckets`).
 """
 
 from __future__ import annotations
@@ -29,17 +29,13 @@ from pathlib import Path
 import numpy as np
 
 from . import selfjoin
-from .errors import NeardupError, TooManyPairs
+from .errors import NeardupError
 from .stores import Buckets, Store
 from .stores.base import md5_halves, md5_strings
 
 # Contents per spill part: a part's candidate pairs are sorted in memory (8 bytes per pair and
 # direction, a few times over).
 CONTENTS_PER_PART = 250_000
-# Most candidate pairs (in either direction) a part may hold: sorting them takes ~40 bytes each.
-# A million documents with --preset documents make ~1.1 million a part; bands of too few rows
-# for their records make buckets so large that their pairs would not fit in memory.
-PART_PAIRS = 40_000_000
 
 
 @dataclass
@@ -158,40 +154,49 @@ class _Spill:
             yield codes
 
 
-def bucket_pairs(groups: ContentGroups, buckets: Buckets, budget: int = PART_PAIRS) -> np.ndarray:
-    """Every pair of contents in each bucket, once per bucket, coded low * 2**32 + high; with
-    first words, only pairs of the same first word. Over ``budget`` pairs, an error."""
+def _members(groups: ContentGroups, buckets: Buckets) -> tuple[np.ndarray, np.ndarray]:
+    """A page's buckets as their contents' numbers (int32), bucket after bucket, each bucket's
+    in ascending order, and each bucket's size."""
     members = groups.numbers(buckets.md5s).astype(np.int32)
     keys = np.repeat(np.arange(len(buckets), dtype=np.int64), buckets.sizes)
-    order = np.lexsort((members, keys))
-    codes = selfjoin.bucket_pairs(keys[order], members[order], budget)
+    return members[np.lexsort((members, keys))], buckets.sizes
+
+
+def _pairs(
+    groups: ContentGroups, members: np.ndarray, sizes: np.ndarray, largest: int | None
+) -> np.ndarray:
+    """Every pair of contents in each bucket of at most ``largest``, once per bucket, coded
+    low * 2**32 + high; with first words, only pairs of the same first word."""
+    keys = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    codes = selfjoin.bucket_pairs(keys, members, largest)
     if groups.first_words is not None:
         words = groups.first_words
         codes = codes[words[codes >> 32] == words[codes & 0xFFFFFFFF]]
     return codes
 
 
+Parts = Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
 @contextmanager
 def candidate_parts(
-    groups: ContentGroups, pages: Iterable[Buckets]
-) -> Iterator[Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    groups: ContentGroups, pages: Iterable[Buckets], budget: int
+) -> Iterator[tuple[Parts, selfjoin.LeftOut | None]]:
     """Every pair of contents that share a bucket among the store's shared buckets (``pages``),
-    as parts of (low content, high content, shared tokens), each sorted by (low, high):
-    together exactly what :func:`neardup.selfjoin.scored_pairs` gives for the same store."""
+    as parts of (low content, high content, shared tokens), each sorted by (low, high), and
+    the buckets left out to keep within ``budget`` bucket pairs: together exactly what
+    :func:`neardup.selfjoin.scored_pairs` gives for the same store. Every page's members are
+    held (4 bytes each) until all sizes are known, as the buckets to leave out depend on them."""
     import tempfile  # here: only reports from buckets spill (with random, shutil: 2.7 ms)
 
+    held = [_members(groups, buckets) for buckets in pages]
+    sizes = np.concatenate([s for _, s in held]) if held else np.empty(0, dtype=np.int64)
+    left_out = selfjoin.common_buckets(sizes, budget)
     parts = max(1, -(-len(groups) // CONTENTS_PER_PART))
     with tempfile.TemporaryDirectory(prefix="neardup-report-") as directory:
         spill = _Spill(Path(directory), "pairs", parts)
-        for buckets in pages:
-            codes = bucket_pairs(groups, buckets)
+        held.reverse()
+        while held:  # each page's members freed once its pairs are spilled
+            codes = _pairs(groups, *held.pop(), left_out.size if left_out else None)
             spill.append(codes, codes >> 32)
-            if max(spill.sizes) > PART_PAIRS:
-                raise TooManyPairs(sum(spill.sizes))
-        yield (_counted(part) for part in spill.parts())
-
-
-def _counted(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(low, high, shared) of bucket pair codes: each pair once, with the buckets it came in."""
-    codes, shared = np.unique(codes, return_counts=True)
-    return codes >> 32, codes & 0xFFFFFFFF, shared
+        yield (selfjoin.counted_pairs(part) for part in spill.parts()), left_out

@@ -278,6 +278,8 @@ def _print_measured(args: argparse.Namespace) -> None:
         text = output.histogram_text(measured.histogram, measured.threshold, measured.how)
         shown = measured.how.startswith(api.AUTO) and measured.readable
         print(text if shown else text.splitlines()[0], file=sys.stderr)
+        if left_out := measured.left_out_text():
+            print(left_out, file=sys.stderr)
         if measured.seconds:
             print(output.phase_times(measured.seconds), file=sys.stderr)
 

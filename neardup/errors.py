@@ -26,7 +26,8 @@ class InvalidParameter(NeardupError, ValueError):
 
 
 class TooManyPairs(NeardupError):
-    """A report whose token buckets make more candidate pairs than it may sort."""
+    """A report whose token buckets of two contents alone make more candidate pairs than it
+    may sort: leaving out larger buckets would not bring them within its budget."""
 
     def __init__(self, pairs: int, field: str = "bands") -> None:
         why = (
@@ -37,6 +38,7 @@ class TooManyPairs(NeardupError):
             else f"{field} tokens are shared by too many records. Report with --method bands"
         )
         super().__init__(
-            f"the {field} buckets make {pairs:,} candidate pairs, more than a report sorts: {why}"
+            f"the {field} buckets make {pairs:,} candidate pairs, more than a report sorts "
+            f"even without its largest buckets: {why}"
         )
         self.pairs = pairs

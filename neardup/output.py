@@ -165,6 +165,8 @@ def store_tuning(tuning: StoreTuning) -> str:
     the report measured, and what the store's bands promise at that threshold."""
     lines = [histogram_text(tuning.histogram, tuning.threshold, tuning.how)]
     lines.append(f"{tuning.candidate_pairs:,} candidate pairs of records measured")
+    if left_out := tuning.left_out_text():
+        lines.append(left_out)
     if tuning.candidate_probability is not None:
         lines.append(
             f"{tuning.bands} bands of {tuning.rows} rows: a pair whose shingle sets have Jaccard "

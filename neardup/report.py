@@ -7,8 +7,9 @@ records across the two groups. So 40 identical records give all 780 pairs.
 A report is complete: its candidates are every pair of contents that share a token of the
 method's field, whatever the size of their group, with no limit per record. They come from the
 band buckets the store lists itself (:mod:`neardup.buckets`) or from a self-join of all token
-buckets in memory (:mod:`neardup.selfjoin`); both give the same pairs, count them before making
-them, and stop with one line past their budget rather than drop any.
+buckets in memory (:mod:`neardup.selfjoin`); both give the same pairs and count them before
+making them. Past their budget both leave out the largest buckets, the same ones, and the
+report says how many it left out.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Literal, TypeVar
 
 import numpy as np
 
+from . import selfjoin
 from .buckets import ContentGroups, StoredGroups, candidate_parts
 from .errors import NeardupError
 from .fingerprint import (
@@ -36,7 +38,7 @@ from .fingerprint import (
 )
 from .progress import Bar, progress_bar
 from .searcher import MatchRules, Searcher, natural_key
-from .selfjoin import PAIR_BUDGET, Contents, read_contents, scored_pairs
+from .selfjoin import Contents, LeftOut, read_contents, scored_pairs
 from .settings import FALLBACK_THRESHOLD
 from .stores import Buckets, Store
 from .tuning import ThresholdChoice, choose_threshold, similarity_histogram
@@ -47,8 +49,9 @@ Strategy = Literal["auto", "buckets", "join"]
 # Past this many records, "auto" reports the embedded store from its buckets too: the self-join
 # holds every record's tokens in memory (1.3 GB at a million records).
 JOIN_RECORDS = 250_000
-# Distinct contents measured at once (see _chunks).
-CONTENTS_PER_CHUNK = 20_000
+# Characters of distinct contents measured at once (see _chunks): their shingles' numbers take
+# ~4 bytes a character. Short records all fit one run; long texts are measured a run at a time.
+CHARACTERS_PER_RUN = 64_000_000
 # Each of some content groups' ids and content (numbered as the join or the buckets number them).
 GroupsOf = Callable[[np.ndarray], dict[int, tuple[list[str], str]]]
 Batched = TypeVar("Batched")  # what a store yields in batches: records, or (MD5, first word)
@@ -125,6 +128,7 @@ class Found:
     rules: MatchRules  # as applied: with an automatic threshold, the one it chose
     histogram: np.ndarray  # the similarities of every candidate pair of records, exact ones aside
     choice: ThresholdChoice | None  # how the threshold was chosen, when it was automatic
+    left_out: LeftOut | None  # the buckets left out of the candidates, past the pair budget
     seconds: dict[str, float] = field(default_factory=dict)  # where the time went, by phase
 
 
@@ -133,7 +137,7 @@ def find_pairs(
     params: FingerprintParams,
     rules: MatchRules,
     strategy: Strategy = "auto",
-    pair_budget: int = PAIR_BUDGET,
+    pair_budget: int | None = None,
     progress: bool = False,
 ) -> Found:
     """All accepted pairs, sorted by (left id, right id).
@@ -143,14 +147,17 @@ def find_pairs(
     ``rules.threshold``), and the rules are applied. ``strategy``: "buckets" takes the
     candidates from the band buckets the store lists (:mod:`neardup.buckets`), "join" computes
     them in memory from every record; "auto" takes the buckets on an engine or an embedded store
-    past JOIN_RECORDS (with the bands method), else joins. Past ``pair_budget`` bucket pairs the
-    join raises :class:`TooManyPairs`. ``progress`` shows a progress bar on stderr for each pass
-    over the store or the pairs.
+    past JOIN_RECORDS (with the bands method), else joins. Past ``pair_budget`` bucket pairs
+    (by default :data:`neardup.selfjoin.PAIR_BUDGET`)
+    both leave out the largest buckets (:func:`neardup.selfjoin.common_buckets`) and say so in
+    ``left_out``. ``progress`` shows a progress bar on stderr for each pass over the store or
+    the pairs.
     """
     Searcher(store, params, rules)  # checks that the store indexes the method's field
+    pair_budget = selfjoin.PAIR_BUDGET if pair_budget is None else pair_budget
     seconds: dict[str, float] = {}
     if _from_buckets(store, rules, strategy):
-        return _bucket_report(store, params, rules, progress, seconds)
+        return _bucket_report(store, params, rules, pair_budget, progress, seconds)
     total = store.count() if progress else None
     with _phase("reading", total, " records", progress, seconds) as bar:
         contents = read_contents(
@@ -160,9 +167,9 @@ def find_pairs(
             rules.first_word,
         )
     with _timed("joining", seconds):
-        candidates = scored_pairs(contents, rules.first_word, pair_budget, rules.method)
+        candidates, left_out = scored_pairs(contents, rules.first_word, pair_budget, rules.method)
     exact = [(members, int(contents.sizes[g])) for g, members in contents.members.items()]
-    return _measured_and_verified(
+    found = _measured_and_verified(
         store,
         params,
         rules,
@@ -173,6 +180,7 @@ def find_pairs(
         progress,
         seconds,
     )
+    return replace(found, left_out=left_out)
 
 
 def _from_buckets(store: Store, rules: MatchRules, strategy: Strategy) -> bool:
@@ -199,6 +207,7 @@ def _bucket_report(
     store: Store,
     params: FingerprintParams,
     rules: MatchRules,
+    pair_budget: int,
     progress: bool,
     seconds: dict[str, float],
 ) -> Found:
@@ -209,7 +218,7 @@ def _bucket_report(
         groups = ContentGroups.read(digests, rules.first_word)
     with _phase("joining", 100, "%", progress, seconds) as bar:
         pages = _covered(store.shared_buckets(TokenField.BANDS), bar)
-        with candidate_parts(groups, pages) as counted:
+        with candidate_parts(groups, pages, pair_budget) as (counted, left_out):
             parts = list(counted)
     stored = StoredGroups(store, groups)
     copied = np.flatnonzero(groups.copies > 1)
@@ -218,9 +227,10 @@ def _bucket_report(
         for start in range(0, len(copied), 1000)
         for members in stored.ids_of(copied[start : start + 1000]).values()
     ]
-    return _measured_and_verified(
+    found = _measured_and_verified(
         store, params, rules, stored.of, groups.copies, parts, exact, progress, seconds
     )
+    return replace(found, left_out=left_out)
 
 
 def _joined_groups(store: Store, contents: Contents) -> GroupsOf:
@@ -274,7 +284,7 @@ def _measured_and_verified(
     pairs = in_order(
         verified + [pair for members, size in exact for pair in _exact_pairs(members, size)]
     )
-    return Found(pairs, applied, histogram, choice, seconds)
+    return Found(pairs, applied, histogram, choice, None, seconds)
 
 
 def _applied(rules: MatchRules, histogram: np.ndarray) -> tuple[MatchRules, ThresholdChoice | None]:
@@ -370,7 +380,7 @@ def _measured(
     low, high, shared = candidates
     measured: list[np.ndarray] = []
     pairs: list[Pair] = []
-    for run in _chunks(low, high):
+    for run in _chunks(low, high, _contents_per_run(groups_of, low)):
         size = len(low[run])
         with _timed("measuring", seconds):
             texts, where, ids = _texts(groups_of, np.concatenate([low[run], high[run]]))
@@ -384,12 +394,23 @@ def _measured(
     return (np.concatenate(measured) if measured else np.empty(0, dtype=np.float64)), pairs
 
 
+def _contents_per_run(groups_of: GroupsOf, low: np.ndarray) -> int:
+    """How many distinct contents a run of pairs may hold: CHARACTERS_PER_RUN over their mean
+    length, read off the first hundred."""
+    sample = distinct(low[:1000])[:100]
+    texts = [text for _, text in groups_of(sample).values()]
+    mean_length = sum(map(len, texts)) / len(texts) if texts else 1
+    return max(1000, int(CHARACTERS_PER_RUN / max(mean_length, 1)))
+
+
 def _chunks(
-    low: np.ndarray, high: np.ndarray, contents: int = CONTENTS_PER_CHUNK, step: int = 10_000
+    low: np.ndarray, high: np.ndarray, contents: int, step: int = 10_000
 ) -> Iterator[slice]:
     """Runs of consecutive pairs, ``step`` pairs at a time, until their groups number more than
     ``contents``: each content of a run is fetched and shingled once however many of its pairs
-    it holds, and the shingles of a run's texts stay within ~100 MB."""
+    it holds, and the shingles of a run's texts stay within memory. Pairs in their report's
+    order reach all over the store from each left side: the fewer runs, the fewer times a
+    content is shingled again."""
     seen = np.zeros(int(max(low.max(), high.max())) + 1 if len(low) else 0, dtype=bool)
     start = count = 0
     for at in range(0, len(low), step):
@@ -417,7 +438,7 @@ def _verified(
     low, high, shared, similarities = measured
     keep = np.flatnonzero(_passing(rules, similarities))
     bar.update(len(low) - len(keep))
-    for run in _chunks(low[keep], high[keep]):
+    for run in _chunks(low[keep], high[keep], _contents_per_run(groups_of, low[keep])):
         part = keep[run]
         texts, where, ids = _texts(groups_of, np.concatenate([low[part], high[part]]))
         found = (low[part], high[part], shared[part], similarities[part])

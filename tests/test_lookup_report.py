@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import importlib
 import random
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -13,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from neardup import api
+from neardup import api, cli
 from neardup.errors import NeardupError, ParameterMismatch, TooManyPairs, UnknownRecord
 from neardup.fingerprint import TOKEN_FIELDS, FingerprintParams
 from neardup.indexer import SeenIds, index_records
@@ -299,7 +300,8 @@ def test_scored_pairs_count_the_distinct_tokens_each_pair_of_contents_shares() -
         for a in range(len(held))
         for b in range(a + 1, len(held))
     }
-    low, high, shared = scored_pairs(contents, first_word=False)
+    (low, high, shared), left_out = scored_pairs(contents, first_word=False)
+    assert left_out is None
     found = dict(zip(zip(low.tolist(), high.tolist(), strict=True), shared.tolist(), strict=True))
     assert found == {pair: count for pair, count in expected.items() if count}
     assert list(found) == sorted(found)
@@ -311,17 +313,64 @@ def test_contents_count_the_copies_of_each_content() -> None:
     assert contents.copies().tolist() == [len(contents.ids(g)) for g in range(4)] == [1, 3, 1, 2]
 
 
-def test_a_report_over_its_pair_budget_stops_with_one_line(sqlite_url: str, tmp_path: Path) -> None:
+def test_past_its_budget_the_join_leaves_out_the_largest_buckets_and_says_so() -> None:
+    rng = np.random.default_rng(9)
+    sizes = rng.integers(1, 8, 400)
+    keys = rng.zipf(1.6, int(sizes.sum())) % 500  # a few tokens shared by very many contents
+    contents = Contents([str(g) for g in range(len(sizes))], {}, [], keys, sizes, None)
+    held = [set(k.tolist()) for k in np.split(keys, np.cumsum(sizes)[:-1])]
+    holders = {key: sum(key in h for h in held) for key in set(keys.tolist())}
+    every = sum(n * (n - 1) // 2 for n in holders.values())
+    (_, _, shared), left_out = scored_pairs(contents, first_word=False, budget=every // 10)
+    assert left_out is not None and left_out.pairs > every - every // 10
+    assert shared.sum() == every - left_out.pairs <= every // 10
+    common = {key for key, n in holders.items() if n > left_out.size}
+    assert left_out.buckets == len(common) and min(holders[k] for k in common) > left_out.size
+    assert "pair that shares only such buckets is not a candidate" in left_out.describe()
+    # Buckets of two contents alone past the budget: no size to stop at.
+    twos = sum(n == 2 for n in holders.values())
+    assert twos > 1
+    with pytest.raises(TooManyPairs, match="even without its largest buckets"):
+        scored_pairs(contents, first_word=False, budget=twos - 1)
+
+
+def bucket_pairs_of(url: str) -> int:
+    """Every bucket pair of a store's bands: what a report would make with no budget."""
+    with api.opened(url) as store, pytest.raises(TooManyPairs) as every:
+        find_pairs(store, store.params, MatchRules(), "join", pair_budget=0)
+    return every.value.pairs
+
+
+def test_a_report_past_its_pair_budget_is_the_same_from_the_join_and_the_buckets(
+    sqlite_url: str, tmp_path: Path, monkeypatch
+) -> None:
     api.index([corpus(tmp_path / "records.txt")], sqlite_url)
+    budget = bucket_pairs_of(sqlite_url) * 3 // 4
+    rules = MatchRules(threshold=0.3)
+    monkeypatch.setattr("neardup.stores.sqlite.POSTINGS_PER_PART", 500)  # several pages
     with api.opened(sqlite_url) as store:
-        for strategy in ("auto", "join"):
-            with pytest.raises(TooManyPairs, match="candidate pairs, more than a report sorts"):
-                find_pairs(store, store.params, MatchRules(), strategy, pair_budget=10)
-    every_field = sqlite_url.replace(".db", "-all.db")
-    api.index([corpus(tmp_path / "more.txt")], every_field, params=ALL_FIELDS)
-    signature = MatchRules(method="signature")
-    with api.opened(every_field) as store, pytest.raises(TooManyPairs, match=r"signature .*bands"):
-        find_pairs(store, store.params, signature, "join", pair_budget=10)
+        whole = find_pairs(store, store.params, rules, "join")
+        joined, listed = (
+            find_pairs(store, store.params, rules, strategy, budget)
+            for strategy in ("join", "buckets")
+        )
+    assert whole.left_out is None
+    assert joined.left_out == listed.left_out and joined.left_out.budget == budget
+    assert joined.pairs == listed.pairs and (joined.histogram == listed.histogram).all()
+    ids = {(p.left_id, p.right_id) for p in joined.pairs}
+    assert ids < {(p.left_id, p.right_id) for p in whole.pairs}
+
+
+def test_the_cli_report_says_which_buckets_it_left_out(
+    sqlite_url: str, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    api.index([corpus(tmp_path / "records.txt")], sqlite_url)
+    budget = bucket_pairs_of(sqlite_url) * 3 // 4
+    monkeypatch.setattr("neardup.selfjoin.PAIR_BUDGET", budget)
+    assert cli.main(["report", "--store", sqlite_url, "-o", str(tmp_path / "pairs.tsv")]) == 0
+    said = capsys.readouterr().err
+    assert re.search(r"left out [\d,]+ bands buckets shared by more than \d+ contents", said)
+    assert api.last_report(sqlite_url).left_out["budget"] == budget
 
 
 def test_a_store_answers_only_the_methods_of_its_indexed_fields(store) -> None:
@@ -441,19 +490,6 @@ def test_a_large_embedded_store_reports_from_its_buckets(
     assert api.report(sqlite_url) == joined
 
 
-@pytest.mark.parametrize("budget", [10, 600], ids=["one page over", "the parts over"])
-def test_buckets_past_their_pair_budget_stop_with_one_clear_error(
-    sqlite_url: str, tmp_path: Path, monkeypatch, budget: int
-) -> None:
-    api.index([corpus(tmp_path / "records.txt")], sqlite_url)
-    buckets = importlib.import_module("neardup.buckets")
-    monkeypatch.setattr(buckets, "PART_PAIRS", budget)
-    monkeypatch.setattr(buckets.bucket_pairs, "__defaults__", (budget,))
-    monkeypatch.setattr("neardup.stores.sqlite.POSTINGS_PER_PART", 500)  # several pages
-    with pytest.raises(NeardupError, match=r"candidate pairs, more than a report sorts.*--bands"):
-        api.report(sqlite_url, strategy="buckets")
-
-
 def test_buckets_need_the_bands_method(sqlite_url: str, tmp_path: Path) -> None:
     api.index([corpus(tmp_path / "records.txt")], sqlite_url, params=ALL_FIELDS)
     with pytest.raises(NeardupError, match="needs the bands method, not signature"):
@@ -487,7 +523,7 @@ def test_pairs_are_measured_in_runs_of_few_contents_each_fetched_once() -> None:
         assert len(groups) <= 1200 or run.stop - run.start == 1000
     (whole,) = _chunks(low, high, contents=3000, step=1000)
     assert (whole.start, whole.stop) == (0, len(low))
-    assert list(_chunks(low[:0], high[:0])) == []
+    assert list(_chunks(low[:0], high[:0], contents=1200)) == []
 
 
 def test_a_given_threshold_verifies_while_measuring_and_finds_what_auto_found(
