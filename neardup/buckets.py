@@ -1,30 +1,24 @@
 """Every content's candidates from the buckets the store lists itself, in bounded memory.
 
 The self-join (:mod:`neardup.selfjoin`) reads every record into the client and fingerprints it
-again. A store can do better: it holds the band tokens already, and lists every token held by two
-or more records (a Solr JSON facet, an Elasticsearch terms aggregation, a GROUP BY in SQLite,
-each with ``mincount`` 2), with the MD5s of the records holding it. This module turns those
-buckets into the self-join's answer, with memory that does not grow with the candidate pairs:
+again. A store can do without: it holds the band tokens already, and lists every token held by
+two or more records (a Solr JSON facet, an Elasticsearch terms aggregation, a GROUP BY in
+SQLite, each with ``mincount`` 2), with the MD5s of the records holding it. This module turns
+those buckets into the self-join's answer:
 
 1. :class:`ContentGroups`: every record's MD5 in id order (no content), so that each distinct
    content gets its number in order of first id, as in :class:`neardup.selfjoin.Contents`;
    24 bytes per content.
-2. Each bucket's pairs of contents go to one of ``parts`` spill files on disk, chosen by the
-   lower content of the pair.
-3. A spill file holds every bucket pair of its contents: counting equal pairs gives the tokens
-   each pair shares.
-
-The client holds the content numbers, every bucket's members (4 bytes each), and one part at a
-time. The pairs are counted before they are made: past the report's budget the largest buckets
-are left out, as the self-join leaves them out (:func:`neardup.selfjoin.common_buckets`).
+2. Each bucket as its contents' numbers (4 bytes a member), page after page.
+3. The pairs are made as the self-join makes them (:func:`neardup.selfjoin.candidate_pairs`):
+   counted first, past the report's budget without the largest buckets, and at most the budget
+   of them in memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -32,10 +26,6 @@ from . import selfjoin
 from .errors import NeardupError
 from .stores import Buckets, Store
 from .stores.base import md5_halves, md5_strings
-
-# Contents per spill part: a part's candidate pairs are sorted in memory (8 bytes per pair and
-# direction, a few times over).
-CONTENTS_PER_PART = 250_000
 
 
 @dataclass
@@ -122,38 +112,6 @@ class StoredGroups:
         }
 
 
-class _Spill:
-    """``parts`` files of int64 values in a temporary directory, appended to and read back
-    whole, one at a time."""
-
-    def __init__(self, directory: Path, name: str, parts: int) -> None:
-        self.paths = [directory / f"{name}-{part}" for part in range(parts)]
-        self.files = [path.open("ab") for path in self.paths]
-        self.sizes = [0] * parts  # values appended to each part
-
-    def append(self, codes: np.ndarray, owners: np.ndarray) -> None:
-        """Each code to the part of its owner."""
-        parts = len(self.files)
-        if parts == 1:
-            codes.tofile(self.files[0])
-            self.sizes[0] += len(codes)
-            return
-        part_of = owners % parts
-        order = np.argsort(part_of, kind="stable")
-        bounds = np.searchsorted(part_of[order], np.arange(parts + 1))
-        for part, file in enumerate(self.files):
-            codes[order[bounds[part] : bounds[part + 1]]].tofile(file)
-            self.sizes[part] += int(bounds[part + 1] - bounds[part])
-
-    def parts(self) -> Iterator[np.ndarray]:
-        for file in self.files:
-            file.close()
-        for path in self.paths:
-            codes = np.fromfile(path, dtype=np.int64)
-            path.unlink()
-            yield codes
-
-
 def _members(groups: ContentGroups, buckets: Buckets) -> tuple[np.ndarray, np.ndarray]:
     """A page's buckets as their contents' numbers (int32), bucket after bucket, each bucket's
     in ascending order, and each bucket's size."""
@@ -162,41 +120,13 @@ def _members(groups: ContentGroups, buckets: Buckets) -> tuple[np.ndarray, np.nd
     return members[np.lexsort((members, keys))], buckets.sizes
 
 
-def _pairs(
-    groups: ContentGroups, members: np.ndarray, sizes: np.ndarray, largest: int | None
-) -> np.ndarray:
-    """Every pair of contents in each bucket of at most ``largest``, once per bucket, coded
-    low * 2**32 + high; with first words, only pairs of the same first word."""
-    keys = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
-    codes = selfjoin.bucket_pairs(keys, members, largest)
-    if groups.first_words is not None:
-        words = groups.first_words
-        codes = codes[words[codes >> 32] == words[codes & 0xFFFFFFFF]]
-    return codes
-
-
-Parts = Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]
-
-
-@contextmanager
-def candidate_parts(
+def candidate_pairs(
     groups: ContentGroups, pages: Iterable[Buckets], budget: int
-) -> Iterator[tuple[Parts, selfjoin.LeftOut | None]]:
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], selfjoin.LeftOut | None]:
     """Every pair of contents that share a bucket among the store's shared buckets (``pages``),
-    as parts of (low content, high content, shared tokens), each sorted by (low, high), and
-    the buckets left out to keep within ``budget`` bucket pairs: together exactly what
-    :func:`neardup.selfjoin.scored_pairs` gives for the same store. Every page's members are
-    held (4 bytes each) until all sizes are known, as the buckets to leave out depend on them."""
-    import tempfile  # here: only reports from buckets spill (with random, shutil: 2.7 ms)
-
+    as (low content, high content, shared tokens), sorted, and the buckets left out to keep
+    within ``budget`` bucket pairs: exactly what :func:`neardup.selfjoin.scored_pairs` gives for
+    the same store. Every page's members are held (4 bytes each) until all sizes are known, as
+    the buckets to leave out depend on them."""
     held = [_members(groups, buckets) for buckets in pages]
-    sizes = np.concatenate([s for _, s in held]) if held else np.empty(0, dtype=np.int64)
-    left_out = selfjoin.common_buckets(sizes, budget)
-    parts = max(1, -(-len(groups) // CONTENTS_PER_PART))
-    with tempfile.TemporaryDirectory(prefix="neardup-report-") as directory:
-        spill = _Spill(Path(directory), "pairs", parts)
-        held.reverse()
-        while held:  # each page's members freed once its pairs are spilled
-            codes = _pairs(groups, *held.pop(), left_out.size if left_out else None)
-            spill.append(codes, codes >> 32)
-        yield (selfjoin.counted_pairs(part) for part in spill.parts()), left_out
+    return selfjoin.candidate_pairs(held, budget, "bands", groups.first_words)

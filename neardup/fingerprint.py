@@ -713,6 +713,8 @@ def weighted_similarity(a: np.ndarray, wa: np.ndarray, b: np.ndarray, wb: np.nda
 
 # Pairs past which pair_similarities measures half of them on a second thread.
 PARALLEL_PAIRS = 200_000
+# Pairs one call of the kernel measures (each call sums every set's norm again).
+PAIRS_PER_CALL = 4_000_000
 
 
 def pair_similarities(
@@ -730,15 +732,25 @@ def pair_similarities(
     result = np.empty(len(left), dtype=np.float64)
     numbers = np.ascontiguousarray(numbers, dtype=np.int32)
     weights = None if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
-    offsets, left, right = _int64(offsets), _int64(left), _int64(right)
+    offsets = _int64(offsets)
 
     def measure(part: slice) -> None:
-        _kernels.pair_similarities(
-            numbers, distinct, weights, offsets, left[part], right[part], result[part]
-        )
+        # The kernel reads int64 sides: converted a part at a time, as a complete report's
+        # tens of millions of int32 sides would take twice their memory again.
+        for at in range(part.start, part.stop, PAIRS_PER_CALL):
+            step = slice(at, min(at + PAIRS_PER_CALL, part.stop))
+            _kernels.pair_similarities(
+                numbers,
+                distinct,
+                weights,
+                offsets,
+                _int64(left[step]),
+                _int64(right[step]),
+                result[step],
+            )
 
     if len(left) < PARALLEL_PAIRS:
-        measure(slice(None))
+        measure(slice(0, len(left)))
         return result
     # A complete report measures millions of pairs: half on a second thread (the kernel runs
     # without the GIL). Below PARALLEL_PAIRS the thread costs more than it saves.
@@ -746,7 +758,7 @@ def pair_similarities(
 
     half = len(left) // 2
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-pairs") as helper:
-        other = helper.submit(measure, slice(half, None))
+        other = helper.submit(measure, slice(half, len(left)))
         measure(slice(0, half))
         other.result()
     return result

@@ -25,7 +25,7 @@ from typing import Literal, TypeVar
 import numpy as np
 
 from . import selfjoin
-from .buckets import ContentGroups, StoredGroups, candidate_parts
+from .buckets import ContentGroups, StoredGroups, candidate_pairs
 from .errors import NeardupError
 from .fingerprint import (
     FingerprintParams,
@@ -48,7 +48,7 @@ GROUPINGS: tuple[Grouping, ...] = ("center", "components")
 Strategy = Literal["auto", "buckets", "join"]
 # Past this many records, "auto" reports the embedded store from its buckets too: the self-join
 # holds every record's tokens in memory (1.3 GB at a million records).
-JOIN_RECORDS = 250_000
+JOIN_RECORDS = 1_000_000
 # Characters of distinct contents measured at once (see _chunks): their shingles' numbers take
 # ~4 bytes a character. Short records all fit one run; long texts are measured a run at a time.
 CHARACTERS_PER_RUN = 64_000_000
@@ -158,13 +158,14 @@ def find_pairs(
     seconds: dict[str, float] = {}
     if _from_buckets(store, rules, strategy):
         return _bucket_report(store, params, rules, pair_budget, progress, seconds)
-    total = store.count() if progress else None
+    total = store.count()
     with _phase("reading", total, " records", progress, seconds) as bar:
         contents = read_contents(
             _counted(_ahead_of_engine(store, store.iter_records(1000)), bar),
             params,
             TokenField(rules.method),
             rules.first_word,
+            records=total,
         )
     with _timed("joining", seconds):
         candidates, left_out = scored_pairs(contents, rules.first_word, pair_budget, rules.method)
@@ -175,7 +176,7 @@ def find_pairs(
         rules,
         _joined_groups(store, contents),
         contents.copies(),
-        [candidates],
+        candidates,
         exact,
         progress,
         seconds,
@@ -218,8 +219,7 @@ def _bucket_report(
         groups = ContentGroups.read(digests, rules.first_word)
     with _phase("joining", 100, "%", progress, seconds) as bar:
         pages = _covered(store.shared_buckets(TokenField.BANDS), bar)
-        with candidate_parts(groups, pages, pair_budget) as (counted, left_out):
-            parts = list(counted)
+        candidates, left_out = candidate_pairs(groups, pages, pair_budget)
     stored = StoredGroups(store, groups)
     copied = np.flatnonzero(groups.copies > 1)
     exact = [
@@ -228,7 +228,7 @@ def _bucket_report(
         for members in stored.ids_of(copied[start : start + 1000]).values()
     ]
     found = _measured_and_verified(
-        store, params, rules, stored.of, groups.copies, parts, exact, progress, seconds
+        store, params, rules, stored.of, groups.copies, candidates, exact, progress, seconds
     )
     return replace(found, left_out=left_out)
 
@@ -256,16 +256,16 @@ def _measured_and_verified(
     rules: MatchRules,
     groups_of: GroupsOf,
     copies: np.ndarray,
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    candidates: tuple[np.ndarray, np.ndarray, np.ndarray],
     exact: list[tuple[list[str], int]],
     progress: bool,
     seconds: dict[str, float],
 ) -> Found:
-    """Measure every candidate pair of contents (``parts`` of (low, high, shared tokens)),
+    """Measure every candidate pair of contents (``candidates``: low, high, shared tokens),
     choose the threshold from them when it is automatic, then verify the pairs that pass and
     expand them, with the ``exact`` groups' pairs, into record pairs. A given threshold is
     applied in the same pass: each run is verified as soon as it is measured."""
-    low, high, shared = (np.concatenate(columns) for columns in zip(*parts, strict=True))
+    low, high, shared = candidates
     # A given threshold verifies each run's pairs as soon as they are measured, with their
     # texts in hand; an automatic one is known only once every pair is measured.
     verify = None if rules.to_choose else rules
@@ -275,7 +275,7 @@ def _measured_and_verified(
         similarities, verified = _measured(
             store, params, rules, groups_of, (low, high, shared), verify, bar, seconds
         )
-    histogram = similarity_histogram(similarities, copies[low] * copies[high])
+    histogram = _histogram(similarities, copies, low, high)
     applied, choice = _applied(rules, histogram)
     if verify is None:
         with _phase("verifying", len(low), " pairs", progress, seconds) as bar:
@@ -285,6 +285,22 @@ def _measured_and_verified(
         verified + [pair for members, size in exact for pair in _exact_pairs(members, size)]
     )
     return Found(pairs, applied, histogram, choice, None, seconds)
+
+
+def _histogram(
+    similarities: np.ndarray, copies: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> np.ndarray:
+    """The histogram of the similarities of every candidate pair of records: each pair of
+    contents counts the pairs of records holding them. A few million pairs at a time, as
+    np.histogram makes four copies of its input's size."""
+    step = 4_000_000
+    parts = (
+        similarity_histogram(
+            similarities[at : at + step], copies[low[at : at + step]] * copies[high[at : at + step]]
+        )
+        for at in range(0, len(low), step)
+    )
+    return sum(parts, similarity_histogram(similarities[:0]))
 
 
 def _applied(rules: MatchRules, histogram: np.ndarray) -> tuple[MatchRules, ThresholdChoice | None]:
@@ -359,7 +375,7 @@ def _texts(
     held = np.zeros(int(groups.max(initial=-1)) + 1, dtype=bool)
     held[groups] = True
     needed = np.flatnonzero(held)
-    where = (np.cumsum(held) - 1)[groups]
+    where = (np.cumsum(held, dtype=np.int64) - 1).astype(np.int32)[groups]
     found = groups_of(needed)
     texts = [found[g][1] for g in needed.tolist()]
     return texts, where, {g: ids for g, (ids, _) in found.items()}
@@ -391,7 +407,8 @@ def _measured(
                 found = (low[run], high[run], shared[run], similarities)
                 pairs += _accepted(verify, texts, where[:size], where[size:], ids, found)
         bar.update(size)
-    return (np.concatenate(measured) if measured else np.empty(0, dtype=np.float64)), pairs
+    similarities = measured[0] if len(measured) == 1 else np.concatenate(measured or [low[:0]])
+    return similarities.astype(np.float64, copy=False), pairs
 
 
 def _contents_per_run(groups_of: GroupsOf, low: np.ndarray) -> int:

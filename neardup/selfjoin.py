@@ -20,7 +20,7 @@ candidates). The report says how many buckets it left out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,16 +68,19 @@ def read_contents(
     token_field: TokenField,
     first_word: bool,
     kept_characters: int = KEPT_CHARACTERS,
+    records: int = 0,
 ) -> Contents:
     """Read the store's records (``batches``, in id order) once; fingerprint each distinct
     content once and keep its ``token_field`` keys (and first word, when the rules filter by
-    it), and the contents themselves while they fit ``kept_characters``."""
+    it), and the contents themselves while they fit ``kept_characters``. ``records``, the
+    store's count, sizes the keys' array at once where each content has as many keys."""
     heads: list[str] = []
     texts: list[str] | None = []
     characters = 0
     members: dict[int, list[str]] = {}
     first_words: list[str] = []
-    key_batches: list[np.ndarray] = []
+    fixed = {TokenField.BANDS: params.bands, TokenField.SIGNATURE: params.num_hashes}
+    keys = _Keys(records * fixed.get(token_field, 0))
     sizes: list[int] = []
     group_of: dict[str, int] = {}
     for batch in batches:
@@ -96,17 +99,31 @@ def read_contents(
             texts = None
         elif texts is not None:
             texts.extend(fresh)
-        keys, counts = token_keys(fresh, params, token_field)
-        key_batches.append(keys)  # one array per batch, not per group: a few bytes per record
+        fresh_keys, counts = token_keys(fresh, params, token_field)
+        keys.extend(fresh_keys)
         sizes.extend(counts.tolist())
-    return Contents(
-        heads,
-        members,
-        first_words,
-        np.concatenate(key_batches) if key_batches else np.empty(0, np.int64),
-        np.array(sizes, dtype=np.int64),
-        texts,
-    )
+    return Contents(heads, members, first_words, keys.all(), np.array(sizes, np.int64), texts)
+
+
+class _Keys:
+    """Every content's keys in one array, grown by doubling. A million records' 64 band keys
+    take 512 MB: kept as an array per batch and joined at the end, they took three times that
+    (the batches' freed memory stays in the process's heap)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.values = np.empty(capacity, dtype=np.int64)
+        self.size = 0
+
+    def extend(self, more: np.ndarray) -> None:
+        if self.size + len(more) > len(self.values):
+            grown = np.empty(max(2 * len(self.values), self.size + len(more)), dtype=np.int64)
+            grown[: self.size] = self.values[: self.size]
+            self.values = grown
+        self.values[self.size : self.size + len(more)] = more
+        self.size += len(more)
+
+    def all(self) -> np.ndarray:
+        return self.values[: self.size]  # a view: the room never written takes no memory
 
 
 @dataclass(frozen=True)
@@ -150,49 +167,66 @@ def common_buckets(sizes: np.ndarray, budget: int, field: str = "bands") -> Left
     return LeftOut(size, int(np.count_nonzero(sizes > size)), left_out, budget, field)
 
 
-def runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where each run of equal ``values`` (sorted) starts, and how long it is."""
-    heads = np.ones(len(values), dtype=bool)
-    np.not_equal(values[1:], values[:-1], out=heads[1:])
-    starts = np.flatnonzero(heads)
-    del heads
-    lengths = np.empty(len(starts), dtype=np.int64)
-    np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
-    lengths[-1:] = len(values) - starts[-1:]
-    return starts, lengths
+# Buckets as the join and a store's listing both hold them: every member of each bucket of two
+# or more contents (int32 content numbers), bucket after bucket, each bucket's in ascending
+# order; and each bucket's size (int64).
+Held = tuple[np.ndarray, np.ndarray]
+# Keys the join sorts at once: a store's keys are sorted a range of them at a time, so that
+# the join's working memory stays a few hundred MB whatever the store's size.
+PARTITION_KEYS = 8_000_000
 
 
-def bucket_pairs(keys: np.ndarray, groups: np.ndarray, largest: int | None = None) -> np.ndarray:
-    """Given (key, group) sorted by key then group, every pair of groups in each bucket of at
-    most ``largest`` groups (all buckets with None), once per bucket, coded as
-    low * 2**32 + high."""
-    largest = len(keys) if largest is None else largest
-    pairs = np.empty(_kernels.bucket_pairs(keys, groups, largest, None), dtype=np.int64)
-    _kernels.bucket_pairs(keys, groups, largest, pairs)
-    return pairs
+def _shared_buckets(contents: Contents) -> Iterator[Held]:
+    """The buckets of the contents' keys that two or more contents share, a range of keys at a
+    time; a content's key counts once however often it lists it (as a store counts a record's
+    token once)."""
+    keys = contents.keys
+    offsets = np.r_[0, np.cumsum(contents.sizes)]
+    # Each key's partition, by its top bits (keys are hashes): a byte each, made a slice at a
+    # time, where one expression over all the keys would make a uint64 copy of them.
+    bits = min(8, max(0, int(np.ceil(np.log2(max(1.0, len(keys) / PARTITION_KEYS))))))
+    part_of = np.zeros(len(keys), dtype=np.uint8)
+    for at in range(0, len(keys), PARTITION_KEYS) if bits else ():
+        part_of[at : at + PARTITION_KEYS] = keys[at : at + PARTITION_KEYS].view(np.uint64) >> (
+            np.uint64(64 - bits)
+        )
+    for part in range(2**bits):
+        at = np.flatnonzero(part_of == part)
+        groups = (np.searchsorted(offsets, at, side="right") - 1).astype(np.int32)
+        yield _distinct_buckets(keys[at], groups)
 
 
-def _distinct_keys(contents: Contents) -> tuple[np.ndarray, np.ndarray]:
-    """All (key, group) pairs sorted by key then group, each once (a store counts a record's
-    token once however often its fingerprint lists it)."""
-    # numpy's default sorts of integers are SIMD sorts, several times faster than its stable
-    # sort: the keys are sorted first, then each bucket's groups by one sort, in place, of
-    # (the key's rank among the distinct keys, group), which fits 64 bits where (key, group)
-    # does not. int32 groups halve their memory.
-    order = np.argsort(contents.keys)
-    keys = contents.keys[order]
-    groups = np.repeat(np.arange(len(contents.sizes), dtype=np.int32), contents.sizes)[order]
-    del order
-    ranked = np.zeros(len(keys), dtype=np.int64)
-    np.cumsum(keys[1:] != keys[:-1], out=ranked[1:])
-    ranked <<= 32
-    ranked |= groups
-    ranked.sort()
-    groups = (ranked & 0xFFFFFFFF).astype(np.int32)
-    del ranked
-    keep = np.ones(len(keys), dtype=bool)
-    keep[1:] = (keys[1:] != keys[:-1]) | (groups[1:] != groups[:-1])
-    return keys[keep], groups[keep]
+def _distinct_buckets(keys: np.ndarray, groups: np.ndarray) -> Held:
+    """The buckets of (key, group) pairs (groups in ascending order) that two or more groups
+    share, each group once."""
+    members = np.empty(len(keys), dtype=np.int32)
+    sizes = np.empty(len(keys), dtype=np.int64)
+    held, buckets = _kernels.shared_buckets(keys, groups, members, sizes)
+    return members[:held].copy(), sizes[:buckets].copy()
+
+
+def candidate_pairs(
+    held: list[Held], budget: int, field: str = "bands", words: np.ndarray | None = None
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], LeftOut | None]:
+    """(low, high, shared buckets) of every pair of contents that share one of the ``held``
+    buckets (emptied as their pairs are made), each pair once, sorted; past ``budget`` bucket
+    pairs, without the largest buckets (:func:`common_buckets`), and which were left out. With
+    ``words`` (a number per content), only pairs of contents with the same first word."""
+    sizes = np.concatenate([s for _, s in held]) if held else np.empty(0, dtype=np.int64)
+    left_out = common_buckets(sizes, budget, field)
+    largest = left_out.size if left_out else int(sizes.max(initial=0))
+    del sizes
+    counts = [_kernels.bucket_pairs(members, lengths, largest, None) for members, lengths in held]
+    codes = np.empty(sum(counts), dtype=np.int64)
+    at = 0
+    held.reverse()
+    for count in counts:
+        members, lengths = held.pop()
+        _kernels.bucket_pairs(members, lengths, largest, codes[at : at + count])
+        at += count
+    if words is not None:
+        codes = codes[words[codes >> 32] == words[codes & 0xFFFFFFFF]]
+    return counted_pairs(codes), left_out
 
 
 def counted_pairs(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -200,28 +234,22 @@ def counted_pairs(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     buckets it came in. ``codes`` is sorted in place: a report's 40 million take 320 MB, and
     np.unique would sort a copy."""
     codes.sort()
-    starts, shared = runs(codes)
-    halves = codes[starts].view(np.uint32).reshape(-1, 2)  # (high, low) on a little-endian CPU
-    high, low = (halves[:, n].astype(np.int32) for n in _HALVES)
-    return low, high, shared.astype(np.int32)
-
-
-# Which 32-bit half of a pair's code holds its high content and which its low one.
-_HALVES = (0, 1) if np.little_endian else (1, 0)
+    pairs = _kernels.counted_pairs(codes, None, None, None)
+    low, high, shared = (np.empty(pairs, dtype=np.int32) for _ in range(3))
+    _kernels.counted_pairs(codes, low, high, shared)
+    return low, high, shared
 
 
 def scored_pairs(
     contents: Contents, first_word: bool, budget: int = PAIR_BUDGET, field: str = "bands"
 ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], LeftOut | None]:
     """(low group, high group, shared tokens) of every pair sharing a ``field`` token, sorted,
-    and the buckets left out to keep within ``budget`` bucket pairs (:func:`common_buckets`)."""
-    keys, groups = _distinct_keys(contents)
-    left_out = common_buckets(runs(keys)[1], budget, field)
-    codes = bucket_pairs(keys, groups, left_out.size if left_out else None)
-    del keys, groups
-    low, high, shared = counted_pairs(codes)
+    and the buckets left out to keep within ``budget`` bucket pairs (:func:`common_buckets`).
+    Lets go of the contents' keys once their buckets are known: 512 MB at a million records
+    of 64 bands, that the pairs need."""
+    words = None
     if first_word:
         words = np.unique(np.array(contents.first_words, dtype=object), return_inverse=True)[1]
-        same = words[low] == words[high]
-        low, high, shared = low[same], high[same], shared[same]
-    return (low, high, shared), left_out
+    held = list(_shared_buckets(contents))
+    contents.keys = np.empty(0, dtype=np.int64)
+    return candidate_pairs(held, budget, field, words)
