@@ -39,16 +39,20 @@ from .fingerprint import (
 from .progress import Bar, progress_bar
 from .searcher import MatchRules, Searcher, natural_key
 from .selfjoin import Contents, LeftOut, read_contents, scored_pairs
-from .settings import FALLBACK_THRESHOLD
+from .settings import FALLBACK_THRESHOLD, LONG_TEXT
 from .stores import Buckets, Store
 from .tuning import ThresholdChoice, choose_threshold, similarity_histogram
 
 Grouping = Literal["center", "components"]
 GROUPINGS: tuple[Grouping, ...] = ("center", "components")
 Strategy = Literal["auto", "buckets", "join"]
-# Past this many records, "auto" reports the embedded store from its buckets too: the self-join
-# holds every record's tokens in memory (1.3 GB at a million records).
-JOIN_RECORDS = 1_000_000
+# Past this many records, "auto" reports the embedded store from its buckets too, unless its
+# records are short and their band keys fit JOIN_KEYS: the self-join reads and fingerprints
+# every record again, which costs less than listing a store's postings when records are short
+# and many bands each (a million person records: 10 s against 42 s), and more when they are
+# long texts (a million documents: 600 MB of text).
+JOIN_RECORDS = 250_000
+JOIN_KEYS = 64_000_000  # 512 MB: a million records of 64 bands
 # Characters of distinct contents measured at once (see _chunks): their shingles' numbers take
 # ~4 bytes a character. Short records all fit one run; long texts are measured a run at a time.
 CHARACTERS_PER_RUN = 64_000_000
@@ -186,7 +190,7 @@ def find_pairs(
 
 def _from_buckets(store: Store, rules: MatchRules, strategy: Strategy) -> bool:
     """Whether to report from the store's own buckets: when asked, or for "auto" when the
-    store can list the band buckets and is an engine or past JOIN_RECORDS."""
+    store can list the band buckets and is an engine or too large to join (:func:`_joinable`)."""
     if strategy == "buckets":
         if rules.method != "bands" or not store.lists_buckets(TokenField.BANDS):
             raise NeardupError(
@@ -200,8 +204,21 @@ def _from_buckets(store: Store, rules: MatchRules, strategy: Strategy) -> bool:
         strategy == "auto"
         and rules.method == "bands"
         and store.lists_buckets(TokenField.BANDS)
-        and (not store.local or store.count() > JOIN_RECORDS)
+        and not (store.local and _joinable(store))
     )
+
+
+def _joinable(store: Store) -> bool:
+    """Whether the embedded store's self-join costs less than listing its buckets: up to
+    JOIN_RECORDS records, or short ones (the first thousand's mean length under LONG_TEXT)
+    whose band keys fit JOIN_KEYS."""
+    records = store.count()
+    if records <= JOIN_RECORDS:
+        return True
+    if records * store.params.bands > JOIN_KEYS:
+        return False
+    first = next(iter(store.iter_records(1000)), [])
+    return sum(len(r.content) for r in first) < LONG_TEXT * max(len(first), 1)
 
 
 def _bucket_report(

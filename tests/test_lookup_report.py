@@ -488,10 +488,19 @@ def test_a_large_embedded_store_reports_from_its_buckets(
     api.index([corpus(tmp_path / "records.txt")], sqlite_url)
     joined = api.report(sqlite_url)
 
+    report = importlib.import_module("neardup.report")
+    monkeypatch.setattr(report, "JOIN_RECORDS", 10)
+    with api.opened(sqlite_url) as store:  # short records whose keys fit: still joined
+        assert report._joinable(store)
+        monkeypatch.setattr(report, "LONG_TEXT", 5)  # long ones: listed
+        assert not report._joinable(store)
+        monkeypatch.setattr(report, "LONG_TEXT", 200)
+        monkeypatch.setattr(report, "JOIN_KEYS", store.count() * store.params.bands - 1)
+        assert not report._joinable(store)  # short, but too many keys: listed
+
     def unread(*args: object) -> None:
         raise AssertionError("the report read the records' contents")
 
-    monkeypatch.setattr(importlib.import_module("neardup.report"), "JOIN_RECORDS", 10)
     monkeypatch.setattr("neardup.stores.sqlite.SQLiteStore.iter_records", unread)
     assert api.report(sqlite_url) == joined
 
