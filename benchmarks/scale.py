@@ -1,15 +1,17 @@
 """Stores at scale: `neardup index` + `neardup report` on a million generated records.
 
-    python benchmarks/scale.py [--records 1000000] [--corpus FILE] [--lookups 1000]
-        [--store URL ...]
+    python benchmarks/scale.py [--records 1000000] [--kind documents|people] [--corpus FILE]
+        [--lookups 1000] [--store URL ...]
 
 Generates the corpus with `neardup generate` (unless --corpus names one), then, for each store
 (default: a SQLite file in --folder; Solr and Elasticsearch URLs are emptied first), runs the CLI
-as a user would, each command in its own process, `--preset documents`: index, report. While each
-runs, its resident memory is sampled from /proc (Linux), so the table shows the peak and how
-memory moved while indexing (flat means streaming). Then lookups by id, spread over the store, in
-one process with the store open (after 20 warm-up lookups): p50 and p99. Every store's report is
-compared with the first one's, pair for pair.
+as a user would, each command in its own process: index, report. Documents are indexed and
+reported with `--preset documents`; person records (`--kind people`) with no flags, and their
+report is scored against the generator's true pairs. While each command runs, its resident
+memory is sampled from /proc (Linux), so the table shows the peak and how memory moved while
+indexing (flat means streaming). Then lookups by id, spread over the store, in one process with
+the store open (after 20 warm-up lookups): p50 and p99. Every store's report is compared with
+the first one's, pair for pair.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from neardup.settings import PRESETS
 from neardup.stores import open_store
 
 NEARDUP = [sys.executable, "-m", "neardup.cli"]
+# What each kind of generated records is indexed and reported with.
+KINDS = {"documents": ["--preset", "documents"], "people": []}
 
 
 def resident_mb(pid: int, field: str) -> float | None:
@@ -82,20 +86,31 @@ def main() -> None:
         "(default: .bench, which `make clean` removes; 1.7 GB at a million records)",
     )
     parser.add_argument("--store", action="append", dest="stores", help="default: SQLite")
+    parser.add_argument(
+        "--kind",
+        choices=KINDS,
+        default="documents",
+        help="documents, indexed and reported with --preset documents; or person records, "
+        "with no flags, and scored against the generator's truth (default: documents)",
+    )
     args = parser.parse_args()
     folder = args.folder
     folder.mkdir(parents=True, exist_ok=True)
-    corpus = args.corpus or folder / f"generated-{args.records}.tsv"
+    corpus = args.corpus or folder / f"generated-{args.kind}-{args.records}.tsv"
+    truth = corpus.with_suffix(".truth.tsv")
     if not corpus.exists():
         print(f"generating {args.records:,} records into {corpus} ...", file=sys.stderr)
-        subprocess.run([*NEARDUP, "generate", str(args.records), "-o", str(corpus)], check=True)
+        generate = [*NEARDUP, "generate", str(args.records), "-o", str(corpus)]
+        subprocess.run([*generate, "--kind", args.kind, "--truth", str(truth)], check=True)
     stores = args.stores or [f"sqlite:///{folder.resolve() / 'scale.db'}"]
+    flags = KINDS[args.kind]
     results = [
-        measure(url, corpus, folder / f"pairs-{n}.tsv", args.lookups)
+        measure(url, corpus, folder / f"pairs-{n}.tsv", args.lookups, flags, truth)
         for n, url in enumerate(stores)
     ]
     text_mb = corpus.stat().st_size / 2**20
-    print(f"{results[0]['records']:,} records ({text_mb:,.0f} MB of text), --preset documents")
+    shown = " ".join(flags) or "no flags"
+    print(f"{results[0]['records']:,} {args.kind} ({text_mb:,.0f} MB of text), {shown}")
     labels = [label for label in results[0] if label != "records"]
     print(f"{'':<36}" + "".join(f"{url.split(':')[0]:>16}" for url in stores))
     for label in labels:
@@ -103,14 +118,16 @@ def main() -> None:
     print(f"cpu count {os.cpu_count()}; files in {folder}", file=sys.stderr)
 
 
-def measure(url: str, corpus: Path, report_file: Path, lookups: int) -> dict[str, object]:
+def measure(
+    url: str, corpus: Path, report_file: Path, lookups: int, flags: list[str], truth: Path
+) -> dict[str, object]:
     """Index the corpus into an emptied store, report, look up; the table's cells."""
     open_store(url).drop()
     index_s, index_peak, samples = run_sampled(
-        [*NEARDUP, "index", str(corpus), "--store", url, "--preset", "documents"]
+        [*NEARDUP, "index", str(corpus), "--store", url, *flags]
     )
     report_s, report_peak, _ = run_sampled(
-        [*NEARDUP, "report", "--store", url, "--preset", "documents", "-o", str(report_file)]
+        [*NEARDUP, "report", "--store", url, *flags, "-o", str(report_file)]
     )
     pairs = report_file.read_bytes()
     first = report_file.with_name("pairs-0.tsv")
@@ -125,6 +142,7 @@ def measure(url: str, corpus: Path, report_file: Path, lookups: int) -> dict[str
         "index + report s": f"{index_s + report_s:.1f}",
         "pairs": f"{len(pairs.splitlines()) - 1:,}",
         "same pairs as the first": "yes" if pairs == first.read_bytes() else "NO",
+        "F1 against the truth": f1_against(report_file, truth),
         "peak RSS index MB": f"{index_peak:,.0f}",
         "peak RSS report MB": f"{report_peak:,.0f}",
         "RSS indexing 1/4..4/4 MB": "/".join(f"{q:,.0f}" for q in quarters),
@@ -132,6 +150,13 @@ def measure(url: str, corpus: Path, report_file: Path, lookups: int) -> dict[str
         "lookup p50 ms": f"{np.percentile(latencies, 50):.2f}",
         "lookup p99 ms": f"{np.percentile(latencies, 99):.2f}",
     }
+
+
+def f1_against(report_file: Path, truth: Path) -> str:
+    """The report's F1 against the generator's true pairs (each pair in either order)."""
+    if not truth.exists():
+        return "-"
+    return f"{api.evaluate(truth, report_file=report_file).overall.f1:.3f}"
 
 
 def store_mb(url: str) -> str:
