@@ -285,7 +285,7 @@ def _add_unique(
     """Store the records that have no near-duplicate in the store, counting the others."""
     started = time.perf_counter()
     for batch in batches(records, batch_size):
-        result = add(batch, target, if_unique=True, preset=preset)
+        result = add(batch, target, if_unique=True, preset=preset, every_duplicate=False)
         summary.read += len(batch)
         summary.indexed += len(result.added)
         lines = {r.id: r.line for r in batch}
@@ -533,11 +533,15 @@ def add(
     if_unique: bool = False,
     preset: str | None = None,
     rules: RulesRequest = None,
+    every_duplicate: bool = True,
 ) -> Added:
     """Add or replace records (each visible to lookups when this returns). With ``if_unique``,
     a record that has a near-duplicate in the store, by the store's rules or ``rules``, or
     earlier among ``records``, is not stored, and its duplicates are returned instead (see
-    :meth:`Searcher.unique`: every candidate, weighed as in a store holding them all).
+    :meth:`Searcher.unique`: every candidate, weighed as in a store holding them all). Without
+    ``every_duplicate``, a record whose content the store holds is answered with the records
+    holding it alone, the first duplicates a lookup lists, without looking up near ones: the
+    same decision, and no lookup for a file indexed again.
 
     With ``if_unique``, the check and the add hold the store's lock (:meth:`Store.exclusive`):
     another process's check-then-add waits for them. Threads sharing one store object
@@ -561,7 +565,7 @@ def add(
             index_records(target, storable, params)
             result.added = list(dict.fromkeys(r.id for r in storable))
         elif storable:
-            _add_if_unique(target, params, (rules, preset), storable, result)
+            _add_if_unique(target, params, (rules, preset), storable, result, every_duplicate)
         result.replaced = [i for i in result.added if i in held]
     return result
 
@@ -572,6 +576,7 @@ def _add_if_unique(
     asked: tuple[RulesRequest, str | None],
     storable: list[Record],
     result: Added,
+    every_duplicate: bool,
 ) -> None:
     """Check ``storable`` against the store and each other, and store the new ones, holding
     the store's lock: the rules too are read under it, since an automatic threshold not chosen
@@ -582,7 +587,8 @@ def _add_if_unique(
         # Every candidate, as a report and the check among the records themselves take:
         # a lookup's ten would miss stored duplicates the records' own check found.
         every = replace(chosen, candidates=MAX_CANDIDATES)
-        new, found = Searcher(target, params, every).unique([r.id for r in storable], fps)
+        searcher = Searcher(target, params, every)
+        new, found = searcher.unique([r.id for r in storable], fps, every_duplicate)
         for record, is_new, matches in zip(storable, new, found, strict=True):
             if is_new:
                 result.added.append(record.id)

@@ -198,20 +198,21 @@ class Searcher:
         return [self._every_record(fp, ms, groups) for fp, ms in zip(fps, near, strict=True)]
 
     def unique(
-        self, ids: Sequence[str], fps: Sequence[Fingerprint]
+        self, ids: Sequence[str], fps: Sequence[Fingerprint], every_duplicate: bool = True
     ) -> tuple[list[bool], list[list[Match]]]:
         """For each record (``ids`` and their ``fps``), in order, whether it is new, and if not
         its duplicates: the stored records a lookup finds (one batch of lookups), else the new
         records before it that share a token and pass the rules (every such candidate, with
         the weights of a store holding them all). What ``add(if_unique=True)`` stores, in a few
-        round trips."""
+        round trips. Without ``every_duplicate``, a record whose content is stored is answered
+        with the records holding it, as a lookup lists them first, and not looked up."""
         # Weighed as in a store that holds each of their contents too: weights from the store
         # alone would change as new records come in, and a second run of the same records would
         # judge otherwise. Contents the store holds already count once, as they will.
         held = self.store.ids_by_md5(list(dict.fromkeys(fp.md5 for fp in fps)))
         fresh = list({fp.md5: fp for fp in reversed(fps) if not held.get(fp.md5)}.values())
         self.pending = Frequencies(len(fresh), *frequency_counts(fresh)) if fresh else None
-        stored = self.lookup_many(fps) if self.store.count() else [[] for _ in fps]
+        stored = self._stored_duplicates(fps, held, every_duplicate)
         # Pairs among the records themselves: their shingles weighed in one request.
         among = (
             jaccard
@@ -232,6 +233,21 @@ class Searcher:
                 for key in set(self.field.keys(fp).tolist()):
                     holders.setdefault(key, []).append(record_id)
         return new, found
+
+    def _stored_duplicates(
+        self, fps: Sequence[Fingerprint], held: Mapping[str, list[str]], every_duplicate: bool
+    ) -> list[list[Match]]:
+        """Each record's duplicates in the store: a lookup's, or without ``every_duplicate``
+        the exact ones alone where the store holds the record's content."""
+        if not self.store.count():
+            return [[] for _ in fps]
+        if every_duplicate:
+            return self.lookup_many(fps)
+        looked_up = [fp for fp in fps if not held.get(fp.md5)]
+        answers = iter(self.lookup_many(looked_up) if looked_up else [])
+        return [
+            self._every_record(fp, [], held) if held.get(fp.md5) else next(answers) for fp in fps
+        ]
 
     def _among(
         self,
@@ -317,9 +333,11 @@ class Searcher:
         if self.pending is not None:
             frequencies = frequencies.plus(self.pending)
 
-        # Each set's weights once, however many pairs it is in: a set is one of ``sets``,
-        # held for the measure's life, so its id names it.
-        weights = {id(a): frequencies.weights(a) for a in sets}
+        # Each set's weights once, however many pairs it is in, all sets' in one search: a set
+        # is one of ``sets``, held for the measure's life, so its id names it.
+        every = frequencies.weights(np.concatenate(sets)) if sets else np.empty(0)
+        bounds = np.cumsum([len(a) for a in sets])[:-1]
+        weights = {id(a): w for a, w in zip(sets, np.split(every, bounds), strict=True)}
 
         def weighted(a: np.ndarray, b: np.ndarray) -> float:
             return weighted_similarity(a, weights[id(a)], b, weights[id(b)])

@@ -612,3 +612,29 @@ def test_every_list_of_ids_is_in_the_order_people_read_them(
     ]
     assert [m.id for m in api.lookup(sqlite_url, text=text)] == ["ad9", "ad10", "ad100"]
     assert clusters(pairs) == [["ad9", "ad10", "ad100"]]
+
+
+def test_records_the_store_holds_are_not_looked_up_again(tmp_path: Path, monkeypatch) -> None:
+    """index --skip-duplicates answers a record whose content is stored with the records that
+    hold it: the decision and the first duplicate a lookup gives, without the lookup."""
+    records = corpus(tmp_path / "records.txt", size=300)
+    url = f"sqlite:///{tmp_path / 'u.db'}"
+    api.index([records], url, skip_duplicates=True)
+    again = list(RecordReader(records))
+    everything = api.add(again, url, if_unique=True)
+    looked_up: list[str] = []
+    lookup_many = Searcher.lookup_many
+
+    def counted(self: Searcher, fps: list) -> list:
+        looked_up.extend(fp.md5 for fp in fps)
+        return lookup_many(self, fps)
+
+    monkeypatch.setattr(Searcher, "lookup_many", counted)
+    decided = api.add(again, url, if_unique=True, every_duplicate=False)
+    with api.opened(url) as store:
+        held = store.ids_by_md5(looked_up)
+    assert looked_up and not any(held.values())  # only contents the store does not hold
+    assert decided.added == everything.added == []
+    assert {i: m[0] for i, m in decided.duplicates.items()} == {
+        i: m[0] for i, m in everything.duplicates.items()
+    }
