@@ -383,19 +383,24 @@ def _counted(batches: Iterable[list[Batched]], bar: Bar) -> Iterator[list[Batche
 
 
 def _texts(
-    groups_of: GroupsOf, groups: np.ndarray
-) -> tuple[list[str], np.ndarray, dict[int, list[str]]]:
-    """The contents of these groups, each once, where each group's is in that list, and the
-    groups' ids."""
+    groups_of: GroupsOf, low: np.ndarray, high: np.ndarray
+) -> tuple[list[str], np.ndarray, np.ndarray, dict[int, list[str]]]:
+    """The contents of the groups of pairs (``low``, ``high``) in one list, where each side's
+    is in it, and the groups' ids."""
     # Groups are numbers below the store's contents: a mark per number finds the distinct ones
     # and their ranks in one pass, where np.unique sorted a complete report's millions.
-    held = np.zeros(int(groups.max(initial=-1)) + 1, dtype=bool)
-    held[groups] = True
+    held = np.zeros(int(max(low.max(initial=-1), high.max(initial=-1))) + 1, dtype=bool)
+    held[low] = held[high] = True
+    if held.mean() > 0.5:  # most groups: every one up to the last, each at its own number
+        held[:] = True
     needed = np.flatnonzero(held)
-    where = (np.cumsum(held, dtype=np.int64) - 1).astype(np.int32)[groups]
     found = groups_of(needed)
     texts = [found[g][1] for g in needed.tolist()]
-    return texts, where, {g: ids for g, (ids, _) in found.items()}
+    ids = {g: ids for g, (ids, _) in found.items()}
+    if len(needed) == len(held):  # a million pairs' sides need no copy
+        return texts, low, high, ids
+    rank = (np.cumsum(held, dtype=np.int64) - 1).astype(np.int32)
+    return texts, rank[low], rank[high], ids
 
 
 def _measured(
@@ -416,13 +421,13 @@ def _measured(
     for run in _chunks(low, high, _contents_per_run(groups_of, low)):
         size = len(low[run])
         with _timed("measuring", seconds):
-            texts, where, ids = _texts(groups_of, np.concatenate([low[run], high[run]]))
-            similarities = _similarities(store, params, rules, texts, where[:size], where[size:])
+            texts, left, right, ids = _texts(groups_of, low[run], high[run])
+            similarities = _similarities(store, params, rules, texts, left, right)
         measured.append(similarities)
         if verify is not None:
             with _timed("verifying", seconds):
                 found = (low[run], high[run], shared[run], similarities)
-                pairs += _accepted(verify, texts, where[:size], where[size:], ids, found)
+                pairs += _accepted(verify, texts, left, right, ids, found)
         bar.update(size)
     similarities = measured[0] if len(measured) == 1 else np.concatenate(measured or [low[:0]])
     return similarities.astype(np.float64, copy=False), pairs
@@ -474,9 +479,9 @@ def _verified(
     bar.update(len(low) - len(keep))
     for run in _chunks(low[keep], high[keep], _contents_per_run(groups_of, low[keep])):
         part = keep[run]
-        texts, where, ids = _texts(groups_of, np.concatenate([low[part], high[part]]))
+        texts, left, right, ids = _texts(groups_of, low[part], high[part])
         found = (low[part], high[part], shared[part], similarities[part])
-        pairs += _accepted(rules, texts, where[: len(part)], where[len(part) :], ids, found)
+        pairs += _accepted(rules, texts, left, right, ids, found)
         bar.update(len(part))
     return pairs
 

@@ -223,6 +223,13 @@ def test_ids_by_md5_gives_several_complete_groups_at_once(store: Store) -> None:
     }
     assert [r.content for r in records[md5["p1"]]] == ["a pair of texts"] * 2
     assert records[md5["p1"]][0] == store.get(["p1"])["p1"]
+    # More MD5s than one query takes (Elasticsearch refuses 65,536 terms): asked in parts.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("neardup.stores.base.MD5S_PER_QUERY", 2)
+        asked = [md5["p1"], absent, md5["c0000"], md5["alone"]]
+        assert store.ids_by_md5(asked) == {m: [r.id for r in found] for m, found in
+                                           store.records_by_md5(asked).items()}  # fmt: skip
+        assert store.ids_by_md5(asked)[md5["alone"]] == ["alone"]
 
 
 @pytest.mark.parametrize("field", list(TokenField))

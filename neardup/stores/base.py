@@ -102,6 +102,17 @@ def md5_halves(md5s: Sequence[str]) -> np.ndarray:
     return np.frombuffer(raw, dtype=">u8").astype(np.uint64).reshape(-1, 2)
 
 
+# MD5s an engine is asked for in one terms query: Elasticsearch refuses more than 65,536 terms
+# (index.max_terms_count), and Solr runs a page's query again for every page of its answer.
+MD5S_PER_QUERY = 10_000
+
+
+def md5_queries(md5s: Sequence[str]) -> Iterator[list[str]]:
+    """``md5s`` a query's worth at a time."""
+    for start in range(0, len(md5s), MD5S_PER_QUERY):
+        yield list(md5s[start : start + MD5S_PER_QUERY])
+
+
 def md5_strings(halves: np.ndarray) -> list[str]:
     """:func:`md5_halves` rows back as 32 hex digits."""
     return [f"{high:016x}{low:016x}" for high, low in halves.tolist()]

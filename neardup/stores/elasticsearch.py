@@ -36,6 +36,7 @@ from .base import (
     Document,
     Store,
     StoredRecord,
+    md5_queries,
     ordered_map,
     retried,
 )
@@ -372,8 +373,8 @@ class ElasticsearchStore(Store):
 
     def ids_by_md5(self, md5s: Sequence[str]) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {md5: [] for md5 in md5s}
-        if found:
-            query = {"terms": {"md5_hash": list(found)}}
+        for asked in md5_queries(list(found)):
+            query = {"terms": {"md5_hash": asked}}
             hits = self._walk(query, point_in_time=False, source=["md5_hash"], page=DIGEST_PAGE)
             for hit in hits:
                 found[hit["_source"]["md5_hash"]].append(hit["sort"][0])
@@ -381,8 +382,8 @@ class ElasticsearchStore(Store):
 
     def records_by_md5(self, md5s: Sequence[str]) -> dict[str, list[StoredRecord]]:
         found: dict[str, list[StoredRecord]] = {md5: [] for md5 in md5s}
-        if found:
-            query = {"terms": {"md5_hash": list(found)}}
+        for asked in md5_queries(list(found)):
+            query = {"terms": {"md5_hash": asked}}
             for hit in self._walk(query, False, source=RECORD_FIELDS, page=DIGEST_PAGE):
                 found[hit["_source"]["md5_hash"]].append(_record(hit["_source"]))
         return found

@@ -53,6 +53,7 @@ from .base import (
     Document,
     Store,
     StoredRecord,
+    md5_queries,
     ordered_map,
     retried,
 )
@@ -551,16 +552,16 @@ class SolrStore(Store):
 
     def ids_by_md5(self, md5s: Sequence[str]) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {md5: [] for md5 in md5s}
-        if found:  # MD5s are hex: no commas to escape in the terms list
-            query = "{!terms f=md5_hash}" + ",".join(found)
+        for asked in md5_queries(list(found)):  # MD5s are hex: no commas to escape
+            query = "{!terms f=md5_hash}" + ",".join(asked)
             for doc in self._walk(query, "id,md5_hash", DIGEST_PAGE):
                 found[doc["md5_hash"]].append(doc["id"])
         return found
 
     def records_by_md5(self, md5s: Sequence[str]) -> dict[str, list[StoredRecord]]:
         found: dict[str, list[StoredRecord]] = {md5: [] for md5 in md5s}
-        if found:  # large pages: each page runs the terms query again
-            query = "{!terms f=md5_hash}" + ",".join(found)
+        for asked in md5_queries(list(found)):  # large pages: each runs the query again
+            query = "{!terms f=md5_hash}" + ",".join(asked)
             for doc in self._walk(query, RECORD_FIELDS, DIGEST_PAGE):
                 found[doc["md5_hash"]].append(_record(doc))
         return found
