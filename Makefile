@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint browser install bench bench-speed bench-scale bench-engines bench-faults bench-serve quality clean solr solr-cloud elasticsearch elasticsearch-cluster stop-servers
+.PHONY: demo test lint browser install bench bench-speed bench-scale bench-engines bench-faults bench-serve quality quality-public clean solr solr-cloud elasticsearch elasticsearch-cluster stop-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,12 @@ SHARED ?= ../shared/data
 quality: $(VENV)/.installed-bench
 	cd benchmarks/quality && ../../$(BIN)/python run.py --write \
 		--kijiji $(abspath $(SHARED))/kijiji_rent_rome.tsv $(abspath $(SHARED))/kijiji_pairs_jaccard50.tsv
+
+# The public entity-resolution table in benchmarks/README.md: the data is cloned once, at fixed
+# commits, from the public repositories that ship it (benchmarks/quality/fetch.py).
+quality-public: $(VENV)/.installed-bench
+	test -d .bench/public || $(BIN)/python benchmarks/quality/fetch.py --into .bench/public
+	cd benchmarks/quality && ../../$(BIN)/python public.py --data ../../.bench/public
 
 # Speed and scale (benchmarks/README.md has the results). bench-engines needs `make solr` and
 # `make elasticsearch` running; ENGINE_RECORDS generated records are indexed into each.

@@ -46,11 +46,12 @@ from .tuning import ThresholdChoice, choose_threshold, similarity_histogram
 Grouping = Literal["center", "components"]
 GROUPINGS: tuple[Grouping, ...] = ("center", "components")
 Strategy = Literal["auto", "buckets", "join"]
-# Past this many records, "auto" reports the embedded store from its buckets too, unless its
-# records are short and their band keys fit JOIN_KEYS: the self-join reads and fingerprints
-# every record again, which costs less than listing a store's postings when records are short
-# and many bands each (a million person records: 10 s against 42 s), and more when they are
-# long texts (a million documents: 600 MB of text).
+# "auto" joins short records whose band keys fit JOIN_KEYS, on every store, and every embedded
+# store of up to JOIN_RECORDS records; it lists the buckets of the rest. The self-join reads and
+# fingerprints every record again, which costs less than listing a store's postings when
+# records are short and of many bands each (a million person records in SQLite: 10 s against
+# 42 s; 100,000 from Elasticsearch: s against s), and more when they are long texts (a
+# million documents: 600 MB of text).
 JOIN_RECORDS = 250_000
 JOIN_KEYS = 64_000_000  # 512 MB: a million records of 64 bands
 # Characters of distinct contents measured at once (see _chunks): their shingles' numbers take
@@ -150,12 +151,11 @@ def find_pairs(
     chosen from their similarities (:func:`neardup.tuning.choose_threshold`, falling back to
     ``rules.threshold``), and the rules are applied. ``strategy``: "buckets" takes the
     candidates from the band buckets the store lists (:mod:`neardup.buckets`), "join" computes
-    them in memory from every record; "auto" takes the buckets on an engine or an embedded store
-    past JOIN_RECORDS (with the bands method), else joins. Past ``pair_budget`` bucket pairs
-    (by default :data:`neardup.selfjoin.PAIR_BUDGET`)
-    both leave out the largest buckets (:func:`neardup.selfjoin.common_buckets`) and say so in
-    ``left_out``. ``progress`` shows a progress bar on stderr for each pass over the store or
-    the pairs.
+    them in memory from every record; "auto" takes the buckets (with the bands method) where
+    they cost less than a join (:func:`_joinable`), else joins. Past ``pair_budget`` bucket
+    pairs (by default :data:`neardup.selfjoin.PAIR_BUDGET`) both leave out the largest buckets
+    (:func:`neardup.selfjoin.common_buckets`) and say so in ``left_out``. ``progress`` shows a
+    progress bar on stderr for each pass over the store or the pairs.
     """
     Searcher(store, params, rules)  # checks that the store indexes the method's field
     pair_budget = selfjoin.PAIR_BUDGET if pair_budget is None else pair_budget
@@ -204,16 +204,16 @@ def _from_buckets(store: Store, rules: MatchRules, strategy: Strategy) -> bool:
         strategy == "auto"
         and rules.method == "bands"
         and store.lists_buckets(TokenField.BANDS)
-        and not (store.local and _joinable(store))
+        and not _joinable(store)
     )
 
 
 def _joinable(store: Store) -> bool:
-    """Whether the embedded store's self-join costs less than listing its buckets: up to
-    JOIN_RECORDS records, or short ones (the first thousand's mean length under LONG_TEXT)
-    whose band keys fit JOIN_KEYS."""
+    """Whether a self-join costs less than listing the store's buckets: for short records
+    (the first thousand's mean length under LONG_TEXT) whose band keys fit JOIN_KEYS, and for
+    an embedded store of up to JOIN_RECORDS records."""
     records = store.count()
-    if records <= JOIN_RECORDS:
+    if store.local and records <= JOIN_RECORDS:
         return True
     if records * store.params.bands > JOIN_KEYS:
         return False

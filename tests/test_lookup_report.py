@@ -494,6 +494,11 @@ def test_a_large_embedded_store_reports_from_its_buckets(
         assert report._joinable(store)
         monkeypatch.setattr(report, "LONG_TEXT", 5)  # long ones: listed
         assert not report._joinable(store)
+        monkeypatch.setattr(report, "JOIN_RECORDS", 10**6)
+        assert report._joinable(store)  # an embedded store of few records: joined
+        monkeypatch.setattr(store, "local", False)
+        assert not report._joinable(store)  # an engine's long records: listed, however few
+        monkeypatch.setattr(report, "JOIN_RECORDS", 10)
         monkeypatch.setattr(report, "LONG_TEXT", 200)
         monkeypatch.setattr(report, "JOIN_KEYS", store.count() * store.params.bands - 1)
         assert not report._joinable(store)  # short, but too many keys: listed

@@ -1,8 +1,10 @@
 """Public entity-resolution benchmarks, and the naive baseline neardup must at least match.
 
-    python benchmarks/quality/public.py --restaurant DIR --cora DIR --magellan DIR
+    python benchmarks/quality/fetch.py --into DIR   # once: git clones of two public repositories
+    python benchmarks/quality/public.py --data DIR   # or --restaurant, --cora, --magellan DIR
 
-The data is not part of neardup; each loader reads a dataset as its public repository ships it:
+The data is not part of neardup; each loader reads a dataset as its public repository ships it
+(fetch.py gets each at a fixed commit):
 
 - ``--restaurant DIR``: Fodors-Zagat restaurants (864 name + address lines from two guides,
   112 true pairs): ``restaurant.csv`` and ``restaurant_gold.csv`` of the HPI DuDe toolkit, as
@@ -10,10 +12,12 @@ The data is not part of neardup; each loader reads a dataset as its public repos
   ``class`` column (the answer) is left out of the text.
 - ``--cora DIR``: Cora citations (1,879 references in groups of up to 240, 64,578 true pairs):
   ``cora.tsv`` and ``cora_DPL.tsv`` from the same repository's history (commit d1dabed).
-- ``--magellan DIR``: DBLP-ACM (4,910 references from two libraries, 2,224 true pairs) and
-  Abt-Buy (2,173 products with long descriptions, 1,097 pairs): ``structured/dblp_acm`` and
-  ``textual/abt_buy``, each ``table_a``, ``table_b`` and ``gold`` as Parquet, as
-  github.com/DataReconciliation/BiBlock ships the Magellan sets (reading them needs pyarrow).
+- ``--magellan DIR``: DBLP-ACM (4,910 references from two libraries, 2,224 true pairs),
+  Abt-Buy (2,173 products with long descriptions, 1,097 pairs), Amazon-Google and
+  Walmart-Amazon (software and electronics listings of two shops): ``structured/dblp_acm``,
+  ``textual/abt_buy``, ``structured/amazon-google``, ``structured/walmart-amazon``, each
+  ``table_a``, ``table_b`` and ``gold`` as Parquet, as github.com/DataReconciliation/BiBlock
+  ships the Magellan sets (reading them needs pyarrow).
 
 For each: neardup with no flags, each preset, and the naive baseline: word-set Jaccard of every
 pair of records that share a word, at the threshold that gives it its best F1 against the truth
@@ -27,6 +31,7 @@ import csv
 import io
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 from itertools import combinations
 from pathlib import Path
 
@@ -138,6 +143,7 @@ def rows(name: str, load: Callable[[], Dataset]) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The folders the public datasets are read from (see the module's docstring)."""
+    parser.add_argument("--data", type=Path, help="the folder fetch.py filled: all of them")
     parser.add_argument("--restaurant", type=Path)
     parser.add_argument("--cora", type=Path)
     parser.add_argument("--magellan", type=Path)
@@ -146,13 +152,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def datasets(args: argparse.Namespace) -> list[tuple[str, Callable[[], Dataset]]]:
     """The public datasets whose folders ``args`` names, each with its loader."""
     parts: list[tuple[str, Callable[[], Dataset]]] = []
+    if args.data:
+        args.restaurant = args.cora = args.data / "hpi"
+        args.magellan = args.data / "magellan"
     if args.restaurant:
-        parts.append(("Fodors-Zagat (864)", lambda: restaurant(args.restaurant)))
+        parts.append(("Fodors-Zagat (864)", partial(restaurant, args.restaurant)))
     if args.cora:
-        parts.append(("Cora (1,879)", lambda: cora(args.cora)))
-    if args.magellan:
-        parts.append(("DBLP-ACM (4,910)", lambda: magellan(args.magellan / "structured/dblp_acm")))
-        parts.append(("Abt-Buy (2,173)", lambda: magellan(args.magellan / "textual/abt_buy")))
+        parts.append(("Cora (1,879)", partial(cora, args.cora)))
+    for name, folder in [] if not args.magellan else [
+        ("DBLP-ACM (4,910)", "structured/dblp_acm"),
+        ("Abt-Buy (2,173)", "textual/abt_buy"),
+        ("Amazon-Google (4,589)", "structured/amazon-google"),
+        ("Walmart-Amazon (24,628)", "structured/walmart-amazon"),
+    ]:  # fmt: skip
+        parts.append((name, partial(magellan, args.magellan / folder)))
     return parts
 
 

@@ -1,0 +1,92 @@
+"""Fetch the public entity-resolution benchmarks that public.py and candidates.py read.
+
+    python benchmarks/quality/fetch.py [--into .bench/public] [--source https://github.com/]
+
+Each dataset is read out of the public Git repository that ships it, at a fixed commit, so
+that every run measures the same records; nothing is bundled with neardup. ``--into`` gets:
+
+- ``hpi/``: Fodors-Zagat (``restaurant.csv``, ``restaurant_gold.csv``) and Cora (``cora.tsv``,
+  ``cora_DPL.tsv``) from jmakr0/Distributed-Entity-Resolution, the HPI DuDe toolkit's copies
+  (Cora from the commit that added it, before the repository dropped it);
+- ``magellan/``: DBLP-ACM, Amazon-Google, Walmart-Amazon (``structured/``) and Abt-Buy
+  (``textual/``), each ``table_a``, ``table_b`` and ``gold`` as Parquet, from
+  DataReconciliation/BiBlock's copies of the Magellan sets.
+
+Then: ``python benchmarks/quality/public.py --data DIR``. ``--source`` is where the
+repositories are cloned from (``owner/name`` is appended): a mirror, or a local folder of bare
+repositories named ``owner+name``. Needs git.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# (repository, commit, path in the repository, path under --into)
+FILES = [
+    *(
+        ("jmakr0/Distributed-Entity-Resolution", "bc4668f", f"data/{name}", f"hpi/{name}")
+        for name in ("restaurant.csv", "restaurant_gold.csv")
+    ),
+    *(
+        ("jmakr0/Distributed-Entity-Resolution", "d1dabed", f"data/{name}", f"hpi/{name}")
+        for name in ("cora.tsv", "cora_DPL.tsv")
+    ),
+    *(
+        ("DataReconciliation/BiBlock", "53b6a95", f"{kind}/{name}/{part}.parquet",
+         f"magellan/{kind}/{name}/{part}.parquet")
+        for kind, name in [
+            ("structured", "dblp_acm"),
+            ("structured", "amazon-google"),
+            ("structured", "walmart-amazon"),
+            ("textual", "abt_buy"),
+        ]
+        for part in ("table_a", "table_b", "gold")
+    ),
+]  # fmt: skip
+
+
+def repository_url(source: str, repository: str) -> str:
+    """Where to clone ``owner/name`` from: a URL prefix, or a folder of ``owner+name``."""
+    folder = Path(source) / repository.replace("/", "+")
+    if folder.exists():
+        return str(folder / "repo" if (folder / "repo").exists() else folder)
+    return source.rstrip("/") + "/" + repository
+
+
+def fetch(into: Path, source: str) -> None:
+    """Every file of FILES under ``into``, each repository cloned once (bare, no checkout)."""
+    with tempfile.TemporaryDirectory(prefix="neardup-fetch-") as scratch:
+        clones: dict[str, Path] = {}
+        for repository, commit, path, target in FILES:
+            if repository not in clones:
+                clones[repository] = Path(scratch) / repository.replace("/", "+")
+                url = repository_url(source, repository)
+                print(f"cloning {url}", file=sys.stderr)
+                git("clone", "--quiet", "--bare", url, str(clones[repository]))
+            content = git("--git-dir", str(clones[repository]), "show", f"{commit}:{path}")
+            (into / target).parent.mkdir(parents=True, exist_ok=True)
+            (into / target).write_bytes(content)
+    print(f"{len(FILES)} files in {into}; next: public.py --data {into}", file=sys.stderr)
+
+
+def git(*args: str) -> bytes:
+    try:
+        return subprocess.run(["git", *args], check=True, capture_output=True).stdout
+    except subprocess.CalledProcessError as error:
+        sys.exit(f"fetch.py: git {args[0]} failed: {error.stderr.decode().strip()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--into", type=Path, default=Path(".bench/public"))
+    parser.add_argument("--source", default="https://github.com/")
+    args = parser.parse_args()
+    fetch(args.into, args.source)
+
+
+if __name__ == "__main__":
+    main()
