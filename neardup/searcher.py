@@ -352,7 +352,12 @@ class Searcher:
         measure: Measure,
     ) -> list[Match]:
         """The candidates the rules accept, measured and ranked: fewest word edits, then the
-        highest similarity, then id."""
+        highest similarity, then id. The word edit distance, which costs most, only of those
+        whose similarity passes the threshold."""
+        if (threshold := self.rules.threshold) is not None:
+            candidates = [
+                c for c in candidates if measure(fp.shingles, shingles[c.id]) >= threshold
+            ]
         matches = [
             m
             for m in self.verify(fp, candidates, shingles, measure)

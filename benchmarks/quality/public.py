@@ -32,7 +32,6 @@ import io
 from collections import defaultdict
 from collections.abc import Callable
 from functools import partial
-from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -90,30 +89,46 @@ def magellan(folder: Path) -> Dataset:
 
 
 def baseline(records: list[Record], truth: set[tuple[str, str]]) -> tuple[Scores, float]:
-    """Word-set Jaccard of every pair sharing a word, at its oracle threshold: the best F1 and
-    the threshold that gives it."""
+    """Word-set Jaccard of every pair sharing a word, at its oracle threshold: the best F1 of
+    any threshold, and that threshold. The pairs are counted, never held: a sparse product of
+    the records' word sets, a block of records at a time, gives each pair's shared words, and
+    each distinct similarity keeps how many pairs have it and how many of them are true (the
+    commonest words make most of 24,628 product listings' 300 million pairs)."""
+    from scipy.sparse import csr_matrix  # with recordlinkage, in the bench extras
+
     words = [set(text.split()) for text in normalize_batch([r.text for r in records])]
-    holders: dict[str, list[int]] = defaultdict(list)
-    for n, held in enumerate(words):
-        for word in held:
-            holders[word].append(n)
-    shared: dict[tuple[int, int], int] = defaultdict(int)
-    for members in holders.values():
-        for a, b in combinations(members, 2):
-            shared[(a, b)] += 1
-    pairs = list(shared)
-    similarity = np.array(
-        [shared[(a, b)] / (len(words[a]) + len(words[b]) - shared[(a, b)]) for a, b in pairs]
+    vocabulary: dict[str, int] = {}
+    rows = np.repeat(np.arange(len(words)), [len(held) for held in words])
+    columns = [vocabulary.setdefault(word, len(vocabulary)) for held in words for word in held]
+    holds = csr_matrix(
+        (np.ones(len(rows), dtype=np.int32), (rows, columns)), shape=(len(words), len(vocabulary))
     )
-    right = np.array([_pair(records[a].id, records[b].id) in truth for a, b in pairs])
-    order = np.argsort(-similarity, kind="stable")
-    reported = np.arange(1, len(order) + 1)
-    correct = np.cumsum(right[order])
-    f1 = 2 * correct / (reported + len(truth))
-    best = int(np.argmax(f1))
-    return Scores(int(reported[best]), int(correct[best]), len(truth)), float(
-        similarity[order][best]
-    )
+    sizes = np.array([len(held) for held in words])
+    number = {r.id: n for n, r in enumerate(records)}
+    true_codes = np.sort([min(number[a], number[b]) * len(words) + max(number[a], number[b])
+                          for a, b in truth if a in number and b in number])  # fmt: skip
+    totals: dict[float, list[int]] = defaultdict(lambda: [0, 0])  # similarity: pairs, true
+    for start in range(0, len(words), 1000):
+        shared = (holds[start : start + 1000] @ holds.T).tocoo()
+        left, right = shared.row + start, shared.col
+        above = right > left
+        left, right, count = left[above], right[above], shared.data[above]
+        similarity = count / (sizes[left] + sizes[right] - count)
+        codes = left.astype(np.int64) * len(words) + right
+        where = np.minimum(np.searchsorted(true_codes, codes), max(len(true_codes) - 1, 0))
+        correct = true_codes[where] == codes if len(true_codes) else np.zeros(len(codes), bool)
+        values, inverse = np.unique(similarity, return_inverse=True)
+        pairs_of, true_of = np.bincount(inverse), np.bincount(inverse, weights=correct)
+        for value, pairs, true in zip(
+            values.tolist(), pairs_of.tolist(), true_of.tolist(), strict=True
+        ):
+            totals[value][0] += pairs
+            totals[value][1] += int(true)
+    values = sorted(totals, reverse=True)
+    reported = np.cumsum([totals[v][0] for v in values])
+    correct = np.cumsum([totals[v][1] for v in values])
+    best = int(np.argmax(2 * correct / (reported + len(truth))))
+    return Scores(int(reported[best]), int(correct[best]), len(truth)), values[best]
 
 
 SETTINGS: list[tuple[str, dict[str, object]]] = [
