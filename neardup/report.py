@@ -54,9 +54,15 @@ Strategy = Literal["auto", "buckets", "join"]
 # long texts (a million documents: 600 MB of text).
 JOIN_RECORDS = 250_000
 JOIN_KEYS = 64_000_000  # 512 MB: a million records of 64 bands
-# Characters of distinct contents measured at once (see _chunks): their shingles' numbers take
-# ~4 bytes a character. Short records all fit one run; long texts are measured a run at a time.
-CHARACTERS_PER_RUN = 64_000_000
+# Characters of distinct contents measured at once (see _chunks): with their code points and
+# shingles' numbers they take ~10 bytes a character. Every content of the pairs at once when
+# they fit ONE_RUN_CHARACTERS (a million short records: 45 million), else runs of
+# CHARACTERS_PER_RUN. Pairs in order reach all over the store from each left side, so several
+# large runs each shingle most of it again: a million short records took 10 s to measure in
+# one run of 64 million characters, 64 s in runs of 24 million. A million documents (600
+# million characters) peaked at 942 MB in runs of 64 million, 611 MB in runs of 24 million.
+ONE_RUN_CHARACTERS = 64_000_000
+CHARACTERS_PER_RUN = 12_000_000
 # Each of some content groups' ids and content (numbered as the join or the buckets number them).
 GroupsOf = Callable[[np.ndarray], dict[int, tuple[list[str], str]]]
 Batched = TypeVar("Batched")  # what a store yields in batches: records, or (MD5, first word)
@@ -418,7 +424,7 @@ def _measured(
     low, high, shared = candidates
     measured: list[np.ndarray] = []
     pairs: list[Pair] = []
-    for run in _chunks(low, high, _contents_per_run(groups_of, low)):
+    for run in _chunks(low, high, _contents_per_run(groups_of, low, high)):
         size = len(low[run])
         with _timed("measuring", seconds):
             texts, left, right, ids = _texts(groups_of, low[run], high[run])
@@ -433,13 +439,19 @@ def _measured(
     return similarities.astype(np.float64, copy=False), pairs
 
 
-def _contents_per_run(groups_of: GroupsOf, low: np.ndarray) -> int:
-    """How many distinct contents a run of pairs may hold: CHARACTERS_PER_RUN over their mean
-    length, read off the first hundred."""
+def _contents_per_run(groups_of: GroupsOf, low: np.ndarray, high: np.ndarray) -> int:
+    """How many distinct contents a run of pairs may hold: all of them when they fit
+    ONE_RUN_CHARACTERS, else CHARACTERS_PER_RUN, over their mean length read off the first
+    hundred."""
     sample = distinct(low[:1000])[:100]
     texts = [text for _, text in groups_of(sample).values()]
-    mean_length = sum(map(len, texts)) / len(texts) if texts else 1
-    return max(1000, int(CHARACTERS_PER_RUN / max(mean_length, 1)))
+    mean_length = max(sum(map(len, texts)) / len(texts) if texts else 1, 1)
+    held = np.zeros(int(max(low.max(initial=-1), high.max(initial=-1))) + 1, dtype=bool)
+    held[low] = held[high] = True
+    every = int(np.count_nonzero(held))
+    if every * mean_length <= ONE_RUN_CHARACTERS:
+        return max(every, 1)
+    return max(1000, int(CHARACTERS_PER_RUN / mean_length))
 
 
 def _chunks(
@@ -477,7 +489,7 @@ def _verified(
     low, high, shared, similarities = measured
     keep = np.flatnonzero(_passing(rules, similarities))
     bar.update(len(low) - len(keep))
-    for run in _chunks(low[keep], high[keep], _contents_per_run(groups_of, low[keep])):
+    for run in _chunks(low[keep], high[keep], _contents_per_run(groups_of, low[keep], high[keep])):
         part = keep[run]
         texts, left, right, ids = _texts(groups_of, low[part], high[part])
         found = (low[part], high[part], shared[part], similarities[part])
