@@ -35,7 +35,6 @@ from .fingerprint import (
     check_num_hashes,
     fingerprint_batch,
     holds_surrogates,
-    normalize,
     normalize_batch,
 )
 from .generate import KINDS as KINDS  # re-exported: the CLI offers them
@@ -551,12 +550,15 @@ def add(
     with opened(store, create=True) as target:
         params = target.ensure_params(None)
         storable = []
+        # Normalised in one batch: a call per record cost a tenth of a check-then-add.
+        texts = [r.text for r in records if not holds_surrogates(r.text)]
+        with_words = {t for t, words in zip(texts, normalize_batch(texts), strict=True) if words}
         for record in records:
             if problem := id_problem(record.id):
                 result.skipped[record.id] = problem
             elif holds_surrogates(record.text):
                 result.skipped[record.id] = "text holds half of a surrogate pair"
-            elif not normalize(record.text):
+            elif record.text not in with_words:
                 result.skipped[record.id] = "no words after normalisation"
             else:
                 storable.append(record)

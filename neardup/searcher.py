@@ -213,11 +213,13 @@ class Searcher:
         fresh = list({fp.md5: fp for fp in reversed(fps) if not held.get(fp.md5)}.values())
         self.pending = Frequencies(len(fresh), *frequency_counts(fresh)) if fresh else None
         stored = self._stored_duplicates(fps, held, every_duplicate)
-        # Pairs among the records themselves: their shingles weighed in one request.
+        # Pairs among the records the store has no duplicate of: their shingles weighed in
+        # one request (a batch indexed again has none to weigh).
+        unmatched = [fp.shingles for fp, matches in zip(fps, stored, strict=True) if not matches]
         among = (
             jaccard
-            if self.rules.similarity == "jaccard"
-            else self._weighing([fp.shingles for fp in fps])
+            if self.rules.similarity == "jaccard" or not unmatched
+            else self._weighing(unmatched)
         )
         new: list[bool] = []
         found: list[list[Match]] = []
@@ -243,10 +245,11 @@ class Searcher:
             return [[] for _ in fps]
         if every_duplicate:
             return self.lookup_many(fps)
-        looked_up = [fp for fp in fps if not held.get(fp.md5)]
-        answers = iter(self.lookup_many(looked_up) if looked_up else [])
+        # Each content not stored looked up once, however many records of the batch hold it.
+        looked_up = list({fp.md5: fp for fp in fps if not held.get(fp.md5)}.values())
+        answers = dict(zip((fp.md5 for fp in looked_up), self.lookup_many(looked_up), strict=True))
         return [
-            self._every_record(fp, [], held) if held.get(fp.md5) else next(answers) for fp in fps
+            self._every_record(fp, [], held) if held.get(fp.md5) else answers[fp.md5] for fp in fps
         ]
 
     def _among(
