@@ -39,3 +39,36 @@ def test_the_engines_benchmark_runs_on_each_store(
 def test_the_scale_benchmark_runs(tmp_path: Path) -> None:
     table = run("scale.py", "--records", "2000", "--folder", str(tmp_path))
     assert "2,000" in table or "2000" in table
+
+
+def test_the_scale_benchmark_scores_person_records_against_their_truth(tmp_path: Path) -> None:
+    table = run("scale.py", "--records", "2000", "--kind", "people", "--folder", str(tmp_path))
+    assert "2,000 people" in table and "no flags" in table
+    f1 = float(next(line for line in table.splitlines() if line.startswith("F1")).split()[-1])
+    assert f1 > 0.9
+
+
+def test_the_public_baseline_takes_the_best_threshold_of_every_pair_sharing_a_word() -> None:
+    """Against a brute force over every pair: the best F1 of any threshold, ties kept whole."""
+    sys.path.insert(0, str(BENCHMARKS / "quality"))
+    from public import baseline  # a script's module, beside the benchmarks
+
+    from neardup.readers import Record
+
+    texts = ["a b c", "a b d", "a b c", "x y", "x y z", "q", "a q", "b c d e"]
+    records = [Record(str(n), text) for n, text in enumerate(texts)]
+    truth = {("0", "2"), ("0", "1"), ("3", "4"), ("1", "7")}
+    words = [set(t.split()) for t in texts]
+    scored = {
+        (str(a), str(b)): len(words[a] & words[b]) / len(words[a] | words[b])
+        for a in range(len(texts))
+        for b in range(a + 1, len(texts))
+        if words[a] & words[b]
+    }
+    best = max(
+        (2 * len({p for p, s in scored.items() if s >= t} & truth)
+         / (sum(s >= t for s in scored.values()) + len(truth)), t)
+        for t in set(scored.values())
+    )  # fmt: skip
+    scores, threshold = baseline(records, truth)
+    assert (scores.f1, threshold) == best
