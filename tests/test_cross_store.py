@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from neardup import api
+from neardup.errors import TooManyPairs
 from neardup.fingerprint import TOKEN_FIELDS
-from neardup.report import Strategy
+from neardup.report import Strategy, find_pairs
 from neardup.searcher import MatchRules
 from neardup.settings import RulesRequest
 from neardup.stores import open_store
@@ -63,6 +64,26 @@ def test_engine_report_equals_the_embedded_report(
     try:
         engine = report_of(server.new_store_url(), records, rules, engine_strategy(rules))
         assert engine == expected
+    finally:
+        server.drop_made()
+
+
+@pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
+def test_past_the_pair_budget_an_engine_leaves_out_the_buckets_the_embedded_store_does(
+    request, kind, sqlite_url, tmp_path, monkeypatch
+) -> None:
+    """The engine lists its buckets, the embedded store joins: past the report's budget both
+    leave out the same largest buckets, and give the same pairs and histogram."""
+    server = request.getfixturevalue(f"{kind}_server")
+    records = corpus(tmp_path / "records.txt")
+    api.index([records], sqlite_url, params={"fields": TOKEN_FIELDS})
+    with open_store(sqlite_url, create=False) as store, pytest.raises(TooManyPairs) as every:
+        find_pairs(store, store.params, MatchRules(), "join", pair_budget=0)
+    monkeypatch.setattr("neardup.selfjoin.PAIR_BUDGET", every.value.pairs * 3 // 4)
+    expected = report_of(sqlite_url, records, MatchRules(), "join")
+    assert expected[2].left_out and expected[2].left_out["buckets"] > 0
+    try:
+        assert report_of(server.new_store_url(), records, MatchRules(), "buckets") == expected
     finally:
         server.drop_made()
 

@@ -94,7 +94,7 @@ def baseline(records: list[Record], truth: set[tuple[str, str]]) -> tuple[Scores
     the records' word sets, a block of records at a time, gives each pair's shared words, and
     each distinct similarity keeps how many pairs have it and how many of them are true (the
     commonest words make most of 24,628 product listings' 300 million pairs)."""
-    from scipy.sparse import csr_matrix  # with recordlinkage, in the bench extras
+    from scipy.sparse import csr_matrix  # in the test extras, and with recordlinkage
 
     words = [set(text.split()) for text in normalize_batch([r.text for r in records])]
     vocabulary: dict[str, int] = {}
