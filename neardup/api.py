@@ -634,6 +634,7 @@ def report_page(
             settings=f"{source.params.describe()}; {chosen.describe()}",
             threshold=measured.threshold,
             threshold_source=measured.how,
+            left_out=measured.left_out_text(),
             histogram=measured.histogram,
             histogram_of=histogram_of,
             pairs=pairs,

@@ -39,6 +39,7 @@ class HtmlReport:
     # Each record's own text, as its file has it (report --texts-from): shown and compared
     # instead of the normalised content when given.
     originals: Mapping[str, str] | None = None
+    left_out: str | None = None  # what the report left out of its candidates, past its budget
 
 
 def render(report: HtmlReport) -> str:
@@ -67,6 +68,9 @@ def render(report: HtmlReport) -> str:
         settings=html.escape(report.settings),
         threshold=threshold,
         threshold_source=html.escape(report.threshold_source),
+        left_out=f'<p id="left-out">The report {html.escape(report.left_out)}.</p>'
+        if report.left_out
+        else "",
         margin=f"{REVIEW_MARGIN:g}",
         histogram_of=report.histogram_of,
         histogram=_histogram(report.histogram, report.threshold, report.histogram_of),
@@ -284,6 +288,7 @@ _PAGE = """<!doctype html>
 {margin} above it are flagged for review. Texts are shown {texts}; in each group, the words
 that differ from its first record are struck out (<del>first record</del>) or added
 (<ins>this record</ins>), and exact copies share one line.</p>
+{left_out}
 <h2>Similarities of the {histogram_of} (log scale)</h2>
 {histogram}
 <h2>Groups, largest first</h2>

@@ -377,6 +377,9 @@ def test_the_cli_report_says_which_buckets_it_left_out(
     said = capsys.readouterr().err
     assert re.search(r"left out [\d,]+ bands buckets shared by more than \d+ contents", said)
     assert api.last_report(sqlite_url).left_out["budget"] == budget
+    page = tmp_path / "report.html"
+    assert cli.main(["report", "--store", sqlite_url, "--html", str(page)]) == 0
+    assert re.search(r'<p id="left-out">The report left out [\d,]+ bands buckets', page.read_text())
 
 
 def test_a_store_answers_only_the_methods_of_its_indexed_fields(store) -> None:
