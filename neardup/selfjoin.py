@@ -4,8 +4,9 @@ A report's candidates are every pair of distinct contents that share at least on
 method's field: the pairs an OR-query over a content's tokens would return with no limit on its
 rows. Asking the store once per content costs a round trip and a query each; when the tokens are
 selective, as LSH band tokens are, it is much cheaper to compute the same answer for every
-content at once: read every record once, sort all (token, content) keys, and count for each pair
-of contents the tokens they share (one count per bucket they both fall in). This is the banding
+content at once: read every record once, group the (token, content) keys by token in a hash
+table, a range of tokens at a time, and count for each pair of contents the tokens they share
+(one count per bucket they both fall in). This is the banding
 technique of *Mining of Massive Datasets* (ch. 3) run over the whole store.
 
 A bucket of m contents makes m(m-1)/2 pairs, which a common token (a signature position, a
@@ -171,8 +172,8 @@ def common_buckets(sizes: np.ndarray, budget: int, field: str = "bands") -> Left
 # or more contents (int32 content numbers), bucket after bucket, each bucket's in ascending
 # order; and each bucket's size (int64).
 Held = tuple[np.ndarray, np.ndarray]
-# Keys the join sorts at once: a store's keys are sorted a range of them at a time, so that
-# the join's working memory stays a few hundred MB whatever the store's size.
+# Keys the join groups at once: a store's keys are grouped a range of them at a time, so that
+# the join's hash table stays a few hundred MB whatever the store's size.
 PARTITION_KEYS = 8_000_000
 
 
