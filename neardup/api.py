@@ -550,13 +550,14 @@ def add(
     with opened(store, create=True) as target:
         params = target.ensure_params(None)
         storable = []
+        surrogates = [holds_surrogates(r.text) for r in records]
         # Normalised in one batch: a call per record cost a tenth of a check-then-add.
-        texts = [r.text for r in records if not holds_surrogates(r.text)]
+        texts = [r.text for r, bad in zip(records, surrogates, strict=True) if not bad]
         with_words = {t for t, words in zip(texts, normalize_batch(texts), strict=True) if words}
-        for record in records:
+        for record, bad in zip(records, surrogates, strict=True):
             if problem := id_problem(record.id):
                 result.skipped[record.id] = problem
-            elif holds_surrogates(record.text):
+            elif bad:
                 result.skipped[record.id] = "text holds half of a surrogate pair"
             elif record.text not in with_words:
                 result.skipped[record.id] = "no words after normalisation"

@@ -180,23 +180,22 @@ def find_pairs(
     with _timed("joining", seconds):
         candidates, left_out = scored_pairs(contents, rules.first_word, pair_budget, rules.method)
     exact = [(members, int(contents.sizes[g])) for g, members in contents.members.items()]
-    found = _measured_and_verified(
+    return _measured_and_verified(
         store,
         params,
         rules,
         _joined_groups(store, contents),
         contents.copies(),
-        candidates,
+        (candidates, left_out),
         exact,
         progress,
         seconds,
     )
-    return replace(found, left_out=left_out)
 
 
 def _from_buckets(store: Store, rules: MatchRules, strategy: Strategy) -> bool:
     """Whether to report from the store's own buckets: when asked, or for "auto" when the
-    store can list the band buckets and is an engine or too large to join (:func:`_joinable`)."""
+    store can list the band buckets and a join would cost more (:func:`_joinable`)."""
     if strategy == "buckets":
         if rules.method != "bands" or not store.lists_buckets(TokenField.BANDS):
             raise NeardupError(
@@ -250,10 +249,17 @@ def _bucket_report(
         for start in range(0, len(copied), 1000)
         for members in stored.ids_of(copied[start : start + 1000]).values()
     ]
-    found = _measured_and_verified(
-        store, params, rules, stored.of, groups.copies, candidates, exact, progress, seconds
+    return _measured_and_verified(
+        store,
+        params,
+        rules,
+        stored.of,
+        groups.copies,
+        (candidates, left_out),
+        exact,
+        progress,
+        seconds,
     )
-    return replace(found, left_out=left_out)
 
 
 def _joined_groups(store: Store, contents: Contents) -> GroupsOf:
@@ -279,16 +285,17 @@ def _measured_and_verified(
     rules: MatchRules,
     groups_of: GroupsOf,
     copies: np.ndarray,
-    candidates: tuple[np.ndarray, np.ndarray, np.ndarray],
+    candidates: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], LeftOut | None],
     exact: list[tuple[list[str], int]],
     progress: bool,
     seconds: dict[str, float],
 ) -> Found:
-    """Measure every candidate pair of contents (``candidates``: low, high, shared tokens),
-    choose the threshold from them when it is automatic, then verify the pairs that pass and
-    expand them, with the ``exact`` groups' pairs, into record pairs. A given threshold is
-    applied in the same pass: each run is verified as soon as it is measured."""
-    low, high, shared = candidates
+    """Measure every candidate pair of contents (``candidates``: low, high, shared tokens, and
+    the buckets left out of them), choose the threshold from them when it is automatic, then
+    verify the pairs that pass and expand them, with the ``exact`` groups' pairs, into record
+    pairs. A given threshold is applied in the same pass: each run is verified as soon as it is
+    measured."""
+    (low, high, shared), left_out = candidates
     # A given threshold verifies each run's pairs as soon as they are measured, with their
     # texts in hand; an automatic one is known only once every pair is measured.
     verify = None if rules.to_choose else rules
@@ -307,7 +314,7 @@ def _measured_and_verified(
     pairs = in_order(
         verified + [pair for members, size in exact for pair in _exact_pairs(members, size)]
     )
-    return Found(pairs, applied, histogram, choice, None, seconds)
+    return Found(pairs, applied, histogram, choice, left_out, seconds)
 
 
 def _histogram(
@@ -395,8 +402,7 @@ def _texts(
     is in it, and the groups' ids."""
     # Groups are numbers below the store's contents: a mark per number finds the distinct ones
     # and their ranks in one pass, where np.unique sorted a complete report's millions.
-    held = np.zeros(int(max(low.max(initial=-1), high.max(initial=-1))) + 1, dtype=bool)
-    held[low] = held[high] = True
+    held = _marks(low, high)
     if held.mean() > 0.5:  # most groups: every one up to the last, each at its own number
         held[:] = True
     needed = np.flatnonzero(held)
@@ -424,7 +430,7 @@ def _measured(
     low, high, shared = candidates
     measured: list[np.ndarray] = []
     pairs: list[Pair] = []
-    for run in _chunks(low, high, _contents_per_run(groups_of, low, high)):
+    for run in _runs(groups_of, low, high):
         size = len(low[run])
         with _timed("measuring", seconds):
             texts, left, right, ids = _texts(groups_of, low[run], high[run])
@@ -439,19 +445,23 @@ def _measured(
     return similarities.astype(np.float64, copy=False), pairs
 
 
-def _contents_per_run(groups_of: GroupsOf, low: np.ndarray, high: np.ndarray) -> int:
-    """How many distinct contents a run of pairs may hold: all of them when they fit
-    ONE_RUN_CHARACTERS, else CHARACTERS_PER_RUN, over their mean length read off the first
-    hundred."""
+def _marks(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """A mark for each group number up to the last that a side of the pairs holds."""
+    held = np.zeros(int(max(low.max(initial=-1), high.max(initial=-1))) + 1, dtype=bool)
+    held[low] = held[high] = True
+    return held
+
+
+def _runs(groups_of: GroupsOf, low: np.ndarray, high: np.ndarray) -> Iterable[slice]:
+    """The runs the pairs are measured in: all of them at once when their contents fit
+    ONE_RUN_CHARACTERS, else runs of CHARACTERS_PER_RUN (:func:`_chunks`); the contents'
+    mean length read off the first hundred."""
     sample = distinct(low[:1000])[:100]
     texts = [text for _, text in groups_of(sample).values()]
     mean_length = max(sum(map(len, texts)) / len(texts) if texts else 1, 1)
-    held = np.zeros(int(max(low.max(initial=-1), high.max(initial=-1))) + 1, dtype=bool)
-    held[low] = held[high] = True
-    every = int(np.count_nonzero(held))
-    if every * mean_length <= ONE_RUN_CHARACTERS:
-        return max(every, 1)
-    return max(1000, int(CHARACTERS_PER_RUN / mean_length))
+    if np.count_nonzero(_marks(low, high)) * mean_length <= ONE_RUN_CHARACTERS:
+        return [slice(0, len(low))] if len(low) else []
+    return _chunks(low, high, max(1000, int(CHARACTERS_PER_RUN / mean_length)))
 
 
 def _chunks(
@@ -489,7 +499,7 @@ def _verified(
     low, high, shared, similarities = measured
     keep = np.flatnonzero(_passing(rules, similarities))
     bar.update(len(low) - len(keep))
-    for run in _chunks(low[keep], high[keep], _contents_per_run(groups_of, low[keep], high[keep])):
+    for run in _runs(groups_of, low[keep], high[keep]):
         part = keep[run]
         texts, left, right, ids = _texts(groups_of, low[part], high[part])
         found = (low[part], high[part], shared[part], similarities[part])
