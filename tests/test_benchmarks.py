@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from neardup import api
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -48,27 +50,32 @@ def test_the_scale_benchmark_scores_person_records_against_their_truth(tmp_path:
     assert f1 > 0.9
 
 
-def test_the_public_baseline_takes_the_best_threshold_of_every_pair_sharing_a_word() -> None:
-    """Against a brute force over every pair: the best F1 of any threshold, ties kept whole."""
+@pytest.mark.parametrize("linked", [False, True])
+def test_the_public_baseline_takes_the_best_threshold_of_every_pair_sharing_a_word(
+    linked: bool,
+) -> None:
+    """Against a brute force over every pair: the best F1 of any threshold, ties kept whole;
+    with two sources, over the pairs between them alone."""
     sys.path.insert(0, str(BENCHMARKS / "quality"))
-    from public import baseline  # a script's module, beside the benchmarks
+    from public import Dataset, baseline  # a script's module, beside the benchmarks
 
     from neardup.readers import Record
 
     texts = ["a b c", "a b d", "a b c", "x y", "x y z", "q", "a q", "b c d e"]
     records = [Record(str(n), text) for n, text in enumerate(texts)]
     truth = {("0", "2"), ("0", "1"), ("3", "4"), ("1", "7")}
+    sources = {str(n): "left" if n % 2 else "right" for n in range(len(texts))}
     words = [set(t.split()) for t in texts]
     scored = {
         (str(a), str(b)): len(words[a] & words[b]) / len(words[a] | words[b])
         for a in range(len(texts))
         for b in range(a + 1, len(texts))
-        if words[a] & words[b]
+        if words[a] & words[b] and not (linked and sources[str(a)] == sources[str(b)])
     }
     best = max(
         (2 * len({p for p, s in scored.items() if s >= t} & truth)
          / (sum(s >= t for s in scored.values()) + len(truth)), t)
         for t in set(scored.values())
     )  # fmt: skip
-    scores, threshold = baseline(records, truth)
+    scores, threshold = baseline(Dataset(records, truth, sources if linked else None))
     assert (scores.f1, threshold) == best

@@ -8,6 +8,8 @@ that every run measures the same records; nothing is bundled with neardup. ``--i
 - ``hpi/``: Fodors-Zagat (``restaurant.csv``, ``restaurant_gold.csv``) and Cora (``cora.tsv``,
   ``cora_DPL.tsv``) from jmakr0/Distributed-Entity-Resolution, the HPI DuDe toolkit's copies
   (Cora from the commit that added it, before the repository dropped it);
+- ``cddb/``: the HPI freeDB CDs (``cd_dataset.csv``, ``cd_dataset_duplicates.csv``) from
+  philipp94831/dysni, at the commit that took repeated disc ids out;
 - ``magellan/``: DBLP-ACM, Amazon-Google, Walmart-Amazon (``structured/``) and Abt-Buy
   (``textual/``), each ``table_a``, ``table_b`` and ``gold`` as Parquet, from
   DataReconciliation/BiBlock's copies of the Magellan sets.
@@ -34,6 +36,10 @@ FILES = [
     *(
         ("jmakr0/Distributed-Entity-Resolution", "d1dabed", f"data/{name}", f"hpi/{name}")
         for name in ("cora.tsv", "cora_DPL.tsv")
+    ),
+    *(
+        ("philipp94831/dysni", "2f7f890", f"data/{name}", f"cddb/{name}")
+        for name in ("cd_dataset.csv", "cd_dataset_duplicates.csv")
     ),
     *(
         ("DataReconciliation/BiBlock", "53b6a95", f"{kind}/{name}/{part}.parquet",
