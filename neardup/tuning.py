@@ -101,6 +101,12 @@ MIN_UPPER_MASS = 10
 # records that share a city and the flat hump of their near-duplicates dips to 0.53: 0.5 took
 # it for no valley (F1 0.499 at the fallback, 0.949 at the valley).
 VALLEY_DEPTH = 0.6
+# The least similarity of the median pair above a valley: two records whose shared shingles
+# are less than half their weight are not copies of one another. Records with no duplicates
+# can still fall in two humps, both low (10,000 generated people with their copies taken out:
+# pairs of different people in one city peak at 0.22, above a valley at 0.15), and the valley
+# below such a hump would report most pairs of a city.
+MIN_HUMP = 0.5
 
 
 def similarity_histogram(
@@ -128,9 +134,10 @@ def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
     high up, and records that merely share common shingles (a street, a template) lower down.
 
     On the histogram smoothed over 3 bins, every local minimum is a possible valley. It counts
-    when it dips to at most VALLEY_DEPTH of the height of the highest bins on either side and at
+    when it dips to at most VALLEY_DEPTH of the height of the highest bins on either side, at
     least MIN_UPPER_MASS times the pairs of its floor lie above it, and MIN_CANDIDATES (a dip in
-    the tail of one hump, with a handful of pairs beyond it, is no valley). Of those, the valley
+    the tail of one hump, with a handful of pairs beyond it, is no valley), and the median of
+    those pairs is at MIN_HUMP or more. Of those, the valley
     below the hump highest up wins, since the near-duplicates are the hump nearest 1; then the
     deepest (its height against the lower of the two peaks), then the one with the widest floor,
     then the one with more pairs on its lighter side. The winner's middle is the threshold.
@@ -138,7 +145,7 @@ def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
     With no valley, near-duplicates may still stand out as a plateau above a falling tail (Cora's
     references, in groups of up to 240, spread evenly from 0.3 to 1): Otsu's split, the one
     threshold that leaves the least variance within the pairs on either side, is the threshold
-    when the pairs above it pass a valley's test of an upper hump. Otherwise there are not two
+    when the pairs above it pass a valley's tests of an upper hump. Otherwise there are not two
     kinds of pairs (no near-duplicates, or nothing else), and ``fallback`` is the threshold.
     Measured on Febrl 1, 3, 4, the Kijiji ads, generated documents, four public benchmarks and
     the same with their duplicates taken out (benchmarks/README.md).
@@ -174,9 +181,15 @@ def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
 
 
 def _hump_above(counts: np.ndarray, start: int, floor: float) -> bool:
-    """Whether the pairs from bin ``start`` up are at least MIN_UPPER_MASS times a ``floor``
-    bin's, and MIN_CANDIDATES: more than the tail of the pairs below."""
-    return counts[start:].sum() >= max(MIN_CANDIDATES, MIN_UPPER_MASS * floor)
+    """Whether the pairs from bin ``start`` up are a hump of near-duplicates: at least
+    MIN_UPPER_MASS times a ``floor`` bin's pairs, and MIN_CANDIDATES (more than the tail of the
+    pairs below), with their median at MIN_HUMP or above."""
+    above = counts[start:]
+    median = start + int(np.searchsorted(np.cumsum(above), above.sum() / 2))
+    return (
+        above.sum() >= max(MIN_CANDIDATES, MIN_UPPER_MASS * floor)
+        and (median + 0.5) / len(counts) >= MIN_HUMP
+    )
 
 
 def _otsu_split(counts: np.ndarray) -> int:
