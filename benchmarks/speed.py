@@ -15,8 +15,9 @@ Every side uses character 5-shingles of the normalised text and 128 hashes, on o
   bands, as neardup), shingling included: insert every document, then query every one, in
   memory, each peer as a process of its own (benchmarks/peers.py) from the normalised texts;
 - the CLI rows: the same as two `neardup` processes, as a user runs them, from a TSV file:
+  with no flags at all (character 4-grams, the bands and the threshold read from the records);
   `index --shingle char:5 --num-hashes 128` and `report --threshold 0.8` (no preset: the
-  defaults choose the bands and the method), then `--preset documents`.
+  defaults choose the bands and the method); then `--preset documents`.
 
 Medians over --runs rounds, each running every side once in turn (this machine's speed drifts
 within minutes); x is the median over the rounds of the peer's time over neardup's.
@@ -133,6 +134,7 @@ def neardup_whole(texts: list[str], timings: dict[str, list[float]]) -> int:
 NEARDUP = Path(sys.executable).with_name("neardup")
 # The two commands of each CLI row: index flags, then report flags.
 CLI_ROWS = {
+    "CLI, no flags": ([], []),
     "CLI, no preset": (["--shingle", "char:5", "--num-hashes", "128"], ["--threshold", "0.8"]),
     "CLI, documents": (["--preset", "documents"], []),
 }
