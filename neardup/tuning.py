@@ -143,11 +143,12 @@ def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
     then the one with more pairs on its lighter side. The winner's middle is the threshold.
 
     With no valley, near-duplicates may still stand out as a plateau above a falling tail (Cora's
-    references, in groups of up to 240, spread evenly from 0.3 to 1): Otsu's split, the one
+    references, in groups of up to 240, spread evenly from 0.3 to 1 when weighed by whole
+    document frequencies; Abt-Buy's products): Otsu's split, the one
     threshold that leaves the least variance within the pairs on either side, is the threshold
     when the pairs above it pass a valley's tests of an upper hump. Otherwise there are not two
     kinds of pairs (no near-duplicates, or nothing else), and ``fallback`` is the threshold.
-    Measured on Febrl 1, 3, 4, the Kijiji ads, generated documents, four public benchmarks and
+    Measured on Febrl 1, 3, 4, the Kijiji ads, generated documents, seven public benchmarks and
     the same with their duplicates taken out (benchmarks/README.md).
     """
     counts = np.asarray(histogram, dtype=np.float64)
