@@ -137,16 +137,16 @@ def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
     when it dips to at most VALLEY_DEPTH of the height of the highest bins on either side, at
     least MIN_UPPER_MASS times the pairs of its floor lie above it, and MIN_CANDIDATES (a dip in
     the tail of one hump, with a handful of pairs beyond it, is no valley), and the median of
-    those pairs is at MIN_HUMP or more. Of those, the valley
-    below the hump highest up wins, since the near-duplicates are the hump nearest 1; then the
-    deepest (its height against the lower of the two peaks), then the one with the widest floor,
-    then the one with more pairs on its lighter side. The winner's middle is the threshold.
+    those pairs is at MIN_HUMP or more. Of those, the valley below the hump highest up wins,
+    since the near-duplicates are the hump nearest 1; then the deepest (its height against the
+    lower of the two peaks), then the one with the widest floor, then the one with more pairs
+    on its lighter side. The winner's middle is the threshold.
 
     With no valley, near-duplicates may still stand out as a plateau above a falling tail (Cora's
     references, in groups of up to 240, spread evenly from 0.3 to 1 when weighed by whole
-    document frequencies; Abt-Buy's products): Otsu's split, the one
-    threshold that leaves the least variance within the pairs on either side, is the threshold
-    when the pairs above it pass a valley's tests of an upper hump. Otherwise there are not two
+    document frequencies; Abt-Buy's products): Otsu's split, the one threshold that leaves the
+    least variance within the pairs on either side, is the threshold when the pairs above it
+    pass a valley's tests of an upper hump. Otherwise there are not two
     kinds of pairs (no near-duplicates, or nothing else), and ``fallback`` is the threshold.
     Measured on Febrl 1, 3, 4, the Kijiji ads, generated documents, seven public benchmarks and
     the same with their duplicates taken out (benchmarks/README.md).
@@ -185,10 +185,10 @@ def _hump_above(counts: np.ndarray, start: int, floor: float) -> bool:
     """Whether the pairs from bin ``start`` up are a hump of near-duplicates: at least
     MIN_UPPER_MASS times a ``floor`` bin's pairs, and MIN_CANDIDATES (more than the tail of the
     pairs below), with their median at MIN_HUMP or above."""
-    above = counts[start:]
-    median = start + int(np.searchsorted(np.cumsum(above), above.sum() / 2))
+    above = np.cumsum(counts[start:])
+    median = start + int(np.searchsorted(above, above[-1] / 2))
     return (
-        above.sum() >= max(MIN_CANDIDATES, MIN_UPPER_MASS * floor)
+        above[-1] >= max(MIN_CANDIDATES, MIN_UPPER_MASS * floor)
         and (median + 0.5) / len(counts) >= MIN_HUMP
     )
 
