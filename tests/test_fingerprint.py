@@ -415,13 +415,15 @@ def test_weighted_similarity_of_many_pairs_has_the_bits_of_one_pair_at_a_time(mo
     rng = random.Random(4)
     words = [f"w{i}" for i in range(30)]
     texts = [" ".join(rng.choices(words, k=rng.randint(0, 40))) for _ in range(150)]
+    # Long texts too, that share more shingles than the kernel gathers at once.
+    texts += [" ".join(rng.choices(words, k=3000)) for _ in range(3)]
     contents = normalize_batch([*texts, "", "a"])
     numbers, offsets, distinct = shingle_numbers(contents, FingerprintParams())
     sets = distinct[numbers]
     weights = np.array([rng.uniform(0.1, 9.0) for _ in distinct])
     # Sorted by the left side, as a report's pairs are, with a left side coming back later.
-    left = np.array([*sorted(rng.randrange(len(contents)) for _ in range(1500)), 3, 150, 150])
-    right = np.array([rng.randrange(len(contents)) for _ in range(1500)] + [3, 150, 151])
+    left = np.array([*sorted(rng.randrange(len(contents)) for _ in range(1500)), 3, 153, 153, 150])
+    right = np.array([rng.randrange(len(contents)) for _ in range(1500)] + [3, 153, 154, 151])
     one_at_a_time = [
         weighted_similarity(
             sets[offsets[a] : offsets[a + 1]],
@@ -439,6 +441,12 @@ def test_weighted_similarity_of_many_pairs_has_the_bits_of_one_pair_at_a_time(mo
             numbers, len(distinct), weights, offsets, left, right
         ).tolist() == (one_at_a_time)
     assert {0.0, 1.0} < set(one_at_a_time) and len(set(one_at_a_time)) > 100
+    # Past 65,536 distinct shingles the sets are read as 32-bit numbers: the same floats.
+    wide = np.concatenate([np.zeros(70_000), weights])
+    assert (
+        pair_similarities(numbers + 70_000, len(wide), wide, offsets, left, right).tolist()
+        == one_at_a_time
+    )
     with pytest.raises(ValueError, match="must index the weights"):
         pair_similarities(numbers, len(distinct), weights[:-1], offsets, left, right)
     with pytest.raises(ValueError, match="must be below distinct"):
