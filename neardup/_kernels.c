@@ -998,6 +998,94 @@ static PyObject *bucket_pairs(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(written);
 }
 
+/* sort_pair_codes(codes i64): sorts pair codes (low * 2**32 + high, 0 <= low, high < 2**31)
+ * in place, by radix: numpy's comparison sort took 190 ms of a 20,000-document report's
+ * 3.3 million codes. Each code is first packed to low * 2**h + high, h the bits of the largest
+ * high (the same order in fewer bits); the packed keys are split in place by their top 8 bits
+ * (American flag sort, no second buffer: a million-record report sorts 320 MB of codes), again
+ * while a part is larger than SPARE_KEYS, and each part is then sorted by its low digits through
+ * a spare buffer of at most SPARE_KEYS. */
+#define SPLIT_BITS 8
+#define DIGIT_BITS 11
+#define SPARE_KEYS ((Py_ssize_t)1 << 20)
+
+static void sort_by_low_digits(uint64_t *a, uint64_t *spare, Py_ssize_t n, int bits) {
+    uint64_t *from = a, *to = spare;
+    Py_ssize_t counts[1 << DIGIT_BITS];
+    for (int shift = 0; shift < bits; shift += DIGIT_BITS) {
+        memset(counts, 0, sizeof counts);
+        for (Py_ssize_t i = 0; i < n; i++) counts[(from[i] >> shift) & ((1 << DIGIT_BITS) - 1)]++;
+        for (Py_ssize_t d = 0, total = 0; d < (1 << DIGIT_BITS); d++) {
+            Py_ssize_t count = counts[d];
+            counts[d] = total, total += count;
+        }
+        for (Py_ssize_t i = 0; i < n; i++)
+            to[counts[(from[i] >> shift) & ((1 << DIGIT_BITS) - 1)]++] = from[i];
+        uint64_t *swap = from;
+        from = to, to = swap;
+    }
+    if (from != a) memcpy(a, from, n * sizeof(uint64_t));
+}
+
+static void sort_keys(uint64_t *a, uint64_t *spare, Py_ssize_t n, int bits) {
+    if (n < 64) {
+        insertion_sort(a, n);
+        return;
+    }
+    if (n <= SPARE_KEYS) {
+        sort_by_low_digits(a, spare, n, bits);
+        return;
+    }
+    int shift = bits > SPLIT_BITS ? bits - SPLIT_BITS : 0;
+    Py_ssize_t ends[1 << SPLIT_BITS] = {0}, next[1 << SPLIT_BITS];
+#define TOP(v) ((int)(((v) >> shift) & ((1 << SPLIT_BITS) - 1)))
+    for (Py_ssize_t i = 0; i < n; i++) ends[TOP(a[i])]++;
+    for (Py_ssize_t d = 0, total = 0; d < (1 << SPLIT_BITS); d++) {
+        next[d] = total, total += ends[d], ends[d] = total;
+    }
+    for (int d = 0; d < (1 << SPLIT_BITS); d++) /* each value to its part, cycle by cycle */
+        while (next[d] < ends[d]) {
+            uint64_t value = a[next[d]];
+            for (int to = TOP(value); to != d; to = TOP(value)) {
+                uint64_t moved = a[next[to]];
+                a[next[to]++] = value, value = moved;
+            }
+            a[next[d]++] = value;
+        }
+#undef TOP
+    for (int d = 0; shift && d < (1 << SPLIT_BITS); d++) {
+        Py_ssize_t from = d ? ends[d - 1] : 0;
+        sort_keys(a + from, spare, ends[d] - from, shift);
+    }
+}
+
+static PyObject *sort_pair_codes(PyObject *self, PyObject *args) {
+    Py_buffer codes_b;
+    if (!PyArg_ParseTuple(args, "w*", &codes_b)) return NULL;
+    uint64_t *codes = codes_b.buf;
+    Py_ssize_t n = codes_b.len / 8;
+    uint64_t *spare = PyMem_Malloc((n < SPARE_KEYS ? n : SPARE_KEYS) * sizeof(uint64_t) + 8);
+    if (!spare) {
+        PyBuffer_Release(&codes_b);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    uint64_t lows = 0, highs = 0;
+    for (Py_ssize_t i = 0; i < n; i++) lows |= codes[i] >> 32, highs |= codes[i] & 0xFFFFFFFFu;
+    int low_bits = 0, high_bits = 0;
+    while (lows >> low_bits) low_bits++;
+    while (highs >> high_bits) high_bits++;
+    for (Py_ssize_t i = 0; i < n; i++)
+        codes[i] = (codes[i] >> 32) << high_bits | (codes[i] & 0xFFFFFFFFu);
+    sort_keys(codes, spare, n, low_bits + high_bits);
+    for (Py_ssize_t i = 0; i < n; i++)
+        codes[i] = (codes[i] >> high_bits) << 32 | (codes[i] & (((uint64_t)1 << high_bits) - 1));
+    Py_END_ALLOW_THREADS
+    PyMem_Free(spare);
+    PyBuffer_Release(&codes_b);
+    Py_RETURN_NONE;
+}
+
 /* counted_pairs(codes i64 sorted, low i32, high i32, shared i32 or None) -> pairs. The distinct
  * pair codes (low * 2**32 + high), each once, split into its two halves, with how often it
  * occurs; with the outputs None, only counts them (so the caller can allocate them exactly:
@@ -1250,6 +1338,7 @@ static PyMethodDef methods[] = {
     {"document_frequencies", document_frequencies, METH_VARARGS, NULL},
     {"shared_buckets", shared_buckets, METH_VARARGS, NULL},
     {"bucket_pairs", bucket_pairs, METH_VARARGS, NULL},
+    {"sort_pair_codes", sort_pair_codes, METH_VARARGS, NULL},
     {"counted_pairs", counted_pairs, METH_VARARGS, NULL},
     {"word_numbers", word_numbers, METH_VARARGS, NULL},
     {"word_edit_distances", word_edit_distances, METH_VARARGS, NULL},

@@ -234,7 +234,7 @@ def counted_pairs(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """(low, high, shared) of bucket pair codes, int32: each pair once, sorted, with the
     buckets it came in. ``codes`` is sorted in place: a report's 40 million take 320 MB, and
     np.unique would sort a copy."""
-    codes.sort()
+    _kernels.sort_pair_codes(codes)
     pairs = _kernels.counted_pairs(codes, None, None, None)
     low, high, shared = (np.empty(pairs, dtype=np.int32) for _ in range(3))
     _kernels.counted_pairs(codes, low, high, shared)

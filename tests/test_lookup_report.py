@@ -30,7 +30,7 @@ from neardup.report import (
     ordered_pair,
 )
 from neardup.searcher import MAX_CANDIDATES, MatchRules, Searcher, natural_key
-from neardup.selfjoin import Contents, read_contents, scored_pairs
+from neardup.selfjoin import Contents, counted_pairs, read_contents, scored_pairs
 from neardup.stores import CandidateQuery, TokenField
 from tests.corpora import corpus
 
@@ -310,6 +310,24 @@ def test_scored_pairs_count_the_distinct_tokens_each_pair_of_contents_shares() -
     found = dict(zip(zip(low.tolist(), high.tolist(), strict=True), shared.tolist(), strict=True))
     assert found == {pair: count for pair, count in expected.items() if count}
     assert list(found) == sorted(found)
+
+
+def test_counted_pairs_count_each_pair_as_np_unique_does() -> None:
+    """The codes are sorted by radix in place: over a million of them (sorted a part at a time),
+    with pairs of content numbers up to 2**31, repeats, and most pairs of two contents (a part
+    larger than the sort's spare buffer)."""
+    rng = np.random.default_rng(12)
+    low = rng.integers(0, 2**31 - 2, 1_200_000)
+    high = np.minimum(low + rng.integers(1, 2**20, len(low)), 2**31 - 1)
+    lows = np.concatenate([low, np.full(1_500_000, 7), low[:1000]])
+    highs = np.concatenate([high, rng.integers(8, 2**16, 1_500_000), high[:1000]])
+    codes = (lows.astype(np.int64) << 32) | highs
+    rng.shuffle(codes)
+    values, counts = np.unique(codes, return_counts=True)
+    low, high, shared = counted_pairs(codes)
+    assert (codes[1:] >= codes[:-1]).all()
+    assert (low.astype(np.int64) << 32 | high).tolist() == values.tolist()
+    assert shared.tolist() == counts.tolist()
 
 
 def test_contents_count_the_copies_of_each_content() -> None:
