@@ -623,8 +623,8 @@ static inline int64_t gather_shared(const void *values, int narrow, int64_t from
     return shared + held;
 }
 
-/* pair_similarities(numbers i32, distinct, weights f64 or None, offsets i64, left i64,
- * right i64, out f64): the similarity of sets left[i] and right[i] for many pairs at once:
+/* pair_similarities(numbers i32, distinct, weights f64 or None, offsets i64, left i32,
+ * right i32, out f64): the similarity of sets left[i] and right[i] for many pairs at once:
  * their exact Jaccard with weights None, else weighted_similarity, the same floats as one pair
  * at a time.
  *
@@ -654,13 +654,20 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
         return NULL;
     }
     const int32_t *numbers = numbers_b.buf;
-    const int64_t *offsets = offsets_b.buf, *left = left_b.buf, *right = right_b.buf;
+    const int64_t *offsets = offsets_b.buf;
+    const int32_t *left = left_b.buf, *right = right_b.buf;
     double *out = out_b.buf;
     Py_ssize_t segments = offsets_b.len / 8 - 1, values = numbers_b.len / 4;
     const char *refused = NULL;
     if (segments >= INT32_MAX) refused = "pair_similarities: too many sets for 32-bit marks";
     if (weighted && weights_b.len / 8 != distinct)
         refused = "pair_similarities: shingle numbers must index the weights";
+    Py_ssize_t pairs = left_b.len / 4;
+    if (right_b.len / 4 != pairs || out_b.len / 8 != pairs)
+        refused = "pair_similarities: left, right and out must hold one value per pair";
+    for (Py_ssize_t p = 0; p < pairs && !refused; p++)
+        if ((uint32_t)left[p] >= (uint64_t)segments || (uint32_t)right[p] >= (uint64_t)segments)
+            refused = "pair_similarities: pairs must name sets below len(offsets) - 1";
     if (refused) {
         release(all);
         PyErr_SetString(PyExc_ValueError, refused);
@@ -697,7 +704,7 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
     int64_t marked = -1; /* the left segment marked */
     const double *summed = weighted ? squares : NULL;
     Py_BEGIN_ALLOW_THREADS /* buffers only: two threads may measure halves of the pairs */
-    for (Py_ssize_t p = 0; p < left_b.len / 8; p++) {
+    for (Py_ssize_t p = 0; p < pairs; p++) {
         int64_t l = left[p], r = right[p], nl = offsets[l + 1] - offsets[l];
         int64_t nr = offsets[r + 1] - offsets[r];
         int32_t mark = (int32_t)(l + 1);

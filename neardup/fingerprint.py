@@ -722,8 +722,6 @@ def weighted_similarity(a: np.ndarray, wa: np.ndarray, b: np.ndarray, wb: np.nda
 
 # Pairs past which pair_similarities measures half of them on a second thread.
 PARALLEL_PAIRS = 200_000
-# Pairs one call of the kernel measures (each call sums every set's norm again).
-PAIRS_PER_CALL = 4_000_000
 
 
 def pair_similarities(
@@ -742,21 +740,13 @@ def pair_similarities(
     numbers = np.ascontiguousarray(numbers, dtype=np.int32)
     weights = None if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
     offsets = _int64(offsets)
+    # A report's sides are int32 already (the sets number fewer than 2**31): no copy.
+    left, right = (np.ascontiguousarray(side, dtype=np.int32) for side in (left, right))
 
     def measure(part: slice) -> None:
-        # The kernel reads int64 sides: converted a part at a time, as a complete report's
-        # tens of millions of int32 sides would take twice their memory again.
-        for at in range(part.start, part.stop, PAIRS_PER_CALL):
-            step = slice(at, min(at + PAIRS_PER_CALL, part.stop))
-            _kernels.pair_similarities(
-                numbers,
-                distinct,
-                weights,
-                offsets,
-                _int64(left[step]),
-                _int64(right[step]),
-                result[step],
-            )
+        _kernels.pair_similarities(
+            numbers, distinct, weights, offsets, left[part], right[part], result[part]
+        )
 
     if len(left) < PARALLEL_PAIRS:
         measure(slice(0, len(left)))

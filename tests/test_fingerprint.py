@@ -451,6 +451,8 @@ def test_weighted_similarity_of_many_pairs_has_the_bits_of_one_pair_at_a_time(mo
         pair_similarities(numbers, len(distinct), weights[:-1], offsets, left, right)
     with pytest.raises(ValueError, match="must be below distinct"):
         pair_similarities(numbers, len(distinct) - 1, None, offsets, left, right)
+    with pytest.raises(ValueError, match="must name sets below"):
+        pair_similarities(numbers, len(distinct), None, offsets, left, right + len(offsets))
 
 
 def test_frequency_counts_count_each_record_once_per_shingle() -> None:
