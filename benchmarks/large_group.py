@@ -14,34 +14,21 @@ group.
 from __future__ import annotations
 
 import argparse
-import random
 import tempfile
 import time
 from pathlib import Path
 
 from neardup import api
+from neardup.generate import near_copies
 
 LINE = "Bella Napoli Trattoria 418 Harbor Street Portland ME 04101 open daily"
-
-
-def near_copies(count: int, seed: int = 3) -> list[str]:
-    rng = random.Random(seed)
-    copies = []
-    for _ in range(count):
-        chars = list(LINE)
-        for _ in range(rng.randint(1, 2)):
-            at = rng.randrange(len(chars))
-            if chars[at] != " ":
-                chars[at] = rng.choice("xqzjkw")
-        copies.append("".join(chars))
-    return copies
 
 
 def run(copies: int, people: int, folder: Path) -> list[str]:
     records = folder / f"records-{copies}.tsv"
     api.generate(people, records, kind="people")
     with records.open("a", encoding="utf-8") as out:
-        for n, text in enumerate(near_copies(copies)):
+        for n, text in enumerate(near_copies(LINE, copies)):
             out.write(f"copy{n}\t{text}\t\t\t\t\n")
     store = f"sqlite:///{folder / f'store-{copies}.db'}"
     api.index([records], store)

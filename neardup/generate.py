@@ -208,6 +208,21 @@ def _typo(rng: random.Random, word: str) -> str:
     return word[:at] + word[at + 1] + word[at] + word[at + 2 :]
 
 
+def near_copies(line: str, count: int, seed: int = 3) -> list[str]:
+    """``count`` copies of ``line``, each with one or two letters replaced: one group whose every
+    pair is a near-duplicate, as a feed that repeats one listing."""
+    rng = random.Random(seed)
+    copies = []
+    for _ in range(count):
+        chars = list(line)
+        for _ in range(rng.randint(1, 2)):
+            at = rng.randrange(len(chars))
+            if chars[at] != " ":
+                chars[at] = rng.choice("xqzjkw")
+        copies.append("".join(chars))
+    return copies
+
+
 Kind = Literal["documents", "people"]
 KINDS: tuple[Kind, ...] = ("documents", "people")
 # The share of copies when none is given: templated ads are copied often, person records less.

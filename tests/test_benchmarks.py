@@ -50,6 +50,13 @@ def test_the_scale_benchmark_scores_person_records_against_their_truth(tmp_path:
     assert f1 > 0.9
 
 
+def test_the_large_group_benchmark_reports_every_pair_of_a_group_within_the_budget() -> None:
+    table = run("large_group.py", "--copies", "200", "--people", "1000")
+    row = table.splitlines()[-1].strip("| ").split(" | ")
+    assert row[:4] == ["200", "19,900", "19,900", "200 of 200"]
+    assert row[-1] == "nothing"  # nothing left out: the group is far below the budget
+
+
 @pytest.mark.parametrize("linked", [False, True])
 def test_the_public_baseline_takes_the_best_threshold_of_every_pair_sharing_a_word(
     linked: bool,

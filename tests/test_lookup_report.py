@@ -17,6 +17,7 @@ import pytest
 from neardup import api, cli
 from neardup.errors import NeardupError, ParameterMismatch, TooManyPairs, UnknownRecord
 from neardup.fingerprint import TOKEN_FIELDS, FingerprintParams
+from neardup.generate import near_copies
 from neardup.indexer import SeenIds, index_records
 from neardup.readers import Record, RecordReader
 from neardup.report import (
@@ -260,25 +261,19 @@ def test_a_report_holds_every_pair_a_lookup_with_no_limit_finds(
         assert joined == api.report(sqlite_url, rules=rules, strategy="buckets")
 
 
-def near_copies(count: int, seed: int = 3) -> list[Record]:
+TRATTORIA = "Bella Napoli Trattoria 418 Harbor Street Portland ME 04101 open daily"
+
+
+def near_copy_records(count: int) -> list[Record]:
     """``count`` records that each differ from one address line by a typo or two: one group
     whose every pair is a near-duplicate."""
-    rng = random.Random(seed)
-    base = "Bella Napoli Trattoria 418 Harbor Street Portland ME 04101 open daily"
-    records = []
-    for n in range(count):
-        chars = list(base)
-        for _ in range(rng.randint(1, 2)):
-            at = rng.randrange(len(chars))
-            if chars[at] != " ":
-                chars[at] = rng.choice("xqzjkw")
-        records.append(Record(f"c{n}", "".join(chars)))
-    return records
+    texts = near_copies(TRATTORIA, count)
+    return [Record(f"c{n}", text) for n, text in enumerate(texts)]
 
 
 def test_a_group_of_500_near_copies_yields_every_pair(store_url_factory) -> None:
     url = store_url_factory()
-    api.add(near_copies(500), url)
+    api.add(near_copy_records(500), url)
     rules = {"similarity": "jaccard", "threshold": 0.5}
     with api.opened(url) as store:
         strategies = ["buckets"] + (["join"] if store.local else [])
