@@ -703,13 +703,30 @@ PRIOR_RECORDS = 100
 FREQUENCY_POWER = 0.75
 
 
+# Past this many records a store weighs its shingles as a sample of this many would: by the
+# share of records that hold each, a shingle rarer than one in REFERENCE_RECORDS counting as
+# held by one. Counted in the whole store, a shingle only one record holds (a typo) weighs
+# ln(N) and grows with the store, so the same two records grow less similar as records are
+# added: a million generated person records lost F1 0.028 against 10,000 (0.965 against 0.993)
+# at the threshold read from their data, and 0.011 with this reference (0.982). Stores of up to
+# this many records (Febrl, the Kijiji ads, every public set but Walmart-Amazon's 24,628) weigh
+# as whole counts weigh them.
+REFERENCE_RECORDS = 10_000
+
+
 def idf(document_frequency: np.ndarray, records: int) -> np.ndarray:
     """Inverse document frequency as Lucene's BM25 scores it (Solr's and Elasticsearch's default),
     ln(1 + (N - n + 0.5) / (n + 0.5)), for a shingle held by d of N records with n = d to the
-    :data:`FREQUENCY_POWER` and N counting :data:`PRIOR_RECORDS` more. A shingle no record
-    holds weighs most; one every record holds, least but above zero."""
-    n = np.asarray(document_frequency, dtype=np.float64) ** FREQUENCY_POWER
-    return np.log1p((max(records, 0) + PRIOR_RECORDS - n + 0.5) / (n + 0.5))
+    :data:`FREQUENCY_POWER` and N counting :data:`PRIOR_RECORDS` more; past
+    :data:`REFERENCE_RECORDS`, d and N are those of a sample of that many records. A shingle no
+    record holds weighs most; one every record holds, least but above zero."""
+    held = np.asarray(document_frequency, dtype=np.float64)
+    records = max(records, 0)
+    if records > REFERENCE_RECORDS:
+        sampled = np.maximum(held * (REFERENCE_RECORDS / records), 1.0)
+        held, records = np.where(held > 0, sampled, 0.0), REFERENCE_RECORDS
+    n = held**FREQUENCY_POWER
+    return np.log1p((records + PRIOR_RECORDS - n + 0.5) / (n + 0.5))
 
 
 def weighted_similarity(a: np.ndarray, wa: np.ndarray, b: np.ndarray, wb: np.ndarray) -> float:

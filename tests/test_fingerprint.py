@@ -13,6 +13,9 @@ import pytest
 
 from neardup.errors import InvalidParameter
 from neardup.fingerprint import (
+    FREQUENCY_POWER,
+    PRIOR_RECORDS,
+    REFERENCE_RECORDS,
     TOKEN_FIELDS,
     Fingerprint,
     FingerprintParams,
@@ -21,6 +24,7 @@ from neardup.fingerprint import (
     fingerprint,
     fingerprint_batch,
     frequency_counts,
+    idf,
     jaccard,
     jaccard_pairs,
     md5_digests,
@@ -569,3 +573,17 @@ def test_md5s_are_hashlibs_of_the_utf8_at_every_length_and_width() -> None:
     codes, offsets = fingerprinting._code_points(["fine", "a\ud800b"])
     with pytest.raises(ValueError, match="text 1 holds a surrogate"):
         fingerprinting._kernels.md5_hex(codes, offsets)
+
+
+def test_idf_is_lucenes_below_the_reference_size_and_by_share_above_it() -> None:
+    held = np.array([0, 1, 7, 300])
+    n = held**FREQUENCY_POWER
+    bm25 = np.log1p((500 + PRIOR_RECORDS - n + 0.5) / (n + 0.5))
+    assert idf(held, 500).tolist() == bm25.tolist()
+    # Past the reference, a shingle weighs by the share of records holding it: the same share
+    # of a store a hundred times larger weighs the same, and a typo no larger store makes rarer.
+    reference, larger = REFERENCE_RECORDS, 100 * REFERENCE_RECORDS
+    assert idf(np.array([0, 100, 5_000, larger // 2]), larger).tolist() == (
+        idf(np.array([0, 1, 50, reference // 2]), reference).tolist()
+    )
+    assert idf(np.array([1, 3]), larger).tolist() == idf(np.array([1, 1]), reference).tolist()
