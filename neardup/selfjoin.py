@@ -141,7 +141,7 @@ class LeftOut:
 
     def describe(self) -> str:
         return (
-            f"left out {self.buckets:,} {self.field} buckets shared by more than {self.size:,} "
+            f"left out {self.buckets:,} buckets of {self.field} shared by more than {self.size:,} "
             f"contents each: their {self.pairs:,} bucket pairs are past the report's budget of "
             f"{self.budget:,}, and a pair that shares only such buckets is not a candidate"
         )

@@ -388,11 +388,12 @@ def test_the_cli_report_says_which_buckets_it_left_out(
     monkeypatch.setattr("neardup.selfjoin.PAIR_BUDGET", budget)
     assert cli.main(["report", "--store", sqlite_url, "-o", str(tmp_path / "pairs.tsv")]) == 0
     said = capsys.readouterr().err
-    assert re.search(r"left out [\d,]+ bands buckets shared by more than \d+ contents", said)
+    assert re.search(r"left out [\d,]+ buckets of bands shared by more than \d+ contents", said)
     assert api.last_report(sqlite_url).left_out["budget"] == budget
     page = tmp_path / "report.html"
     assert cli.main(["report", "--store", sqlite_url, "--html", str(page)]) == 0
-    assert re.search(r'<p id="left-out">The report left out [\d,]+ bands buckets', page.read_text())
+    said_on_page = r'<p id="left-out">The report left out [\d,]+ buckets of bands'
+    assert re.search(said_on_page, page.read_text())
 
 
 def test_a_store_answers_only_the_methods_of_its_indexed_fields(store) -> None:
