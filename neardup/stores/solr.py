@@ -285,12 +285,14 @@ class SolrStore(Store):
 
     def _client(self) -> pysolr.Solr | None:
         """pysolr's client for the core or collection; through ZooKeeper, None until the
-        collection exists (pysolr's SolrCloud looks its replicas up as it starts)."""
+        collection exists with an active replica (pysolr's SolrCloud looks its replicas up as it
+        starts, and refuses a collection whose replicas its ZooKeeper watch has not yet seen
+        become active, as happens just after the collection is made)."""
         if self.zookeeper is None:
             return pysolr.Solr(
                 f"{self.base}/{self.name}", timeout=self.timeout, session=self.session
             )
-        if self.name not in self.zookeeper.collections:
+        if self.name not in self.zookeeper.collections or not self.zookeeper.getHosts(self.name):
             return None
         return pysolr.SolrCloud(
             self.zookeeper,
@@ -366,7 +368,9 @@ class SolrStore(Store):
         while self.solr is None:  # a collection made since: ZooKeeper's watch tells shortly
             self.solr = self._client()
             if self.solr is None and time.monotonic() > deadline:
-                raise StoreUnavailable(f"no Solr collection {self.name!r} in {self.where}")
+                raise StoreUnavailable(
+                    f"no Solr collection {self.name!r} with an active replica in {self.where}"
+                )
             time.sleep(0.05)
         return self.solr
 
