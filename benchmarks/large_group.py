@@ -21,14 +21,12 @@ from pathlib import Path
 from neardup import api
 from neardup.generate import near_copies
 
-LINE = "Bella Napoli Trattoria 418 Harbor Street Portland ME 04101 open daily"
-
 
 def run(copies: int, people: int, folder: Path) -> list[str]:
     records = folder / f"records-{copies}.tsv"
     api.generate(people, records, kind="people")
     with records.open("a", encoding="utf-8") as out:
-        for n, text in enumerate(near_copies(LINE, copies)):
+        for n, text in enumerate(near_copies(copies)):
             out.write(f"copy{n}\t{text}\t\t\t\t\n")
     store = f"sqlite:///{folder / f'store-{copies}.db'}"
     api.index([records], store)

@@ -208,7 +208,10 @@ def _typo(rng: random.Random, word: str) -> str:
     return word[:at] + word[at + 1] + word[at] + word[at + 2 :]
 
 
-def near_copies(line: str, count: int, seed: int = 3) -> list[str]:
+LISTING = "Bella Napoli Trattoria 418 Harbor Street Portland ME 04101 open daily"
+
+
+def near_copies(count: int, line: str = LISTING, seed: int = 3) -> list[str]:
     """``count`` copies of ``line``, each with one or two letters replaced: one group whose every
     pair is a near-duplicate, as a feed that repeats one listing."""
     rng = random.Random(seed)

@@ -261,14 +261,10 @@ def test_a_report_holds_every_pair_a_lookup_with_no_limit_finds(
         assert joined == api.report(sqlite_url, rules=rules, strategy="buckets")
 
 
-TRATTORIA = "Bella Napoli Trattoria 418 Harbor Street Portland ME 04101 open daily"
-
-
 def near_copy_records(count: int) -> list[Record]:
     """``count`` records that each differ from one address line by a typo or two: one group
     whose every pair is a near-duplicate."""
-    texts = near_copies(TRATTORIA, count)
-    return [Record(f"c{n}", text) for n, text in enumerate(texts)]
+    return [Record(f"c{n}", text) for n, text in enumerate(near_copies(count))]
 
 
 def test_a_group_of_500_near_copies_yields_every_pair(store_url_factory) -> None:
