@@ -30,6 +30,7 @@ from .explain import Explanation
 from .explain import explain as explain_pair
 from .fingerprint import (
     TOKEN_FIELDS,
+    Fingerprint,
     FingerprintParams,
     TokenField,
     check_num_hashes,
@@ -372,9 +373,35 @@ def explain(
         if source.keeps_frequencies:
             both = np.concatenate([sides[0].shingles, sides[1].shingles]).view(np.int64)
             frequencies = source.frequencies(both)
+        cut = _report_cut(source, searcher.rules, sides) if len(ids) == 2 else None
         return explain_pair(
-            sides[0], sides[1], source.params, searcher.rules, (names[0], names[1]), frequencies
+            sides[0],
+            sides[1],
+            source.params,
+            searcher.rules,
+            (names[0], names[1]),
+            frequencies,
+            cut,
         )
+
+
+def _report_cut(
+    source: Store, rules: MatchRules, sides: list[Fingerprint]
+) -> tuple[LeftOut, int] | None:
+    """What the store's last report left out past its budget, if it did, for two stored
+    records that share tokens of its field, with how many contents hold the least held of
+    those tokens (counted to one more than the size it left out)."""
+    remembered = (source.settings or {}).get("last_report") or {}
+    if not remembered.get("left_out") or sides[0].md5 == sides[1].md5:
+        return None
+    left_out = LeftOut(**remembered["left_out"])
+    if left_out.field != rules.method:
+        return None
+    token_field = TokenField(left_out.field)
+    shared = np.intersect1d(token_field.keys(sides[0]), token_field.keys(sides[1]))
+    if not len(shared):
+        return None
+    return left_out, int(source.contents_holding(token_field, shared, left_out.size).min())
 
 
 LOOKUP_BATCH = 500  # records of a file looked up together

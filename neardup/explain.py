@@ -21,6 +21,7 @@ from .fingerprint import (
     word_edit_distance,
 )
 from .searcher import MatchRules
+from .selfjoin import LeftOut
 
 RAREST_SHOWN = 8
 
@@ -64,6 +65,9 @@ class Explanation:
     candidate: bool  # the store's candidate query (method) can return B for A
     accepted: bool
     reason: str
+    # The store's last report left out every bucket the two share (past its pair budget), so
+    # a report like it does not list them, whatever a lookup finds.
+    report_left_out: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,9 +104,12 @@ def explain(
     rules: MatchRules,
     ids: tuple[str | None, str | None] = (None, None),
     frequencies: Frequencies | None = None,
+    report_cut: tuple[LeftOut, int] | None = None,
 ) -> Explanation:
     """What the searcher sees of ``b`` when it looks up ``a`` with ``rules``; ``frequencies``
-    (the store's, for both records' shingles) weigh the shingles."""
+    (the store's, for both records' shingles) weigh the shingles. ``report_cut`` is what the
+    store's last report left out past its budget, and how many contents hold the least held
+    token the two share (counted to one more than the size it left out)."""
     edit_distance = word_edit_distance(a.content, b.content)
     shared = shared_count(a.shingles, b.shingles)
     bands = tuple(int(n) for n in np.flatnonzero(a.bands == b.bands))
@@ -122,6 +129,15 @@ def explain(
         TokenField.BANDS: len(bands),
     }[TokenField(rules.method)]
     candidate, accepted, reason = _verdict(a, b, rules, shared_tokens, edit_distance, similarity)
+    left_out = report_cut is not None and report_cut[1] > report_cut[0].size
+    if left_out:
+        cut = report_cut[0]
+        reason += (
+            f"; but the last report left out buckets of {cut.field} held by more than "
+            f"{cut.size:,} contents, past its budget of {cut.budget:,} bucket pairs, and every "
+            f"{TOKEN_NOUNS[cut.field]} token these two share is held by more: a report like it "
+            "does not list them"
+        )
     return Explanation(
         a_id=ids[0],
         b_id=ids[1],
@@ -146,6 +162,7 @@ def explain(
         candidate=candidate,
         accepted=accepted,
         reason=reason,
+        report_left_out=left_out,
     )
 
 

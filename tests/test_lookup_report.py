@@ -392,6 +392,27 @@ def test_the_cli_report_says_which_buckets_it_left_out(
     assert re.search(said_on_page, page.read_text())
 
 
+def test_explain_says_when_the_last_report_left_a_pairs_buckets_out(
+    sqlite_url: str, tmp_path: Path, monkeypatch
+) -> None:
+    """A lookup finds a pair that shares only buckets a report left out past its budget; explain
+    says that a report like the last one does not list it, and says so of no pair it lists."""
+    api.index([corpus(tmp_path / "records.txt")], sqlite_url)
+    monkeypatch.setattr("neardup.selfjoin.PAIR_BUDGET", bucket_pairs_of(sqlite_url) * 3 // 4)
+    every = {"threshold": 0}
+    with api.opened(sqlite_url) as store:
+        whole = find_pairs(store, store.params, MatchRules(threshold=None), "join", 10**9)
+    listed = {(p.left_id, p.right_id) for p in api.report(sqlite_url, rules=every)}
+    left_out = sorted({(p.left_id, p.right_id) for p in whole.pairs} - listed)
+    assert api.last_report(sqlite_url).left_out and left_out
+    for ids in random.Random(5).sample(left_out, min(20, len(left_out))):
+        found = api.explain(sqlite_url, ids=ids, rules=every)
+        assert found.candidate and found.report_left_out
+        assert "a report like it does not list them" in found.reason
+    for ids in random.Random(5).sample(sorted(listed), 20):
+        assert not api.explain(sqlite_url, ids=ids, rules=every).report_left_out
+
+
 def test_a_store_answers_only_the_methods_of_its_indexed_fields(store) -> None:
     fill(store, RECORDS, FingerprintParams(fields=("bands",)))
     assert [m.id for m in api.lookup(store, id="1", rules={"method": "bands"})] == ["6", "2"]

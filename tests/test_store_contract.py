@@ -160,6 +160,27 @@ def test_shingle_frequencies_count_the_live_records(store_url_factory) -> None:
         assert counted(store) == (2, {"alpha": 1, "beta": 2, "gamma": 0, "delta": 1})
 
 
+def test_contents_holding_counts_distinct_contents_up_to_the_cap(store_url_factory) -> None:
+    """What explain asks to tell whether a report left a pair's buckets out: copies of one
+    content count once, deletes count no more, and counting stops one past ``most``."""
+    texts = {"1": "alpha beta", "2": "alpha beta", "3": "alpha gamma", "4": "alpha delta"}
+    texts |= {"5": "beta gamma", "6": "alpha epsilon"}
+    found = documents(texts)
+    keys = {t: TokenField.SHINGLES.keys(d.fingerprint) for t, d in zip(texts, found, strict=True)}
+    alpha = np.intersect1d(keys["1"], keys["3"])
+    beta = np.intersect1d(keys["1"], keys["5"])
+    zeta = TokenField.SHINGLES.keys(documents({"q": "zeta"})[0].fingerprint)
+    asked = np.concatenate([alpha, beta, zeta])
+    with open_store(store_url_factory()) as store:
+        store.ensure_params(PARAMS)
+        store.upsert(found)
+        store.delete(["6"])
+        store.flush()
+        assert store.contents_holding(TokenField.SHINGLES, asked, 5).tolist() == [3, 2, 0]
+        assert store.contents_holding(TokenField.SHINGLES, asked, 1).tolist() == [2, 2, 0]
+        assert len(store.contents_holding(TokenField.BANDS, np.empty(0, np.int64), 1)) == 0
+
+
 def test_upsert_replaces_by_id_and_moves_tokens(store_url_factory) -> None:
     url = store_url_factory()
     with open_store(url) as first:

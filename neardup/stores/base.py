@@ -434,6 +434,20 @@ class Store(ABC):
     def _frequencies(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
         """(records in the store, how many hold each of the sorted unique ``keys``)."""
 
+    def contents_holding(self, field: TokenField, keys: np.ndarray, most: int) -> np.ndarray:
+        """How many distinct contents (MD5s) hold each of ``field``'s tokens ``keys`` (as
+        :meth:`TokenField.keys` gives them, in their order), counted to ``most`` + 1 at most:
+        whether each token's bucket is larger than a report that left out buckets of more than
+        ``most`` contents joined. Counting stops there: a band value may be held by a
+        hundred thousand records."""
+        if not len(keys):
+            return np.empty(0, dtype=np.int64)
+        return np.array(self._contents_holding(field, np.asarray(keys), most + 1), dtype=np.int64)
+
+    @abstractmethod
+    def _contents_holding(self, field: TokenField, keys: np.ndarray, cap: int) -> list[int]:
+        """:meth:`contents_holding` for keys given, counting to ``cap``."""
+
     def candidates(self, query: CandidateQuery) -> list[Candidate]:
         """One candidate query (see :meth:`candidates_many`)."""
         return self.candidates_many([query])[0]

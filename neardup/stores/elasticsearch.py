@@ -548,6 +548,22 @@ class ElasticsearchStore(Store):
 
         return engine_frequencies(self.settings, keys, count)
 
+    def _contents_holding(self, field: TokenField, keys: np.ndarray, cap: int) -> list[int]:
+        """A filters aggregation, one term filter per token, each with a terms aggregation of
+        at most ``cap`` MD5s: the buckets it lists are the contents counted (a cardinality
+        aggregation would estimate them)."""
+        name = field_names(self.settings)[field]
+        filters = {f"t{n}": {"term": {name: t}} for n, t in enumerate(field.strings(keys))}
+        md5s = {"terms": {"field": "md5_hash", "size": cap}}
+        with self._errors():
+            body = self._search(
+                index=self.index,
+                size=0,
+                aggs={"held": {"filters": {"filters": filters}, "aggs": {"md5s": md5s}}},
+            )
+        buckets = body["aggregations"]["held"]["buckets"]
+        return [len(buckets[f"t{n}"]["md5s"]["buckets"]) for n in range(len(keys))]
+
     def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
         """All queries in one _msearch round trip."""
         asked = [q for q in queries if len(q.keys)]

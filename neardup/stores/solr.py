@@ -652,6 +652,20 @@ class SolrStore(Store):
 
         return engine_frequencies(self.settings, keys, count)
 
+    def _contents_holding(self, field: TokenField, keys: np.ndarray, cap: int) -> list[int]:
+        """A query facet per token with a terms sub-facet of at most ``cap`` MD5s: the
+        buckets it lists are the contents counted, exact to ``cap`` on any number of shards."""
+        name = field_names(self.settings)[field]
+        md5s = {"type": "terms", "field": "md5_hash", "limit": cap}
+        facets = {
+            f"t{n}": {"type": "query", "q": f"{{!term f={name}}}{token}", "facet": {"md5s": md5s}}
+            for n, token in enumerate(field.strings(keys))
+        }
+        body = self._search(q=RECORDS, rows=0, **{"json.facet": json.dumps(facets)})
+        found = body.get("facets", {})
+        held = [found.get(f"t{n}", {}).get("md5s", {}) for n in range(len(keys))]
+        return [len(md5s.get("buckets", [])) for md5s in held]
+
     def _candidates(self, q: CandidateQuery) -> list[Candidate]:
         if not len(q.keys):
             return []

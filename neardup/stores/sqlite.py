@@ -582,6 +582,15 @@ class SQLiteStore(Store):
             records = self.count()
         return records, counts[np.argsort(tokens, kind="stable")]
 
+    def _contents_holding(self, field: TokenField, keys: np.ndarray, cap: int) -> list[int]:
+        postings = self._union(field, "doc", "token = ?1")
+        query = (
+            f"SELECT COUNT(*) FROM (SELECT DISTINCT d.md5 FROM ({postings}) p "
+            "JOIN docs d ON d.doc = p.doc LIMIT ?2)"
+        )
+        with self._snapshot():
+            return [self._conn.execute(query, (int(key), cap)).fetchone()[0] for key in keys]
+
     def iter_records(self, batch_size: int = 1000) -> Iterator[list[StoredRecord]]:
         # One scan in id order instead of the ids first and then each batch by its ids.
         rows = self._conn.execute(
