@@ -550,23 +550,53 @@ class SQLiteStore(Store):
         )
 
     def _candidates(self, q: CandidateQuery) -> list[Candidate]:
-        filters, args = [], [json.dumps(np.asarray(q.keys).tolist())]
+        """The query's postings are read as one list of record numbers and counted by numpy;
+        the records are then read from the highest score down: the scores whose records all
+        fit in ``rows`` together, else one score's records in id order, until ``rows`` pass
+        the filters. SQLite's own GROUP BY, and a join of every scored record to sort them by
+        id, took 69 ms (p50) at a million person records, whose band values are held by up
+        to 83,250 records each; this takes 12."""
+        filters, args = ["d.doc IN (SELECT value FROM json_each(?1))"], []
         if q.first_word is not None:
-            filters.append("d.first_word = ?")
+            filters.append(f"d.first_word = ?{len(args) + 3}")
             args.append(q.first_word)
         if q.exclude_md5:
-            filters.append("d.md5 NOT IN (SELECT value FROM json_each(?))")
+            filters.append(f"d.md5 NOT IN (SELECT value FROM json_each(?{len(args) + 3}))")
             args.append(json.dumps(list(q.exclude_md5)))
-        where = f"WHERE {' AND '.join(filters)}" if filters else ""
+        query = (
+            "SELECT d.doc, d.id, d.content, d.md5, d.first_word, d.num_words FROM docs d "
+            f"WHERE {' AND '.join(filters)} ORDER BY d.id LIMIT ?2"
+        )
+        found: list[Candidate] = []
         with self._snapshot():
-            postings = self._union(q.field, "doc", "token IN (SELECT value FROM json_each(?1))")
-            query = (
-                "SELECT d.id, d.content, d.md5, d.first_word, d.num_words, p.score "
-                f"FROM (SELECT doc, COUNT(*) AS score FROM ({postings}) GROUP BY doc) p "
-                f"JOIN docs d ON d.doc = p.doc {where} ORDER BY p.score DESC, d.id LIMIT ?"
-            )
-            rows = self._conn.execute(query, (*args, q.rows)).fetchall()
-        return [Candidate(StoredRecord(*row[:5]), row[5]) for row in rows]
+            docs, scores = self._scores(q.field, q.keys)
+            ends = np.flatnonzero(np.diff(scores, append=-1)) + 1  # where each score's end
+            at = 0
+            while len(found) < q.rows and at < len(docs):
+                need = q.rows - len(found)
+                following = ends[ends > at]
+                fitting = following[following - at <= need]
+                end = int(fitting[-1] if len(fitting) else following[0])
+                score = dict(zip(docs[at:end].tolist(), scores[at:end].tolist(), strict=True))
+                batch = json.dumps(docs[at:end].tolist())
+                rows = self._conn.execute(query, (batch, need, *args)).fetchall()
+                rows.sort(key=lambda row: -score[row[0]])  # stable: ids stay in order
+                found += [Candidate(StoredRecord(*row[1:]), score[row[0]]) for row in rows]
+                at = end
+        return found
+
+    def _scores(self, field: TokenField, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(record numbers, how many of ``keys`` each holds), by that number, highest first."""
+        postings = self._union(field, "doc", "token IN (SELECT value FROM json_each(?1))")
+        (held,) = _numbers(
+            self._conn.execute(
+                f"SELECT group_concat(doc) FROM ({postings})",
+                (json.dumps(np.asarray(keys).tolist()),),
+            ).fetchone()
+        )
+        docs, scores = np.unique(held, return_counts=True)
+        order = np.argsort(-scores, kind="stable")
+        return docs[order], scores[order]
 
     def _frequencies(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
         # A left join from the keys, in their order, rather than an IN list (which first
