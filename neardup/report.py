@@ -306,7 +306,8 @@ def _measured_and_verified(
             store, params, rules, groups_of, (low, high, shared), verify, bar, seconds
         )
     histogram = _histogram(similarities, copies, low, high)
-    applied, choice = _applied(rules, histogram)
+    nearest = _nearest_histogram(similarities, copies, low, high) if rules.to_choose else None
+    applied, choice = _applied(rules, histogram, nearest)
     if verify is None:
         with _phase("verifying", len(low), " pairs", progress, seconds) as bar:
             verified = _verified(applied, groups_of, (low, high, shared, similarities), bar)
@@ -333,12 +334,26 @@ def _histogram(
     return sum(parts, similarity_histogram(similarities[:0]))
 
 
-def _applied(rules: MatchRules, histogram: np.ndarray) -> tuple[MatchRules, ThresholdChoice | None]:
-    """The rules with their threshold: chosen from the candidates' similarities when automatic
-    and not chosen yet."""
+def _nearest_histogram(
+    similarities: np.ndarray, copies: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> np.ndarray:
+    """How many contents have their most similar other content in each bin: 1 for a content
+    several records hold, 0 for one that no candidate pair names."""
+    nearest = np.zeros(len(copies))
+    for side in (low, high):
+        np.maximum.at(nearest, side, similarities)
+    nearest[copies > 1] = 1.0
+    return similarity_histogram(nearest)
+
+
+def _applied(
+    rules: MatchRules, histogram: np.ndarray, nearest: np.ndarray | None
+) -> tuple[MatchRules, ThresholdChoice | None]:
+    """The rules with their threshold: chosen from the candidates' similarities (and each
+    content's nearest, ``nearest``) when automatic and not chosen yet."""
     if not rules.to_choose:
         return rules, None
-    choice = choose_threshold(histogram, FALLBACK_THRESHOLD)
+    choice = choose_threshold(histogram, FALLBACK_THRESHOLD, nearest)
     return replace(rules, threshold=choice.threshold), choice
 
 

@@ -129,7 +129,9 @@ class ThresholdChoice:
     reason: str
 
 
-def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
+def choose_threshold(
+    histogram: np.ndarray, fallback: float, nearest: np.ndarray | None = None
+) -> ThresholdChoice:
     """The threshold in the valley between two humps of candidate similarities: near-duplicates
     high up, and records that merely share common shingles (a street, a template) lower down.
 
@@ -146,8 +148,15 @@ def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
     references, in groups of up to 240, spread evenly from 0.3 to 1 when weighed by whole
     document frequencies; Abt-Buy's products): Otsu's split, the one threshold that leaves the
     least variance within the pairs on either side, is the threshold when the pairs above it
-    pass a valley's tests of an upper hump. Otherwise there are not two
-    kinds of pairs (no near-duplicates, or nothing else), and ``fallback`` is the threshold.
+    pass a valley's tests of an upper hump.
+
+    Pairs may also fall steadily with near-duplicates spread through them (listings of two
+    shops: Amazon-Google, Walmart-Amazon), where no split of the pairs stands out. ``nearest``
+    counts the contents by the similarity of the most similar other one (1 for a content held
+    by several records): the contents that have a near-duplicate against those that have none,
+    one count per content rather than a square of them. Otsu's split of it is the threshold
+    when the contents above it pass the same tests. Otherwise there are not two kinds of
+    records (no near-duplicates, or nothing else), and ``fallback`` is the threshold.
     Measured on Febrl 1, 3, 4, the Kijiji ads, generated documents, seven public benchmarks and
     the same with their duplicates taken out (benchmarks/README.md).
     """
@@ -175,10 +184,23 @@ def choose_threshold(histogram: np.ndarray, fallback: float) -> ThresholdChoice:
             return ThresholdChoice(
                 split / bins, True, "no valley; Otsu's split of a plateau above a falling tail"
             )
+        if nearest is not None and (split := _upper_split(nearest)):
+            return ThresholdChoice(
+                split / bins, True, "no valley; Otsu's split of each content's nearest similarity"
+            )
         return ThresholdChoice(fallback, False, "no valley between two humps")
     _, valley, peak = best
     peaks = f"below the hump at {(peak + 0.5) / bins:.2f}"
     return ThresholdChoice(round((valley + 0.5) / bins, 2), True, f"the valley {peaks}")
+
+
+def _upper_split(histogram: np.ndarray) -> int:
+    """Otsu's split of ``histogram`` when what lies above it passes the tests of a hump of
+    near-duplicates (:func:`_hump_above`), else 0."""
+    counts = np.asarray(histogram, dtype=np.float64)
+    split = _otsu_split(counts)
+    smooth = np.convolve(counts, np.ones(3) / 3, mode="same")
+    return split if split and _hump_above(counts, split, smooth[split]) else 0
 
 
 def _hump_above(counts: np.ndarray, start: int, floor: float) -> bool:

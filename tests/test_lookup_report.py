@@ -24,6 +24,7 @@ from neardup.report import (
     Pair,
     _ahead_of_engine,
     _chunks,
+    _nearest_histogram,
     _read_ahead,
     clusters,
     find_pairs,
@@ -390,6 +391,17 @@ def test_the_cli_report_says_which_buckets_it_left_out(
     assert cli.main(["report", "--store", sqlite_url, "--html", str(page)]) == 0
     said_on_page = r'<p id="left-out">The report left out [\d,]+ buckets of bands'
     assert re.search(said_on_page, page.read_text())
+
+
+def test_each_content_counts_once_at_its_nearest_similarity() -> None:
+    """What an automatic threshold splits when the pairs show no valley: content 0 is nearest
+    to 2 (0.9), 1 to 0 (0.4), 2 to 0, 3 is held by two records (1.0), 4 by no pair (0)."""
+    similarities = np.array([0.4, 0.9, 0.3, 0.2])
+    low, high = np.array([0, 0, 1, 2]), np.array([1, 2, 2, 3])
+    copies = np.array([1, 1, 1, 2, 1])
+    found = _nearest_histogram(similarities, copies, low, high)
+    assert found.sum() == 5
+    assert {bin_: int(found[bin_]) for bin_ in np.flatnonzero(found)} == {0: 1, 20: 1, 45: 2, 49: 1}
 
 
 def test_explain_says_when_the_last_report_left_a_pairs_buckets_out(
