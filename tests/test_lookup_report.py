@@ -34,6 +34,7 @@ from neardup.report import (
 from neardup.searcher import MAX_CANDIDATES, MatchRules, Searcher, natural_key
 from neardup.selfjoin import Contents, counted_pairs, read_contents, scored_pairs
 from neardup.stores import CandidateQuery, TokenField
+from neardup.tuning import choose_threshold
 from tests.corpora import corpus
 
 RECORDS = {
@@ -402,6 +403,27 @@ def test_each_content_counts_once_at_its_nearest_similarity() -> None:
     found = _nearest_histogram(similarities, copies, low, high)
     assert found.sum() == 5
     assert {bin_: int(found[bin_]) for bin_ in np.flatnonzero(found)} == {0: 1, 20: 1, 45: 2, 49: 1}
+
+
+def test_an_automatic_threshold_is_chosen_from_the_pairs_and_each_contents_nearest(
+    sqlite_url: str, tmp_path: Path, monkeypatch
+) -> None:
+    """The report hands the chooser both histograms: every candidate pair of records, and one
+    count per distinct content at its nearest similarity."""
+    seen = []
+
+    def choose(histogram, fallback, nearest=None):
+        seen.append((histogram, nearest))
+        return choose_threshold(histogram, fallback, nearest)
+
+    monkeypatch.setattr(importlib.import_module("neardup.report"), "choose_threshold", choose)
+    api.index([corpus(tmp_path / "records.txt")], sqlite_url)
+    api.report(sqlite_url)
+    with api.opened(sqlite_url) as store:
+        contents = len({record.md5 for batch in store.iter_records() for record in batch})
+    (histogram, nearest) = seen[0]
+    assert nearest.sum() == contents and histogram.sum() > contents
+    assert api.report(sqlite_url, rules={"threshold": 0.5}) and len(seen) == 1  # none to choose
 
 
 def test_explain_says_when_the_last_report_left_a_pairs_buckets_out(
