@@ -179,8 +179,7 @@ def choose_threshold(
         if best is None or rank > best[0]:
             best = (rank, (start + end - 1) // 2, right)
     if best is None:
-        split = _otsu_split(counts)
-        if split and _hump_above(counts, split, smooth[split]):
+        if split := _upper_split(counts):
             return ThresholdChoice(
                 split / bins, True, "no valley; Otsu's split of a plateau above a falling tail"
             )

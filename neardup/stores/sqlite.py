@@ -570,7 +570,7 @@ class SQLiteStore(Store):
         found: list[Candidate] = []
         with self._snapshot():
             docs, scores = self._scores(q.field, q.keys)
-            ends = np.flatnonzero(np.diff(scores, append=-1)) + 1  # where each score's end
+            ends = np.flatnonzero(np.diff(scores, append=-1)) + 1  # each score's run ends
             at = 0
             while len(found) < q.rows and at < len(docs):
                 need = q.rows - len(found)
