@@ -461,8 +461,9 @@ def report(
         )
         how = _threshold_source(source, preset, rules, found.rules)
         left_out = asdict(found.left_out) if found.left_out else None
+        nearest = None if found.nearest is None else found.nearest.tolist()
         measured = Measured(
-            found.histogram.tolist(), found.rules.threshold, how, found.seconds, left_out
+            found.histogram.tolist(), found.rules.threshold, how, found.seconds, left_out, nearest
         )
         source.remember({"last_report": asdict(measured)})
         return found.pairs
@@ -490,6 +491,8 @@ class Measured:
     how: str
     seconds: dict[str, float] = field(default_factory=dict, compare=False)
     left_out: dict[str, Any] | None = None  # the buckets it left out (LeftOut), past its budget
+    # With an automatic threshold: the contents by the similarity of their nearest other one.
+    nearest: list[int] | None = None
 
     def left_out_text(self) -> str | None:
         """What the report left out of its candidates, in a line; None when nothing."""

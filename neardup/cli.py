@@ -275,7 +275,9 @@ def _print_measured(args: argparse.Namespace) -> None:
     histogram it was read from), and where the time went."""
     measured = None if args.exact else api.last_report(args.store)
     if measured:
-        text = output.histogram_text(measured.histogram, measured.threshold, measured.how)
+        text = output.histogram_text(
+            measured.histogram, measured.threshold, measured.how, measured.nearest
+        )
         shown = measured.how.startswith(api.AUTO) and measured.readable
         print(text if shown else text.splitlines()[0], file=sys.stderr)
         if left_out := measured.left_out_text():

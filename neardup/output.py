@@ -15,7 +15,7 @@ from .explain import Explanation
 from .readers import Format, Record
 from .report import PHASES, Pair, for_review
 from .searcher import Match
-from .tuning import TUNE_POINTS, Tuning, candidate_probability
+from .tuning import NEAREST_SPLIT, TUNE_POINTS, Tuning, candidate_probability
 
 if TYPE_CHECKING:  # the API imports this module: its types only for annotations
     from .api import StoreTuning
@@ -163,7 +163,7 @@ def stats_text(info: Mapping[str, object]) -> str:
 def store_tuning(tuning: StoreTuning) -> str:
     """``tune --store``: the histogram and the threshold read from it, how many candidate pairs
     the report measured, and what the store's bands promise at that threshold."""
-    lines = [histogram_text(tuning.histogram, tuning.threshold, tuning.how)]
+    lines = [histogram_text(tuning.histogram, tuning.threshold, tuning.how, tuning.nearest)]
     lines.append(f"{tuning.candidate_pairs:,} candidate pairs of records measured")
     if left_out := tuning.left_out_text():
         lines.append(left_out)
@@ -303,20 +303,36 @@ def tuning_json(tuning: Tuning) -> str:
 HISTOGRAM_WIDTH = 40
 
 
-def histogram_text(histogram: Sequence[int], threshold: float | None, how: str) -> str:
+def histogram_text(
+    histogram: Sequence[int],
+    threshold: float | None,
+    how: str,
+    nearest: Sequence[int] | None = None,
+) -> str:
     """Candidate pairs by similarity, two bins a row, bars on a log scale (the unrelated pairs
-    outnumber the near-duplicates by orders of magnitude), the threshold's row marked."""
+    outnumber the near-duplicates by orders of magnitude), the threshold's row marked; and the
+    contents by their nearest similarity when the threshold was read from those."""
+    shown = "none" if threshold is None else f"{threshold:g}"
+    lines = [
+        f"threshold {shown} ({how})",
+        *_histogram_rows(histogram, threshold, "candidate pairs"),
+    ]
+    if nearest is not None and NEAREST_SPLIT in how:
+        lines += _histogram_rows(nearest, threshold, "contents, at the nearest other one")
+    return "\n".join(lines)
+
+
+def _histogram_rows(histogram: Sequence[int], threshold: float | None, counted: str) -> list[str]:
     rows = [(2 * i, sum(histogram[2 * i : 2 * i + 2])) for i in range((len(histogram) + 1) // 2)]
     largest = math.log1p(max((n for _, n in rows), default=0)) or 1.0
-    shown = "none" if threshold is None else f"{threshold:g}"
-    lines = [f"threshold {shown} ({how})", "similarity  candidate pairs (log scale)"]
-    step = 1 / len(histogram) if histogram else 0.02
+    lines = [f"similarity  {counted} (log scale)"]
+    step = 1 / len(histogram) if len(histogram) else 0.02
     for first, count in rows:
         low, high = first * step, (first + 2) * step
         bar = "#" * round(HISTOGRAM_WIDTH * math.log1p(count) / largest)
         mark = "  <- threshold" if threshold is not None and low <= threshold < high else ""
         lines.append(f"{low:4.2f}-{high:4.2f}  {count:>8,} {bar}{mark}")
-    return "\n".join(lines)
+    return lines
 
 
 def phase_times(seconds: Mapping[str, float]) -> str:

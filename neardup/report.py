@@ -139,6 +139,8 @@ class Found:
     rules: MatchRules  # as applied: with an automatic threshold, the one it chose
     histogram: np.ndarray  # the similarities of every candidate pair of records, exact ones aside
     choice: ThresholdChoice | None  # how the threshold was chosen, when it was automatic
+    # With an automatic threshold: the contents by the similarity of their nearest other one.
+    nearest: np.ndarray | None
     left_out: LeftOut | None  # the buckets left out of the candidates, past the pair budget
     seconds: dict[str, float] = field(default_factory=dict)  # where the time went, by phase
 
@@ -306,7 +308,8 @@ def _measured_and_verified(
             store, params, rules, groups_of, (low, high, shared), verify, bar, seconds
         )
     histogram = _histogram(similarities, copies, low, high)
-    nearest = _nearest_histogram(similarities, copies, low, high) if rules.to_choose else None
+    automatic = rules.auto_threshold
+    nearest = _nearest_histogram(similarities, copies, low, high) if automatic else None
     applied, choice = _applied(rules, histogram, nearest)
     if verify is None:
         with _phase("verifying", len(low), " pairs", progress, seconds) as bar:
@@ -315,7 +318,7 @@ def _measured_and_verified(
     pairs = in_order(
         verified + [pair for members, size in exact for pair in _exact_pairs(members, size)]
     )
-    return Found(pairs, applied, histogram, choice, left_out, seconds)
+    return Found(pairs, applied, histogram, choice, nearest, left_out, seconds)
 
 
 def _histogram(

@@ -129,6 +129,10 @@ class ThresholdChoice:
     reason: str
 
 
+# How a threshold read from each content's nearest similarity is described (see choose_threshold).
+NEAREST_SPLIT = "no valley; Otsu's split of each content's nearest similarity"
+
+
 def choose_threshold(
     histogram: np.ndarray, fallback: float, nearest: np.ndarray | None = None
 ) -> ThresholdChoice:
@@ -184,9 +188,7 @@ def choose_threshold(
                 split / bins, True, "no valley; Otsu's split of a plateau above a falling tail"
             )
         if nearest is not None and (split := _upper_split(nearest)):
-            return ThresholdChoice(
-                split / bins, True, "no valley; Otsu's split of each content's nearest similarity"
-            )
+            return ThresholdChoice(split / bins, True, NEAREST_SPLIT)
         return ThresholdChoice(fallback, False, "no valley between two humps")
     _, valley, peak = best
     peaks = f"below the hump at {(peak + 0.5) / bins:.2f}"

@@ -423,6 +423,7 @@ def test_an_automatic_threshold_is_chosen_from_the_pairs_and_each_contents_neare
         contents = len({record.md5 for batch in store.iter_records() for record in batch})
     (histogram, nearest) = seen[0]
     assert nearest.sum() == contents and histogram.sum() > contents
+    assert api.last_report(sqlite_url).nearest == nearest.tolist()  # what tune --store shows
     assert api.report(sqlite_url, rules={"threshold": 0.5}) and len(seen) == 1  # none to choose
 
 

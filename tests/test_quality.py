@@ -20,7 +20,7 @@ from neardup.exact import exact_pairs
 from neardup.fingerprint import FingerprintParams, fingerprint_batch, jaccard
 from neardup.generate import write_corpus
 from neardup.indexer import index_records
-from neardup.output import write_pairs
+from neardup.output import histogram_text, write_pairs
 from neardup.readers import Record
 from neardup.report import Pair
 from neardup.searcher import MatchRules
@@ -130,6 +130,11 @@ def test_with_no_valley_the_contents_nearest_similarities_are_split() -> None:
     assert choice == ThresholdChoice(
         0.56, True, "no valley; Otsu's split of each content's nearest similarity"
     )
+    # What `report` and `tune --store` print: the histogram the threshold was read from.
+    shown = histogram_text(pairs, choice.threshold, f"auto: {choice.reason}", nearest)
+    assert shown.count("<- threshold") == 2
+    assert "similarity  contents, at the nearest other one (log scale)" in shown
+    assert "contents, at" not in histogram_text(pairs, 0.5, "auto: a valley", nearest)
     # Contents whose nearest others all lie low (no near-duplicates): nothing to split.
     alone = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
     alone[5:25] = np.linspace(300, 10, 20).astype(np.int64)
