@@ -666,6 +666,7 @@ def report_page(
             threshold=measured.threshold,
             threshold_source=measured.how,
             left_out=measured.left_out_text(),
+            nearest=measured.nearest,
             histogram=measured.histogram,
             histogram_of=histogram_of,
             pairs=pairs,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from .explain import word_diff
 from .report import REVIEW_MARGIN, Pair, for_review, ordered_pair
+from .tuning import NEAREST_SPLIT
 
 BINS = 20
 GROUPS_PER_PAGE = 50
@@ -40,6 +41,9 @@ class HtmlReport:
     # instead of the normalised content when given.
     originals: Mapping[str, str] | None = None
     left_out: str | None = None  # what the report left out of its candidates, past its budget
+    # Contents by the similarity of their nearest other one, when the threshold was read from
+    # them (see neardup.tuning.choose_threshold).
+    nearest: Sequence[int] | None = None
 
 
 def render(report: HtmlReport) -> str:
@@ -73,7 +77,8 @@ def render(report: HtmlReport) -> str:
         else "",
         margin=f"{REVIEW_MARGIN:g}",
         histogram_of=report.histogram_of,
-        histogram=_histogram(report.histogram, report.threshold, report.histogram_of),
+        histogram=_histogram(report.histogram, report.threshold, report.histogram_of)
+        + _nearest_chart(report),
         texts="as each record's file has it"
         if report.originals
         else ("normalised, as the store keeps them (report --texts-from shows each record's own)"),
@@ -141,7 +146,19 @@ def pair_histogram(similarities: Sequence[float], bins: int = BINS) -> list[int]
     return counts
 
 
-def _histogram(counts: Sequence[int], threshold: float | None, of: str) -> str:
+def _nearest_chart(report: HtmlReport) -> str:
+    """The contents by their nearest similarity, under a heading, when the threshold was read
+    from them; else nothing."""
+    if report.nearest is None or NEAREST_SPLIT not in report.threshold_source:
+        return ""
+    of = "contents, at the nearest other one"
+    chart = _histogram(report.nearest, report.threshold, of, "nearest-threshold-line")
+    return f"\n<h2>Each content's nearest similarity (log scale)</h2>\n{chart}"
+
+
+def _histogram(
+    counts: Sequence[int], threshold: float | None, of: str, line_id: str = "threshold-line"
+) -> str:
     """An SVG bar chart of pairs by similarity over [0, 1], the threshold drawn as a line. The
     heights are on a log scale: unrelated candidates outnumber near-duplicates by orders of
     magnitude, and both humps must show."""
@@ -158,7 +175,7 @@ def _histogram(counts: Sequence[int], threshold: float | None, of: str) -> str:
     if threshold is not None:
         x = threshold * width
         line = (
-            f'<line id="threshold-line" x1="{x:.1f}" x2="{x:.1f}" y1="0" y2="{height}"/>'
+            f'<line id="{line_id}" x1="{x:.1f}" x2="{x:.1f}" y1="0" y2="{height}"/>'
             f'<text x="{x + 4:.1f}" y="12">threshold {threshold:g}</text>'
         )
     axis = "".join(
@@ -176,7 +193,8 @@ body { font: 15px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 70re
 .figures { display: flex; gap: 2rem; margin: 1rem 0; }
 .figure span { display: block; font-size: 1.8rem; font-weight: 600; }
 svg { width: 100%; max-width: 40rem; }
-.bar { fill: #4a78b5; } #threshold-line { stroke: #c0392b; stroke-width: 2; }
+.bar { fill: #4a78b5; }
+#threshold-line, #nearest-threshold-line { stroke: #c0392b; stroke-width: 2; }
 svg text { font-size: 11px; fill: #555; }
 .group { border: 1px solid #ddd; border-radius: 6px; margin: 0.8rem 0; padding: 0.5rem 0.8rem; }
 .group.review { border-color: #e0a100; }

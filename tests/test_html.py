@@ -6,12 +6,14 @@ import os
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from neardup import api
-from neardup.html import GROUPS_PER_PAGE
+from neardup.html import GROUPS_PER_PAGE, HtmlReport, render
+from neardup.tuning import NEAREST_SPLIT
 from tests.runner import neardup
 
 RECORDS = {
@@ -59,6 +61,30 @@ def chromium() -> str:
             pytest.fail("no Chromium: `make test` installs Debian's package when run as root")
         pytest.skip("no Chromium here (apt-get install chromium)")
     return found
+
+
+def test_a_threshold_read_from_the_contents_shows_their_chart_too() -> None:
+    """Where the threshold came from each content's nearest similarity, the page draws that
+    histogram as well, with the threshold on it; any other way, the pairs' chart alone."""
+    nearest = [0] * 25 + [10] * 25
+    report = HtmlReport(
+        store="sqlite:///x.db",
+        records=3,
+        settings="char:4",
+        threshold=0.56,
+        threshold_source=f"auto: {NEAREST_SPLIT}",
+        histogram=[100 - n for n in range(50)],
+        histogram_of="candidate pairs",
+        pairs=[],
+        groups=[],
+        contents={},
+        nearest=nearest,
+    )
+    shown = render(report)
+    assert "Each content's nearest similarity (log scale)" in shown
+    assert shown.count('class="bar"') == 100 and 'id="nearest-threshold-line"' in shown
+    plain = render(replace(report, threshold_source="auto: the valley below the hump at 0.91"))
+    assert "Each content's nearest" not in plain and plain.count('class="bar"') == 50
 
 
 def test_a_browser_shows_the_reports_figures_and_differences(
