@@ -391,10 +391,10 @@ def _report_cut(
     """What the store's last report left out past its budget, if it did, for two stored
     records that share tokens of its field, with how many contents hold the least held of
     those tokens (counted to one more than the size it left out)."""
-    remembered = (source.settings or {}).get("last_report") or {}
-    if not remembered.get("left_out") or sides[0].md5 == sides[1].md5:
+    measured = last_report(source)
+    if measured is None or not measured.left_out or sides[0].md5 == sides[1].md5:
         return None
-    left_out = LeftOut(**remembered["left_out"])
+    left_out = LeftOut(**measured.left_out)
     if left_out.field != rules.method:
         return None
     token_field = TokenField(left_out.field)
