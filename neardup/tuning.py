@@ -168,7 +168,7 @@ def choose_threshold(
     bins, total = len(counts), counts.sum()
     if total < MIN_CANDIDATES:
         return ThresholdChoice(fallback, False, f"{int(total)} candidate pairs, too few to read")
-    smooth = np.convolve(counts, np.ones(3) / 3, mode="same")
+    smooth = _smoothed(counts)
     best: tuple[tuple[int, float, float], int, int] | None = None  # rank, valley bin, peak bin
     for start, end in _minimum_runs(smooth):
         left, right = int(smooth[:start].argmax()), end + int(smooth[end:].argmax())
@@ -200,8 +200,13 @@ def _upper_split(histogram: np.ndarray) -> int:
     near-duplicates (:func:`_hump_above`), else 0."""
     counts = np.asarray(histogram, dtype=np.float64)
     split = _otsu_split(counts)
-    smooth = np.convolve(counts, np.ones(3) / 3, mode="same")
-    return split if split and _hump_above(counts, split, smooth[split]) else 0
+    return split if split and _hump_above(counts, split, _smoothed(counts)[split]) else 0
+
+
+def _smoothed(counts: np.ndarray) -> np.ndarray:
+    """The histogram averaged over 3 bins: a valley or a split is read from it, not from the
+    noise of single bins."""
+    return np.convolve(counts, np.ones(3) / 3, mode="same")
 
 
 def _hump_above(counts: np.ndarray, start: int, floor: float) -> bool:
