@@ -446,16 +446,17 @@ def report(
 ) -> list[Pair]:
     """Every near-duplicate pair in the store, once each, sorted by ids.
 
-    With ``exact``, pairs come from exact Jaccard similarity over all pairs (see
-    :mod:`neardup.exact`) instead of the sketches: slower, for measuring what they miss; it
-    needs no token field. ``strategy`` chooses how candidates are found (see
+    With ``exact``, pairs come from every pair of contents (see :mod:`neardup.exact`) instead
+    of the candidates: the same similarity and threshold (an automatic one is read from the
+    candidates first, if the store has none yet), every pair at or above it; slower, for
+    measuring what the candidates miss. ``strategy`` chooses how candidates are found (see
     :func:`neardup.report.find_pairs`); the pairs are the same either way. ``progress`` shows
     progress bars on stderr.
     """
     with opened(store) as source:
-        chosen = match_rules(source.params, source.settings, rules, preset_name=preset)
         if exact:
-            return _exact_report(source, chosen)
+            return _exact_report(source, rules, preset)
+        chosen = match_rules(source.params, source.settings, rules, preset_name=preset)
         found = _remembered(
             source, find_pairs(source, source.params, chosen, strategy, progress=progress)
         )
@@ -469,15 +470,18 @@ def report(
         return found.pairs
 
 
-def _exact_report(source: Store, chosen: MatchRules) -> list[Pair]:
-    """The exact baseline measures Jaccard; an automatic threshold, chosen on other
-    similarities, gives way to the fallback."""
-    threshold = FALLBACK_THRESHOLD if chosen.auto_threshold else chosen.threshold
-    if not threshold:
+def _exact_report(source: Store, rules: RulesRequest, preset: str | None) -> list[Pair]:
+    """Every pair at or above the store's threshold of its similarity (an automatic one read
+    by a report, as lookups read it), from every pair of contents rather than the candidates."""
+    chosen = rules_for(source, rules, preset)
+    if not chosen.threshold:
         raise NeardupError("the exact report needs a --threshold above 0")
-    exact_rules = replace(chosen, similarity="jaccard", threshold=threshold, auto_threshold=False)
     records = [r for batch in source.iter_records() for r in batch]
-    return exact_pairs(records, source.params, exact_rules)
+
+    def weigh(distinct: np.ndarray) -> np.ndarray:
+        return source.frequencies(distinct.view(np.int64)).weights(distinct)
+
+    return exact_pairs(records, source.params, chosen, weigh)
 
 
 @dataclass

@@ -573,8 +573,9 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--exact",
         action="store_true",
-        help="exact Jaccard over all pairs instead of sketches (corpora up to tens of thousands); "
-        f"an auto threshold is {api.FALLBACK_THRESHOLD} here",
+        help="every pair at or above the threshold, from all pairs instead of the candidates: "
+        "the same similarity and threshold, to see what the candidates miss (corpora up to "
+        "tens of thousands)",
     )
     report.add_argument("--clusters", action="store_true", help="write groups instead of pairs")
     _grouping_option(report)

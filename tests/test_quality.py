@@ -1,4 +1,4 @@
-"""Measuring quality: LSH tuning, the exact baseline, eval, presets and the corpus generator."""
+"""Measuring quality: LSH tuning, the exact report, eval, presets and the corpus generator."""
 
 from __future__ import annotations
 
@@ -17,7 +17,13 @@ from neardup import api
 from neardup.errors import NeardupError
 from neardup.evaluate import evaluate, pairs_of, read_pairs
 from neardup.exact import exact_pairs
-from neardup.fingerprint import FingerprintParams, fingerprint_batch, jaccard
+from neardup.fingerprint import (
+    FingerprintParams,
+    fingerprint_batch,
+    jaccard,
+    pair_similarities,
+    shingle_numbers,
+)
 from neardup.generate import write_corpus
 from neardup.indexer import index_records
 from neardup.output import histogram_text, write_pairs
@@ -253,7 +259,7 @@ def test_lookups_use_the_threshold_the_report_chose(tmp_path: Path) -> None:
     assert f"is a candidate with probability {chance:.4f}" in printed.stdout
 
 
-# --- exact baseline -------------------------------------------------------------------------------
+# --- exact report ---------------------------------------------------------------------------------
 
 
 def _records(texts: dict[str, str], params: FingerprintParams) -> list[StoredRecord]:
@@ -264,40 +270,77 @@ def _records(texts: dict[str, str], params: FingerprintParams) -> list[StoredRec
     ]
 
 
+@pytest.mark.parametrize("similarity", ["jaccard", "weighted"])
 @pytest.mark.parametrize("threshold", [0.3, 0.5, 0.8])
 @pytest.mark.parametrize(
     "params", [FingerprintParams("word", 1, 8, 2), FingerprintParams("char", 3, 8, 2)]
 )
-def test_exact_baseline_equals_brute_force(threshold: float, params: FingerprintParams) -> None:
+def test_exact_report_equals_brute_force(
+    threshold: float, params: FingerprintParams, similarity: str, monkeypatch
+) -> None:
+    # Sets of 1 to 40 words: the cosine's prefix ends by its norm's share for short sets and
+    # by the shingles' largest weights for long ones.
     rng = random.Random(5)
     words = [f"w{i}" for i in range(25)]
-    texts = {f"r{i:03d}": " ".join(rng.choices(words, k=rng.randint(1, 10))) for i in range(150)}
+    texts = {f"r{i:03d}": " ".join(rng.choices(words, k=rng.randint(1, 40))) for i in range(200)}
     texts |= {"copy-a": texts["r000"], "copy-b": texts["r000"]}
     records = _records(texts, params)
-    fps = fingerprint_batch([r.content for r in records], params)
-    expected = sorted(
-        tuple(sorted((records[i].id, records[j].id)))
-        for i, j in combinations(range(len(records)), 2)
-        if jaccard(fps[i].shingles, fps[j].shingles) >= threshold
-    )
-    found = exact_pairs(records, params, MatchRules(threshold=threshold))
-    assert [(p.left_id, p.right_id) for p in found] == expected
+    numbers, offsets, distinct = shingle_numbers([r.content for r in records], params)
+    weights = np.random.default_rng(1).uniform(0.2, 3.0, len(distinct))  # any positive weights
+    by_hash = dict(zip(distinct.tolist(), weights.tolist(), strict=True))
+
+    def weigh(hashes: np.ndarray) -> np.ndarray:
+        return np.array([by_hash[h] for h in hashes.tolist()])
+
+    left, right = np.triu_indices(len(records), 1)
+    weighed = weights if similarity == "weighted" else None
+    every = pair_similarities(numbers, len(distinct), weighed, offsets, left, right)
+    expected = {
+        tuple(sorted((records[a].id, records[b].id))): 1.0 if same else value
+        for a, b, value in zip(left.tolist(), right.tolist(), every.tolist(), strict=True)
+        if (same := records[a].md5 == records[b].md5) or value >= threshold
+    }
+    rules = MatchRules(threshold=threshold, similarity=similarity)
+    found = exact_pairs(records, params, rules, weigh)
+    assert {(p.left_id, p.right_id): p.similarity for p in found} == expected
     assert len(expected) > 3
-    for p in found:
-        a = fps[[r.id for r in records].index(p.left_id)]
-        b = fps[[r.id for r in records].index(p.right_id)]
-        assert p.similarity == pytest.approx(jaccard(a.shingles, b.shingles))
+    exact = {(p.left_id, p.right_id) for p in found if p.kind == "exact"}
+    assert {("copy-a", "copy-b"), ("copy-a", "r000"), ("copy-b", "r000")} <= exact
+    # Pairs found a range of sets at a time give the same pairs, each once.
+    monkeypatch.setattr("neardup.exact.PAIRS_PER_STEP", 50)
+    assert exact_pairs(records, params, rules, weigh) == found
 
 
-def test_exact_report_needs_a_threshold(store) -> None:
-    index_records(store, [Record("1", "one two three"), Record("2", "one two four")])
+def test_the_exact_report_measures_what_the_report_does(store, tmp_path: Path) -> None:
+    """Every pair at or above the store's threshold, of the store's similarity: the report's
+    pairs among them with the same floats, whichever runs first."""
+    lines = corpus(tmp_path / "records.txt", size=300).read_text().splitlines()
+    index_records(store, [Record(*line.split(" ", 1)) for line in lines])
+    exact = api.report(store, exact=True)  # reads the automatic threshold first
+    pairs = api.report(store)
+    measured = api.last_report(store)
+    assert measured is not None and measured.how.startswith("auto")
+    assert {(p.left_id, p.right_id, p.similarity) for p in pairs} <= {
+        (p.left_id, p.right_id, p.similarity) for p in exact
+    }
+    # Brute force over every pair of records, weighed as the store weighs its shingles.
+    stored = [r for batch in store.iter_records() for r in batch]
+    numbers, offsets, distinct = shingle_numbers([r.content for r in stored], store.params)
+    weights = store.frequencies(distinct.view(np.int64)).weights(distinct)
+    left, right = np.triu_indices(len(stored), 1)
+    every = pair_similarities(numbers, len(distinct), weights, offsets, left, right)
+    above = every >= measured.threshold - 1e-12
+    expected = {
+        frozenset((stored[a].id, stored[b].id))
+        for a, b in zip(left[above].tolist(), right[above].tolist(), strict=True)
+    }
+    assert {frozenset((p.left_id, p.right_id)) for p in exact} == expected
+    assert len(expected) > 20
     with pytest.raises(NeardupError, match="needs a --threshold"):
-        api.report(store, rules=MatchRules(threshold=None), exact=True)
-    # The exact baseline measures Jaccard, whatever the similarity of the rules;
-    # an automatic threshold, read from another similarity, is the fallback 0.5 there.
-    exact = api.report(store, rules=MatchRules(threshold=0.3), exact=True)
-    assert [(p.left_id, p.right_id, round(p.similarity, 3)) for p in exact] == [("1", "2", 0.357)]
-    assert api.report(store, rules={"threshold": "auto"}, exact=True) == []
+        api.report(store, rules={"threshold": 0}, exact=True)
+    jaccard_pairs = api.report(store, rules={"similarity": "jaccard", "threshold": 0.5}, exact=True)
+    assert jaccard_pairs and min(p.similarity for p in jaccard_pairs) >= 0.5
+    assert {p.similarity for p in jaccard_pairs} != {p.similarity for p in exact}
 
 
 # --- eval -----------------------------------------------------------------------------------------
