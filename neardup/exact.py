@@ -23,7 +23,14 @@ from itertools import combinations
 import numpy as np
 
 from . import _kernels
-from .fingerprint import FingerprintParams, pair_similarities, shingle_numbers, word_edit_distances
+from .fingerprint import (
+    FingerprintParams,
+    TokenField,
+    pair_similarities,
+    shingle_numbers,
+    token_keys,
+    word_edit_distances,
+)
 from .report import Pair, in_order
 from .searcher import MatchRules
 from .stores import StoredRecord
@@ -47,7 +54,8 @@ def exact_pairs(
     """Every pair of ``records`` whose similarity (``rules.similarity``: Jaccard of the shingle
     sets, or the weighted cosine with ``weigh``'s weights) is at or above ``rules.threshold``
     and that passes ``rules``: records of one content as exact pairs, the others as near ones,
-    with the shingles they share. Sorted as a report sorts its pairs."""
+    with the tokens of the rules' method they share, as a report counts them. Sorted as a
+    report sorts its pairs."""
     threshold = rules.threshold
     if not threshold:
         raise ValueError("the exact report needs a threshold above 0")
@@ -68,7 +76,7 @@ def exact_pairs(
     low, high, similarities = _passing_pairs(
         numbers, offsets, len(distinct), weights, threshold, first_words
     )
-    shared = _shared_counts(numbers, offsets, len(distinct), low, high)
+    shared, held = _shared_tokens(contents, params, TokenField(rules.method), low, high)
     distances = word_edit_distances(contents, low.tolist(), high.tolist())
     members = list(groups.values())
     pairs = [
@@ -81,9 +89,8 @@ def exact_pairs(
         for a in members[x]
         for b in members[y]
     ]  # fmt: skip
-    sizes = np.diff(offsets)
     pairs += [
-        Pair(records[a].id, records[b].id, 0, 1.0, int(sizes[g]), "exact")
+        Pair(records[a].id, records[b].id, 0, 1.0, int(held[g]), "exact")
         for g, group in enumerate(members)
         if rules.accepts(0, 1.0)
         for a, b in combinations(group, 2)
@@ -192,10 +199,18 @@ def _prefix_pairs(
         first = last
 
 
-def _shared_counts(
-    numbers: np.ndarray, offsets: np.ndarray, distinct: int, low: np.ndarray, high: np.ndarray
-) -> np.ndarray:
-    """How many shingles each pair of sets shares, from their Jaccard and sizes."""
-    jaccard = pair_similarities(numbers, distinct, None, offsets, low, high)
-    sizes = np.diff(offsets)
-    return np.rint(jaccard * (sizes[low] + sizes[high]) / (1 + jaccard)).astype(np.int64)
+def _shared_tokens(
+    contents: list[str],
+    params: FingerprintParams,
+    field: TokenField,
+    low: np.ndarray,
+    high: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the ``field`` tokens each pair of contents shares, as a report counts them: 0 for a
+    pair no candidate query could find; the tokens each content holds)."""
+    keys, held = token_keys(contents, params, field)
+    distinct, numbers = np.unique(keys, return_inverse=True)
+    offsets = np.concatenate([[0], np.cumsum(held)])
+    jaccard = pair_similarities(numbers, len(distinct), None, offsets, low, high)
+    shared = np.rint(jaccard * (held[low] + held[high]) / (1 + jaccard)).astype(np.int64)
+    return shared, held
