@@ -574,8 +574,8 @@ def _parser() -> argparse.ArgumentParser:
         "--exact",
         action="store_true",
         help="every pair at or above the threshold, from all pairs instead of the candidates: "
-        "the same similarity and threshold, to see what the candidates miss (corpora up to "
-        "tens of thousands)",
+        "the same similarity and threshold, to see what the candidates miss (up to a few "
+        "hundred thousand short records)",
     )
     report.add_argument("--clusters", action="store_true", help="write groups instead of pairs")
     _grouping_option(report)

@@ -2,16 +2,18 @@
 without sketches, so that a report's pairs can be held against all of them.
 
 Blocking that cannot miss (prefix filtering: Bayardo et al., "Scaling up all pairs similarity
-search", 2007). The shingles are ordered from rarest to most common, one order for all sets.
-A set's prefix is its first shingles in that order, up to where what is left of the set (its
+search", 2007). The shingles are ordered from rarest to most common, one order for all sets. A
+set's prefix is its first shingles in that order, up to where what is left of the set (its
 suffix) could no longer reach the threshold alone: for Jaccard, fewer than t|x| shingles
-(similarity <= shared / |x|); for the weighted cosine, a suffix whose share of the set's norm
-is below t (Cauchy-Schwarz: the shared part of the cosine is at most that share). Two sets at
-or above t share a shingle in both prefixes: were every shared shingle past the end of one
-prefix (the one that ends first in the order), all of them would lie in that set's suffix.
-Every pair of contents sharing a prefix shingle is then measured as a report measures it, the
-same floats. Memory holds every content's shingles and the pairs of each chunk: for corpora up
-to tens of thousands of records.
+(similarity <= shared / |x|); for the weighted cosine, a suffix whose share of the set's norm is
+below t (Cauchy-Schwarz: the shared part of the cosine is at most that share), or whose
+shingles' largest possible part of any cosine sums below t (AllPairs' maximum weights). Two sets
+at or above t share a shingle in both prefixes: were every shared shingle past the end of one
+prefix (the one that ends first in the order), all of them would lie in that set's suffix. Every
+pair of contents sharing a prefix shingle whose sizes (or norms) allow t is then measured as a
+report measures it, the same floats. Memory holds every content's shingles and the pairs of each
+chunk, and the pairs of a common shingle grow with the square of the records: for up to a few
+hundred thousand short records, or tens of thousands of long ones.
 """
 
 from __future__ import annotations

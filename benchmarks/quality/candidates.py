@@ -7,7 +7,9 @@ the report's candidates (pairs sharing an LSH band) hold.
 Each dataset is indexed with no flags and reported with the automatic threshold, as a user
 does. Brute force then measures the same similarity (weighted, with the store's shingle counts)
 for every pair of distinct contents, and counts the pairs at or above that threshold that were
-not candidates. Febrl 1, 3 and 4 always; the others as public.py and run.py read them.
+not candidates; and whether `report --exact` (every pair at or above the threshold, without the
+candidates) lists exactly those pairs, and how long it takes. Febrl 1, 3 and 4 always; the
+others as public.py and run.py read them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,6 +30,7 @@ from public import Dataset
 from neardup import api
 from neardup.fingerprint import pair_similarities, shingle_numbers
 from neardup.readers import Record
+from neardup.report import Pair
 
 PAIRS_PER_STEP = 2_000_000  # brute-force pairs measured at once
 
@@ -49,9 +53,10 @@ def every_pair(count: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         first = last
 
 
-def candidate_recall(records: list[Record]) -> tuple[float, int, int, float, int]:
+def candidate_recall(records: list[Record]) -> tuple[float, int, int, float, int, float, bool]:
     """(threshold, pairs at or above it by brute force, of them not candidates, candidate
-    recall, candidate pairs)."""
+    recall, candidate pairs, seconds of `report --exact`, whether its pairs are the brute
+    force's)."""
     with tempfile.TemporaryDirectory() as folder:
         source = Path(folder) / "records.jsonl"
         source.write_text("".join(json.dumps({"id": r.id, "text": r.text}) + "\n" for r in records))
@@ -60,6 +65,9 @@ def candidate_recall(records: list[Record]) -> tuple[float, int, int, float, int
         api.report(url)
         threshold = api.last_report(url).threshold
         candidates = api.report(url, rules={"threshold": 0.0})
+        started = time.perf_counter()
+        exact = api.report(url, exact=True)
+        exact_seconds = time.perf_counter() - started
         with api.opened(url) as store:
             stored = [r for batch in store.iter_records(10_000) for r in batch]
             contents = sorted({r.content for r in stored})
@@ -67,20 +75,22 @@ def candidate_recall(records: list[Record]) -> tuple[float, int, int, float, int
             weights = store.frequencies(distinct.view(np.int64)).weights(distinct)
     content_of = {r.id: r.content for r in stored}
     index = {c: n for n, c in enumerate(contents)}
-    found = {
-        tuple(sorted((index[content_of[p.left_id]], index[content_of[p.right_id]])))
-        for p in candidates
-    }
-    above, missed = 0, 0
+
+    def of_contents(pairs: list[Pair]) -> set[tuple[int, int]]:
+        return {
+            tuple(sorted((index[content_of[p.left_id]], index[content_of[p.right_id]])))
+            for p in pairs
+        }
+
+    found = of_contents(candidates)
+    above: set[tuple[int, int]] = set()
     for a, b in every_pair(len(contents)):
         similar = pair_similarities(numbers, len(distinct), weights, offsets, a, b) >= threshold
-        above += int(similar.sum())
-        missed += sum(
-            (x, y) not in found
-            for x, y in zip(a[similar].tolist(), b[similar].tolist(), strict=True)
-        )
-    recall = (above - missed) / above if above else 1.0
-    return threshold, above, missed, recall, len(found)
+        above.update(zip(a[similar].tolist(), b[similar].tolist(), strict=True))
+    missed = len(above - found)
+    recall = (len(above) - missed) / len(above) if above else 1.0
+    agrees = {(a, b) for a, b in of_contents(exact) if a != b} == above  # copies aside
+    return threshold, len(above), missed, recall, len(found), exact_seconds, agrees
 
 
 def main() -> None:
@@ -96,13 +106,14 @@ def main() -> None:
     parts += public.datasets(args)
     print(
         "| data | threshold | pairs >= threshold (brute force) | not candidates | candidate "
-        "recall | candidate pairs |"
+        "recall | candidate pairs | report --exact s | exact = brute force |"
     )
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, load in parts:
-        threshold, above, missed, recall, count = candidate_recall(load()[0])
+        threshold, above, missed, recall, count, seconds, agrees = candidate_recall(load()[0])
         print(
-            f"| {name} | {threshold:g} | {above:,} | {missed:,} | {recall:.4f} | {count:,} |",
+            f"| {name} | {threshold:g} | {above:,} | {missed:,} | {recall:.4f} | {count:,} | "
+            f"{seconds:.1f} | {'yes' if agrees else '**no**'} |",
             flush=True,
         )
 
