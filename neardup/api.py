@@ -455,7 +455,7 @@ def report(
     """
     with opened(store) as source:
         if exact:
-            return _exact_report(source, rules, preset)
+            return _exact_report(source, rules, preset, progress)
         chosen = match_rules(source.params, source.settings, rules, preset_name=preset)
         found = _remembered(
             source, find_pairs(source, source.params, chosen, strategy, progress=progress)
@@ -470,7 +470,9 @@ def report(
         return found.pairs
 
 
-def _exact_report(source: Store, rules: RulesRequest, preset: str | None) -> list[Pair]:
+def _exact_report(
+    source: Store, rules: RulesRequest, preset: str | None, progress: bool
+) -> list[Pair]:
     """Every pair at or above the store's threshold of its similarity (an automatic one read
     by a report, as lookups read it), from every pair of contents rather than the candidates."""
     chosen = rules_for(source, rules, preset)
@@ -481,7 +483,7 @@ def _exact_report(source: Store, rules: RulesRequest, preset: str | None) -> lis
     def weigh(distinct: np.ndarray) -> np.ndarray:
         return source.frequencies(distinct.view(np.int64)).weights(distinct)
 
-    return exact_pairs(records, source.params, chosen, weigh)
+    return exact_pairs(records, source.params, chosen, weigh, progress)
 
 
 @dataclass

@@ -33,6 +33,7 @@ from .fingerprint import (
     token_keys,
     word_edit_distances,
 )
+from .progress import Bar, progress_bar
 from .report import Pair, in_order
 from .searcher import MatchRules
 from .stores import StoredRecord
@@ -52,12 +53,13 @@ def exact_pairs(
     params: FingerprintParams,
     rules: MatchRules,
     weigh: Weigh | None = None,
+    progress: bool = False,
 ) -> list[Pair]:
     """Every pair of ``records`` whose similarity (``rules.similarity``: Jaccard of the shingle
     sets, or the weighted cosine with ``weigh``'s weights) is at or above ``rules.threshold``
     and that passes ``rules``: records of one content as exact pairs, the others as near ones,
     with the tokens of the rules' method they share, as a report counts them. Sorted as a
-    report sorts its pairs."""
+    report sorts its pairs. ``progress`` shows a progress bar of the contents joined on stderr."""
     threshold = rules.threshold
     if not threshold:
         raise ValueError("the exact report needs a threshold above 0")
@@ -75,9 +77,10 @@ def exact_pairs(
     first_words = None
     if rules.first_word:
         first_words = np.unique([records[n].first_word for n in heads], return_inverse=True)[1]
-    low, high, similarities = _passing_pairs(
-        numbers, offsets, len(distinct), weights, threshold, first_words
-    )
+    with progress_bar(progress, total=len(contents), desc="joining", unit=" contents") as bar:
+        low, high, similarities = _passing_pairs(
+            numbers, offsets, len(distinct), weights, threshold, first_words, bar
+        )
     shared, held = _shared_tokens(contents, params, TokenField(rules.method), low, high)
     distances = word_edit_distances(contents, low.tolist(), high.tolist())
     members = list(groups.values())
@@ -107,13 +110,15 @@ def _passing_pairs(
     weights: np.ndarray | None,
     threshold: float,
     first_words: np.ndarray | None,
+    bar: Bar,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(low, high, similarity) of every pair of sets at or above ``threshold`` (with equal
-    ``first_words``, when given), low < high, in order of (low, high)."""
+    ``first_words``, when given), low < high, in order of (low, high); ``bar`` counts the sets
+    whose pairs are measured."""
     prefixes, totals = _prefixes(numbers, offsets, distinct, weights, threshold)
     share = threshold if weights is None else threshold * threshold
     found_low, found_high, found = [], [], []
-    for low, high in _prefix_pairs(*prefixes, len(offsets) - 1):
+    for low, high, sets in _prefix_pairs(*prefixes, len(offsets) - 1):
         # Similarity is at most (lighter / heavier) ** (1 or 1/2): the length filter.
         lighter = np.minimum(totals[low], totals[high])
         kept = lighter >= share * np.maximum(totals[low], totals[high]) * (1 - _SLACK)
@@ -125,6 +130,7 @@ def _passing_pairs(
         found_low.append(low[passing])
         found_high.append(high[passing])
         found.append(similarities[passing])
+        bar.update(sets)
     low, high, similarities = (
         np.concatenate(parts) if parts else np.empty(0, dtype)
         for parts, dtype in ((found_low, np.int64), (found_high, np.int64), (found, np.float64))
@@ -172,10 +178,10 @@ def _prefixes(
 
 def _prefix_pairs(
     shingle: np.ndarray, member: np.ndarray, sets: int
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
     """Every pair of sets (low, high) that holds one of the same ``shingle`` (prefix entries,
     each of its ``member`` set, by set), once, the pairs of a range of high sets at a time (at
-    most PAIRS_PER_STEP, or one set's)."""
+    most PAIRS_PER_STEP, or one set's), with how many sets the range holds."""
     by_shingle = np.lexsort((member, shingle))  # the buckets: each shingle's sets, ascending
     new_bucket = np.diff(shingle[by_shingle], prepend=-1) != 0
     starts = np.flatnonzero(new_bucket)
@@ -197,7 +203,7 @@ def _prefix_pairs(
         written = _kernels.prefix_pairs(
             members, starts, bucket, at, entry_offsets, first, last, marks, out
         )
-        yield out[:written] >> 32, out[:written] & 0xFFFFFFFF
+        yield out[:written] >> 32, out[:written] & 0xFFFFFFFF, last - first
         first = last
 
 

@@ -528,6 +528,10 @@ def test_a_report_shows_its_progress_when_asked(sqlite_url: str, tmp_path: Path,
         assert api.report(sqlite_url, strategy=strategy, progress=True) == quiet
         shown = capsys.readouterr().err
         assert all(f"{what}:" in shown for what in passes), shown
+    exact = api.report(sqlite_url, exact=True)
+    assert capsys.readouterr().err == ""
+    assert api.report(sqlite_url, exact=True, progress=True) == exact
+    assert "joining:" in capsys.readouterr().err
 
 
 def test_one_round_trip_lookups_equal_the_separate_queries(store) -> None:
