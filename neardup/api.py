@@ -300,22 +300,25 @@ def _add_unique(
     summary.seconds += time.perf_counter() - started
 
 
-def rules_for(store: Store, rules: RulesRequest = None, preset: str | None = None) -> MatchRules:
+def rules_for(
+    store: StoreRef = None, rules: RulesRequest = None, preset: str | None = None
+) -> MatchRules:
     """The rules a lookup or report on ``store`` uses (see :func:`neardup.settings.match_rules`).
 
     An automatic threshold the store has not chosen for its records yet is chosen now, from
     every candidate pair as a report measures them, and remembered: lookup, explain, dedup,
     ``index --skip-duplicates`` and report then agree, whichever runs first. An index run that
     changes the records forgets it; records added one by one (:func:`add`) keep it."""
-    chosen = match_rules(store.params, store.settings, rules, preset_name=preset)
-    if not chosen.to_choose:
-        return chosen
-    try:
-        return _remembered(store, find_pairs(store, store.params, chosen)).rules
-    except TooManyPairs as error:  # a lookup still answers; the report says what to do
-        choice = ThresholdChoice(FALLBACK_THRESHOLD, False, f"{error}")
-        _remember_choice(store, chosen, choice)
-        return replace(chosen, threshold=choice.threshold)
+    with opened(store) as source:
+        chosen = match_rules(source.params, source.settings, rules, preset_name=preset)
+        if not chosen.to_choose:
+            return chosen
+        try:
+            return _remembered(source, find_pairs(source, source.params, chosen)).rules
+        except TooManyPairs as error:  # a lookup still answers; the report says what to do
+            choice = ThresholdChoice(FALLBACK_THRESHOLD, False, f"{error}")
+            _remember_choice(source, chosen, choice)
+            return replace(chosen, threshold=choice.threshold)
 
 
 def _remembered(store: Store, found: Found) -> Found:

@@ -252,8 +252,7 @@ def _report(args: argparse.Namespace) -> int:
         if not args.output:
             _print_measured(args)
             return 0
-    measured = None if args.exact else api.last_report(args.store)
-    threshold = measured.threshold if measured else None  # an exact report flags none
+    threshold = _applied_threshold(args)
     with _output_file(args.output) as out:
         if args.clusters:
             groups = api.clusters(pairs, args.grouping)
@@ -270,10 +269,25 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _applied_threshold(args: argparse.Namespace) -> float | None:
+    """The threshold the report applied: the last report's, or the store's for an exact one."""
+    if args.exact:
+        return api.rules_for(args.store, **_rules(args)).threshold
+    measured = api.last_report(args.store)
+    return measured.threshold if measured else None
+
+
 def _print_measured(args: argparse.Namespace) -> None:
     """The threshold the report applied and how it was chosen (an automatic one with the
     histogram it was read from), and where the time went."""
-    measured = None if args.exact else api.last_report(args.store)
+    if args.exact:
+        threshold = _applied_threshold(args)
+        print(
+            f"threshold {threshold:g}: every pair at or above it, not only candidates",
+            file=sys.stderr,
+        )
+        return
+    measured = api.last_report(args.store)
     if measured:
         text = output.histogram_text(
             measured.histogram, measured.threshold, measured.how, measured.nearest

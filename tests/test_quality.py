@@ -468,6 +468,11 @@ def test_the_exact_report_needs_no_token_field(tmp_path: Path) -> None:
     assert exact and min(p.similarity for p in exact) >= 0.8
     result = neardup("report", "--store", url, "--exact", "-o", str(tmp_path / "exact.tsv"))
     assert result.returncode == 0, result.stderr
+    assert "threshold 0.8: every pair at or above it" in result.stderr
+    # The columns of a report's file, near pairs just above the threshold flagged for review.
+    rows = list(csv.DictReader((tmp_path / "exact.tsv").open(), delimiter="\t"))
+    assert len(rows) == len(exact)
+    assert {row["review"] for row in rows if float(row["similarity"]) < 0.85} == {"1"}
 
     # The sketches find a subset of the exact pairs, with the same similarities.
     def found(pairs):
