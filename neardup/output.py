@@ -173,6 +173,7 @@ def store_tuning(tuning: StoreTuning) -> str:
             f"{tuning.threshold:g} is a candidate with probability "
             f"{tuning.candidate_probability:.4f}, a more similar pair likelier still"
         )
+    lines.append("report --exact lists every pair at or above the threshold, those missed too")
     return "\n".join(lines)
 
 

@@ -257,6 +257,7 @@ def test_lookups_use_the_threshold_the_report_chose(tmp_path: Path) -> None:
     assert tuned["candidate_pairs"] == sum(measured.histogram)
     assert f"{sum(measured.histogram):,} candidate pairs of records measured" in printed.stdout
     assert f"is a candidate with probability {chance:.4f}" in printed.stdout
+    assert "report --exact lists every pair at or above the threshold" in printed.stdout
 
 
 # --- exact report ---------------------------------------------------------------------------------
