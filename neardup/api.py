@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from itertools import chain, islice
 from pathlib import Path
 from typing import IO, Any
@@ -53,7 +54,16 @@ from .indexer import (
 from .output import record_writer
 from .progress import progress_bar
 from .readers import FORMATS, Format, Record, RecordReader, SkipLog
-from .report import GROUPINGS, Found, Grouping, Pair, Strategy, clusters, find_pairs
+from .report import (
+    GROUPINGS,
+    Found,
+    Grouping,
+    Pair,
+    Strategy,
+    clusters,
+    find_pairs,
+    shingle_weights,
+)
 from .report import for_review as for_review  # re-exported: the CLI flags pairs with it
 from .searcher import MAX_CANDIDATES, SIMILARITIES, Match, MatchRules, Searcher, collapse_copies
 from .selfjoin import LeftOut
@@ -482,11 +492,7 @@ def _exact_report(
     if not chosen.threshold:
         raise NeardupError("the exact report needs a --threshold above 0")
     records = [r for batch in source.iter_records() for r in batch]
-
-    def weigh(distinct: np.ndarray) -> np.ndarray:
-        return source.frequencies(distinct.view(np.int64)).weights(distinct)
-
-    return exact_pairs(records, source.params, chosen, weigh, progress)
+    return exact_pairs(records, source.params, chosen, partial(shingle_weights, source), progress)
 
 
 @dataclass

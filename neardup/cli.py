@@ -236,8 +236,13 @@ def _report(args: argparse.Namespace) -> int:
             id_field=args.id_field,
             text_fields=args.text_fields,
         )
+    # An exact report applies the store's threshold and keeps no histogram of its own.
+    measured = None if args.exact else api.last_report(args.store)
+    if args.exact:
+        threshold = api.rules_for(args.store, **_rules(args)).threshold
+    else:
+        threshold = measured.threshold if measured else None
     if args.html:
-        measured = None if args.exact else api.last_report(args.store)
         page = api.report_page(
             pairs,
             args.store,
@@ -250,9 +255,8 @@ def _report(args: argparse.Namespace) -> int:
             out.write(page)
         print(f"report page written to {args.html} ({len(page.encode()):,} bytes)", file=sys.stderr)
         if not args.output:
-            _print_measured(args)
+            _print_measured(args, measured, threshold)
             return 0
-    threshold = _applied_threshold(args)
     with _output_file(args.output) as out:
         if args.clusters:
             groups = api.clusters(pairs, args.grouping)
@@ -265,29 +269,21 @@ def _report(args: argparse.Namespace) -> int:
             written = output.write_pairs(pairs, out, args.format, texts, threshold)
             written = output.counted(written, "pair")
     print(f"{written}{f' written to {args.output}' if args.output else ''}", file=sys.stderr)
-    _print_measured(args)
+    _print_measured(args, measured, threshold)
     return 0
 
 
-def _applied_threshold(args: argparse.Namespace) -> float | None:
-    """The threshold the report applied: the last report's, or the store's for an exact one."""
-    if args.exact:
-        return api.rules_for(args.store, **_rules(args)).threshold
-    measured = api.last_report(args.store)
-    return measured.threshold if measured else None
-
-
-def _print_measured(args: argparse.Namespace) -> None:
+def _print_measured(
+    args: argparse.Namespace, measured: api.Measured | None, threshold: float | None
+) -> None:
     """The threshold the report applied and how it was chosen (an automatic one with the
     histogram it was read from), and where the time went."""
     if args.exact:
-        threshold = _applied_threshold(args)
         print(
             f"threshold {threshold:g}: every pair at or above it, not only candidates",
             file=sys.stderr,
         )
         return
-    measured = api.last_report(args.store)
     if measured:
         text = output.histogram_text(
             measured.histogram, measured.threshold, measured.how, measured.nearest

@@ -113,8 +113,8 @@ def _passing_pairs(
     bar: Bar,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(low, high, similarity) of every pair of sets at or above ``threshold`` (with equal
-    ``first_words``, when given), low < high, in order of (low, high); ``bar`` counts the sets
-    whose pairs are measured."""
+    ``first_words``, when given), low < high; ``bar`` counts the sets whose pairs are
+    measured."""
     prefixes, totals = _prefixes(numbers, offsets, distinct, weights, threshold)
     share = threshold if weights is None else threshold * threshold
     found_low, found_high, found = [], [], []
@@ -135,8 +135,7 @@ def _passing_pairs(
         np.concatenate(parts) if parts else np.empty(0, dtype)
         for parts, dtype in ((found_low, np.int64), (found_high, np.int64), (found, np.float64))
     )
-    order = np.lexsort((high, low))
-    return low[order], high[order], similarities[order]
+    return low, high, similarities
 
 
 def _prefixes(

@@ -574,8 +574,15 @@ def _similarities(
         return jaccard_pairs(texts, left, right, params)
     # Each distinct shingle is looked up and weighed once: the texts share most of theirs.
     numbers, offsets, distinct = shingle_numbers(texts, params)
-    weights = store.frequencies(distinct.view(np.int64)).weights(distinct)
-    return pair_similarities(numbers, len(distinct), weights, offsets, left, right)
+    return pair_similarities(
+        numbers, len(distinct), shingle_weights(store, distinct), offsets, left, right
+    )
+
+
+def shingle_weights(store: Store, distinct: np.ndarray) -> np.ndarray:
+    """The weight of each of some distinct shingles (their hashes, as :func:`shingle_numbers`
+    gives them) in ``store``: the rarity the weighted similarity weighs them by."""
+    return store.frequencies(distinct.view(np.int64)).weights(distinct)
 
 
 def clusters(pairs: Iterable[Pair], grouping: Grouping = "components") -> list[list[str]]:

@@ -30,7 +30,7 @@ from public import Dataset
 from neardup import api
 from neardup.fingerprint import pair_similarities, shingle_numbers
 from neardup.readers import Record
-from neardup.report import Pair
+from neardup.report import Pair, shingle_weights
 
 PAIRS_PER_STEP = 2_000_000  # brute-force pairs measured at once
 
@@ -72,7 +72,7 @@ def candidate_recall(records: list[Record]) -> tuple[float, int, int, float, int
             stored = [r for batch in store.iter_records(10_000) for r in batch]
             contents = sorted({r.content for r in stored})
             numbers, offsets, distinct = shingle_numbers(contents, store.params)
-            weights = store.frequencies(distinct.view(np.int64)).weights(distinct)
+            weights = shingle_weights(store, distinct)
     content_of = {r.id: r.content for r in stored}
     index = {c: n for n, c in enumerate(contents)}
 
