@@ -2,14 +2,16 @@
 the report's candidates (pairs sharing an LSH band) hold.
 
     python benchmarks/quality/candidates.py [--restaurant DIR --cora DIR --magellan DIR]
-        [--kijiji ADS.tsv PAIRS.tsv]
+        [--kijiji ADS.tsv PAIRS.tsv] [--bands N]
 
 Each dataset is indexed with no flags and reported with the automatic threshold, as a user
 does. Brute force then measures the same similarity (weighted, with the store's shingle counts)
 for every pair of distinct contents, and counts the pairs at or above that threshold that were
-not candidates; and whether `report --exact` (every pair at or above the threshold, without the
+not candidates; the threshold `auto` reads from the histogram of every pair instead of the
+candidates'; and whether `report --exact` (every pair at or above the threshold, without the
 candidates) lists exactly those pairs, and how long it takes. Febrl 1, 3 and 4 always; the
-others as public.py and run.py read them.
+others as public.py and run.py read them. ``--bands`` indexes with that many bands instead of
+the ones `neardup index` chooses.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import public
@@ -31,6 +34,8 @@ from neardup import api
 from neardup.fingerprint import pair_similarities, shingle_numbers
 from neardup.readers import Record
 from neardup.report import Pair, shingle_weights
+from neardup.settings import FALLBACK_THRESHOLD
+from neardup.tuning import choose_threshold, similarity_histogram
 
 PAIRS_PER_STEP = 2_000_000  # brute-force pairs measured at once
 
@@ -53,15 +58,27 @@ def every_pair(count: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         first = last
 
 
-def candidate_recall(records: list[Record]) -> tuple[float, int, int, float, int, float, bool]:
-    """(threshold, pairs at or above it by brute force, of them not candidates, candidate
-    recall, candidate pairs, seconds of `report --exact`, whether its pairs are the brute
-    force's)."""
+class Measured(NamedTuple):
+    threshold: float
+    above: int  # pairs at or above it by brute force
+    missed: int  # of them not candidates
+    candidates: int  # candidate pairs
+    every_pair_threshold: float  # what `auto` reads from the histogram of every pair
+    exact_seconds: float
+    exact_agrees: bool  # `report --exact` lists the brute force's pairs
+
+    @property
+    def recall(self) -> float:
+        return (self.above - self.missed) / self.above if self.above else 1.0
+
+
+def candidate_recall(records: list[Record], bands: int | None = None) -> Measured:
     with tempfile.TemporaryDirectory() as folder:
         source = Path(folder) / "records.jsonl"
         source.write_text("".join(json.dumps({"id": r.id, "text": r.text}) + "\n" for r in records))
         url = f"sqlite:///{Path(folder) / 's.db'}"
-        api.index([source], url, id_field="id", text_fields=["text"])
+        params = {"bands": bands} if bands else None
+        api.index([source], url, id_field="id", text_fields=["text"], params=params)
         api.report(url)
         threshold = api.last_report(url).threshold
         candidates = api.report(url, rules={"threshold": 0.0})
@@ -75,6 +92,7 @@ def candidate_recall(records: list[Record]) -> tuple[float, int, int, float, int
             weights = shingle_weights(store, distinct)
     content_of = {r.id: r.content for r in stored}
     index = {c: n for n, c in enumerate(contents)}
+    copies = np.bincount([index[r.content] for r in stored], minlength=len(contents))
 
     def of_contents(pairs: list[Pair]) -> set[tuple[int, int]]:
         return {
@@ -84,19 +102,36 @@ def candidate_recall(records: list[Record]) -> tuple[float, int, int, float, int
 
     found = of_contents(candidates)
     above: set[tuple[int, int]] = set()
+    # As the report counts its candidates: a pair of contents weighs the pairs of records
+    # holding them, and a content held twice is its own nearest.
+    histogram = similarity_histogram(np.empty(0))
+    nearest = (copies > 1).astype(np.float64)
     for a, b in every_pair(len(contents)):
-        similar = pair_similarities(numbers, len(distinct), weights, offsets, a, b) >= threshold
+        similarities = pair_similarities(numbers, len(distinct), weights, offsets, a, b)
+        similar = similarities >= threshold
         above.update(zip(a[similar].tolist(), b[similar].tolist(), strict=True))
-    missed = len(above - found)
-    recall = (len(above) - missed) / len(above) if above else 1.0
-    agrees = {(a, b) for a, b in of_contents(exact) if a != b} == above  # copies aside
-    return threshold, len(above), missed, recall, len(found), exact_seconds, agrees
+        histogram += similarity_histogram(similarities, copies[a] * copies[b])
+        for side in (a, b):
+            np.maximum.at(nearest, side, similarities)
+    every_pair_choice = choose_threshold(
+        histogram, FALLBACK_THRESHOLD, similarity_histogram(nearest)
+    )
+    return Measured(
+        threshold,
+        len(above),
+        len(above - found),
+        len(found),
+        every_pair_choice.threshold,
+        exact_seconds,
+        {(a, b) for a, b in of_contents(exact) if a != b} == above,  # copies aside
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     public.add_arguments(parser)
     parser.add_argument("--kijiji", nargs=2, type=Path, metavar=("ADS", "PAIRS"))
+    parser.add_argument("--bands", type=int, help="index with this many bands")
     args = parser.parse_args()
     parts: list[tuple[str, Callable[[], Dataset]]] = [
         (f"Febrl {n}", lambda n=n: load_febrl(n)) for n in (1, 3, 4)
@@ -106,14 +141,16 @@ def main() -> None:
     parts += public.datasets(args)
     print(
         "| data | threshold | pairs >= threshold (brute force) | not candidates | candidate "
-        "recall | candidate pairs | report --exact s | exact = brute force |"
+        "recall | candidate pairs | threshold from every pair | report --exact s | "
+        "exact = brute force |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, load in parts:
-        threshold, above, missed, recall, count, seconds, agrees = candidate_recall(load()[0])
+        m = candidate_recall(load()[0], args.bands)
         print(
-            f"| {name} | {threshold:g} | {above:,} | {missed:,} | {recall:.4f} | {count:,} | "
-            f"{seconds:.1f} | {'yes' if agrees else '**no**'} |",
+            f"| {name} | {m.threshold:g} | {m.above:,} | {m.missed:,} | {m.recall:.4f} | "
+            f"{m.candidates:,} | {m.every_pair_threshold:g} | {m.exact_seconds:.1f} | "
+            f"{'yes' if m.exact_agrees else '**no**'} |",
             flush=True,
         )
 
