@@ -20,17 +20,19 @@ def report(
     records: list[Record],
     params: FingerprintParams | None = None,
     rules: MatchRules | Mapping[str, object] | None = None,
+    url: str | None = None,
     **index_options: object,
 ) -> tuple[list[Pair], float]:
-    """Index the records into a new embedded store and report; returns (pairs, seconds).
-    Whatever is not given is what `neardup index` and `neardup report` choose by themselves:
-    the records go through a JSON lines file, as a user's file would."""
+    """Index the records into a new store and report; returns (pairs, seconds). Whatever is not
+    given is what `neardup index` and `neardup report` choose by themselves: the records go
+    through a JSON lines file, as a user's file would. The store is ``url``, kept for the caller
+    to read, else an embedded one that is removed."""
     with tempfile.TemporaryDirectory() as folder:
         source = Path(folder) / "records.jsonl"
         with source.open("w", encoding="utf-8") as out:
             for record in records:
                 out.write(json.dumps({"id": record.id, "text": record.text}) + "\n")
-        url = f"sqlite:///{Path(folder) / 'eval.db'}"
+        url = url or f"sqlite:///{Path(folder) / 'eval.db'}"
         started = time.perf_counter()
         api.index(
             [source], url, id_field="id", text_fields=["text"], params=params, **index_options
