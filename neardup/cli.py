@@ -103,8 +103,8 @@ def _rule_options(parser: argparse.ArgumentParser) -> None:
         help="least similarity of a near-duplicate, or auto: read from the similarities of "
         "every candidate pair (the valley between their humps) by the first command that "
         "needs it, and remembered until an index run changes the records "
-        f"(default: what the store was indexed for, else auto; 0 turns it off; auto's "
-        f"fallback, with no valley: {api.FALLBACK_THRESHOLD})",
+        f"(default: what the store was indexed for, else auto; 0 turns it off; with no "
+        f"valley, where the pairs' tail thins out; with too few pairs, {api.FALLBACK_THRESHOLD})",
     )
     parser.add_argument(
         "--similarity",

@@ -34,6 +34,7 @@ from neardup.stores import StoredRecord
 from neardup.tuning import (
     HISTOGRAM_BINS,
     MIN_CANDIDATES,
+    TAIL_END,
     ThresholdChoice,
     band_choices,
     candidate_probability,
@@ -110,7 +111,7 @@ def test_a_plateau_above_a_falling_tail_is_split_where_otsu_splits_it() -> None:
     # One falling hump and nothing else: its split has too few pairs above it to count.
     tail = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
     tail[:12] = [9000, 7000, 5000, 3000, 2000, 1400, 900, 500, 300, 150, 60, 20]
-    assert choose_threshold(tail, 0.5) == ThresholdChoice(0.5, False, "no valley between two humps")
+    assert choose_threshold(tail, 0.5) == ThresholdChoice(0.24, True, TAIL_END)
 
 
 def test_with_no_valley_the_contents_nearest_similarities_are_split() -> None:
@@ -129,6 +130,7 @@ def test_with_no_valley_the_contents_nearest_similarities_are_split() -> None:
         88, 80, 91, 66, 45, 29, 8, 2, 106,
     ])
     # fmt: on
+    # The pairs never thin out on their way to 1, so no tail ends either.
     assert choose_threshold(pairs, 0.5) == ThresholdChoice(
         0.5, False, "no valley between two humps"
     )
@@ -168,7 +170,7 @@ def test_a_shallow_valley_above_a_steep_tail_is_a_valley() -> None:
 def test_two_low_humps_of_records_with_no_duplicates_are_no_valley() -> None:
     """10,000 generated people with their copies taken out: pairs of different people in one
     city make a hump at 0.22 above a valley at 0.15. Below half their weight shared, records are
-    not near-duplicates, so that hump is not theirs and the threshold falls back."""
+    not near-duplicates, so that hump is not theirs: the threshold is where their tail ends."""
     # fmt: off
     histogram = np.array([
         17007, 162930, 110789, 97096, 74601, 52266, 29494, 24488, 27260, 48632, 213132, 212632,
@@ -176,21 +178,27 @@ def test_two_low_humps_of_records_with_no_duplicates_are_no_valley() -> None:
         9, 8, 1, *[0] * 20,
     ])
     # fmt: on
-    assert choose_threshold(histogram, 0.5) == ThresholdChoice(
-        0.5, False, "no valley between two humps"
-    )
+    assert choose_threshold(histogram, 0.5) == ThresholdChoice(0.58, True, TAIL_END)
     # The same pairs with a hump of near-duplicates above half their weight: the valley below it.
     histogram[40:48] = [200, 900, 2000, 3000, 2500, 1500, 600, 100]
     choice = choose_threshold(histogram, 0.5)
     assert choice.from_data and 0.6 <= choice.threshold < 0.8
 
 
-def test_no_valley_or_too_few_pairs_fall_back() -> None:
+def test_with_no_valley_the_threshold_is_where_the_tail_thins_out() -> None:
+    """Records with no near-duplicates, or too few to make a hump: their pairs fall from one
+    hump, and the threshold is the first bin where fewer than 3 pairs fill 3 bins. No two
+    records held are that similar, and the few near-duplicates above it are listed."""
     one_hump = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
     one_hump[2:10] = [50, 400, 900, 600, 300, 100, 30, 5]
-    assert choose_threshold(one_hump, 0.5) == ThresholdChoice(
-        0.5, False, "no valley between two humps"
-    )
+    assert choose_threshold(one_hump, 0.5) == ThresholdChoice(0.2, True, TAIL_END)
+    # A sparse end (1, 2, 0, 1, 1, 0: two pairs in 3 bins at 0.24), and 5 copies far above.
+    one_hump[10:16] = [1, 2, 0, 1, 1, 0]
+    one_hump[[40, 44, 45, 47]] = [1, 2, 1, 1]
+    assert choose_threshold(one_hump, 0.5) == ThresholdChoice(0.24, True, TAIL_END)
+
+
+def test_too_few_pairs_fall_back() -> None:
     few = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
     few[[5, 48]] = [3, 4]
     assert choose_threshold(few, 0.6) == ThresholdChoice(
@@ -595,3 +603,29 @@ def test_stats_shows_the_rules_in_effect_and_where_each_comes_from(tmp_path: Pat
     api.index([corpus(tmp_path / "records.txt")], preset, preset="documents")
     assert api.stats(preset)["rules_from"]["threshold"] == "index"
     assert api.stats(preset)["rules_in_effect"]["threshold"] == 0.8
+
+
+def test_a_store_with_no_near_duplicates_lists_none_and_then_its_copies(tmp_path: Path) -> None:
+    """Generated people with no copies: their pairs fall from one hump, the threshold is where
+    its tail ends, and the report lists (nearly) nothing; copies added later stand above it."""
+    people = tmp_path / "people.tsv"
+    write_corpus(people, None, 2000, kind="people", seed=2, duplicates=0.0)
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    api.index([people], url)
+    assert len(api.report(url)) <= 2
+    chosen = api.last_report(url)
+    assert chosen.how == f"auto: {TAIL_END}" and 0.3 < chosen.threshold < 0.9
+    lines = people.read_text().splitlines()
+    copies = tmp_path / "copies.tsv"
+    copies.write_text(
+        "\n".join(
+            [
+                lines[0],
+                *(f"copy{n}\t{line.split(chr(9), 1)[1]}x" for n, line in enumerate(lines[1:4])),
+            ]
+        )
+        + "\n"
+    )
+    api.index([copies], url)
+    listed = {(p.left_id, p.right_id) for p in api.report(url)}
+    assert {("copy0", "p00000000"), ("copy1", "p00000001"), ("copy2", "p00000002")} <= listed
