@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
-from itertools import chain, islice
+from itertools import islice
 from pathlib import Path
 from typing import IO, Any
 
@@ -252,14 +252,17 @@ def _with_bands(
     sample: int = 1000,
 ) -> Mapping[str, object] | None:
     """A new store's settings with bands chosen for the length of its first records, when
-    nothing chose them (see :func:`neardup.settings.default_bands`); standard input cannot be
-    read twice, so it keeps the short records' default."""
+    nothing chose them (see :func:`neardup.settings.default_bands`): ``sample`` records, as
+    many from the start of each file (two files linked, a shop's long descriptions and
+    another's short names, are both measured). Standard input cannot be read twice, so it keeps
+    the short records' default."""
     if "bands" in (asked or {}):
         return asked
     mean = None
     if "-" not in map(str, paths):
         files = _readers(paths, format, id_field, text_fields)
-        texts = [r.text for r in islice(chain.from_iterable(files), sample)]
+        each = max(1, sample // len(files))
+        texts = [r.text for reader in files for r in islice(reader, each)]
         mean = sum(map(len, normalize_batch(texts))) / len(texts) if texts else None
     num_hashes = int((asked or {}).get("num_hashes", FingerprintParams().num_hashes))
     return {**(asked or {}), "bands": default_bands(num_hashes, mean)}

@@ -432,6 +432,23 @@ def test_presets_and_flags_that_override_them(tmp_path: Path) -> None:
     assert (params["shingle_kind"], params["shingle_size"], params["bands"]) == ("word", 2, 16)
 
 
+def test_the_bands_are_chosen_from_the_start_of_every_file(tmp_path: Path) -> None:
+    """Two shops linked: one's long descriptions first, then the other's short names. The first
+    records of one file alone would make them long texts (4-row bands); of both, they are
+    short records on average (2-row bands)."""
+    descriptions, names = tmp_path / "a.tsv", tmp_path / "b.tsv"
+    description = "a compact camera with a wide zoom lens, a bright screen and a long battery "
+    descriptions.write_text(
+        "id\ttext\n" + "".join(f"a{n}\t{description * 4}{n}\n" for n in range(1500))
+    )
+    names.write_text("id\ttext\n" + "".join(f"b{n}\tcompact camera {n}\n" for n in range(1500)))
+    alone, linked = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'ab.db'}"
+    api.index([descriptions], alone)
+    api.index([descriptions, names], linked)
+    assert api.stats(alone)["parameters"]["bands"] == 32
+    assert api.stats(linked)["parameters"]["bands"] == 64
+
+
 def test_the_api_takes_the_number_of_hashes_alone(tmp_path: Path) -> None:
     records = tmp_path / "r.txt"
     records.write_text("1 alpha beta\n2 alpha beta gamma\n")
