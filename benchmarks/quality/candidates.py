@@ -17,7 +17,6 @@ the ones `neardup index` chooses.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -26,13 +25,13 @@ from typing import NamedTuple
 
 import numpy as np
 import public
+from common import write_records
 from febrl import load as load_febrl
 from kijiji import load as load_kijiji
 from public import Dataset
 
 from neardup import api
 from neardup.fingerprint import pair_similarities, shingle_numbers
-from neardup.readers import Record
 from neardup.report import Pair, shingle_weights
 from neardup.settings import FALLBACK_THRESHOLD
 from neardup.tuning import choose_threshold, similarity_histogram
@@ -72,13 +71,12 @@ class Measured(NamedTuple):
         return (self.above - self.missed) / self.above if self.above else 1.0
 
 
-def candidate_recall(records: list[Record], bands: int | None = None) -> Measured:
+def candidate_recall(data: Dataset, bands: int | None = None) -> Measured:
     with tempfile.TemporaryDirectory() as folder:
-        source = Path(folder) / "records.jsonl"
-        source.write_text("".join(json.dumps({"id": r.id, "text": r.text}) + "\n" for r in records))
+        files = write_records(data.records, Path(folder), data.sources)
         url = f"sqlite:///{Path(folder) / 's.db'}"
         params = {"bands": bands} if bands else None
-        api.index([source], url, id_field="id", text_fields=["text"], params=params)
+        api.index(files, url, id_field="id", text_fields=["text"], params=params)
         api.report(url)
         threshold = api.last_report(url).threshold
         candidates = api.report(url, rules={"threshold": 0.0})
@@ -146,7 +144,7 @@ def main() -> None:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, load in parts:
-        m = candidate_recall(load()[0], args.bands)
+        m = candidate_recall(Dataset(*load()), args.bands)
         print(
             f"| {name} | {m.threshold:g} | {m.above:,} | {m.missed:,} | {m.recall:.4f} | "
             f"{m.candidates:,} | {m.every_pair_threshold:g} | {m.exact_seconds:.1f} | "

@@ -16,27 +16,42 @@ from neardup.report import Pair
 from neardup.searcher import MatchRules
 
 
+def write_records(
+    records: list[Record], folder: Path, sources: Mapping[str, str] | None = None
+) -> list[Path]:
+    """The records as JSON lines files in ``folder``: one, or one per source when ``sources``
+    names each record's (two files linked are given to `neardup index` together, as a user
+    linking them does)."""
+    files: dict[str, list[Record]] = {}
+    for record in records:
+        files.setdefault(sources[record.id] if sources else "records", []).append(record)
+    paths = []
+    for name, held in files.items():
+        path = folder / f"{name}.jsonl"
+        with path.open("w", encoding="utf-8") as out:
+            for record in held:
+                out.write(json.dumps({"id": record.id, "text": record.text}) + "\n")
+        paths.append(path)
+    return paths
+
+
 def report(
     records: list[Record],
     params: FingerprintParams | None = None,
     rules: MatchRules | Mapping[str, object] | None = None,
     url: str | None = None,
+    sources: Mapping[str, str] | None = None,
     **index_options: object,
 ) -> tuple[list[Pair], float]:
     """Index the records into a new store and report; returns (pairs, seconds). Whatever is not
     given is what `neardup index` and `neardup report` choose by themselves: the records go
-    through a JSON lines file, as a user's file would. The store is ``url``, kept for the caller
-    to read, else an embedded one that is removed."""
+    through JSON lines files (:func:`write_records`), as a user's files would. The store is
+    ``url``, kept for the caller to read, else an embedded one that is removed."""
     with tempfile.TemporaryDirectory() as folder:
-        source = Path(folder) / "records.jsonl"
-        with source.open("w", encoding="utf-8") as out:
-            for record in records:
-                out.write(json.dumps({"id": record.id, "text": record.text}) + "\n")
+        files = write_records(records, Path(folder), sources)
         url = url or f"sqlite:///{Path(folder) / 'eval.db'}"
         started = time.perf_counter()
-        api.index(
-            [source], url, id_field="id", text_fields=["text"], params=params, **index_options
-        )
+        api.index(files, url, id_field="id", text_fields=["text"], params=params, **index_options)
         pairs = api.report(url, rules=rules)
         seconds = time.perf_counter() - started
     return pairs, seconds
@@ -46,9 +61,10 @@ def reported_pairs(
     records: list[Record],
     params: FingerprintParams | None = None,
     rules: MatchRules | Mapping[str, object] | None = None,
+    sources: Mapping[str, str] | None = None,
     **index_options: object,
 ) -> tuple[set[tuple[str, str]], float]:
     """:func:`report`'s pairs as id pairs, each in code point order, as the truth files hold
     them (a report lists ``ad9`` before ``ad10``)."""
-    pairs, seconds = report(records, params, rules, **index_options)
+    pairs, seconds = report(records, params, rules, sources=sources, **index_options)
     return {(min(p.left_id, p.right_id), max(p.left_id, p.right_id)) for p in pairs}, seconds

@@ -69,7 +69,7 @@ def with_copies_put_back(dataset: Dataset, copies: int, seed: int = 1) -> Datase
 def row(name: str, dataset: Dataset) -> str:
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{Path(folder) / 'store.db'}"
-        pairs, _ = report(dataset.records, url=url)
+        pairs, _ = report(dataset.records, url=url, sources=dataset.sources)
         chosen = api.last_report(url)
     listed = dataset.scored({tuple(sorted((p.left_id, p.right_id))) for p in pairs})
     right = len(listed & dataset.truth)

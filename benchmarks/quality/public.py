@@ -27,9 +27,10 @@ pair of records that share a word, at the threshold that gives it its best F1 ag
 (an oracle threshold: the baseline's best case, which no user without labels could pick).
 
 The Magellan sets are linkage tasks: their truth judges only pairs of a record of one source
-and a record of the other. Both sources go into one store, as a user linking two files does,
-and the pairs between the sources are scored (a pair within one source is no mistake: the truth
-says nothing of it), for neardup and the baseline alike.
+and a record of the other. Both sources go into one store as two files given to one `neardup
+index`, as a user linking two files does, and the pairs between the sources are scored (a pair
+within one source is no mistake: the truth says nothing of it), for neardup and the baseline
+alike.
 """
 
 from __future__ import annotations
@@ -181,7 +182,7 @@ def rows(name: str, load: Callable[[], Dataset]) -> list[str]:
     data = load()
     lines = []
     for setting, options in SETTINGS:
-        found, seconds = reported_pairs(data.records, **options)
+        found, seconds = reported_pairs(data.records, sources=data.sources, **options)
         found = data.scored(found)
         s = Scores(len(found), len(found & data.truth), len(data.truth))
         lines.append(
