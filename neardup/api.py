@@ -37,6 +37,7 @@ from .fingerprint import (
     check_num_hashes,
     fingerprint_batch,
     holds_surrogates,
+    jaccard_pairs,
     normalize_batch,
 )
 from .generate import KINDS as KINDS  # re-exported: the CLI offers them
@@ -83,7 +84,13 @@ from .settings import (
 )
 from .stores import DEFAULT_STORE_URL, Store, id_problem, open_store
 from .stores.base import ParamsRequest
-from .tuning import MIN_CANDIDATES, ThresholdChoice, Tuning, candidate_probability
+from .tuning import (
+    MIN_CANDIDATES,
+    ThresholdChoice,
+    Tuning,
+    candidate_probability,
+    estimated_candidate_recall,
+)
 from .tuning import tune as tune_bands
 
 __all__ = [  # what the CLI and the service use besides the functions
@@ -533,12 +540,15 @@ def last_report(store: StoreRef = None) -> Measured | None:
 class StoreTuning(Measured):
     """What ``tune --store`` finds: the report's measurements, and what the store's bands
     promise: the chance that a pair whose shingle sets have Jaccard similarity at the
-    threshold becomes a candidate, 1 - (1 - s^rows)^bands."""
+    threshold becomes a candidate, 1 - (1 - s^rows)^bands, and the share of the pairs at or
+    above the threshold that its candidates hold, estimated from the pairs reported
+    (:func:`neardup.tuning.estimated_candidate_recall`)."""
 
     candidate_pairs: int = 0
     bands: int = 0
     rows: int = 0  # LSH rows per band
     candidate_probability: float | None = None  # at the threshold, for the bands method
+    estimated_candidate_recall: float | None = None  # for the bands method, with pairs reported
 
 
 def tune_store(store: StoreRef = None, *, preset: str | None = None) -> StoreTuning:
@@ -546,20 +556,34 @@ def tune_store(store: StoreRef = None, *, preset: str | None = None) -> StoreTun
     ``report --threshold auto`` does (and remembers), without writing the pairs."""
     with opened(store) as source:
         source.remember({"threshold_choice": None})  # read it again from the records
-        report(source, preset=preset, rules={"threshold": AUTO})
+        pairs = report(source, preset=preset, rules={"threshold": AUTO})
         measured = last_report(source) or Measured([], None, "no report")
         params = source.params
-    bands, rows = params.bands, params.rows_per_band
-    chance = None
-    if measured.threshold is not None and TokenField.BANDS in params.fields:
-        chance = float(candidate_probability(measured.threshold, bands, rows))
+        bands, rows = params.bands, params.rows_per_band
+        chance = recall = None
+        if measured.threshold is not None and TokenField.BANDS in params.fields:
+            chance = float(candidate_probability(measured.threshold, bands, rows))
+            near = [p for p in pairs if p.kind == "near"]
+            recall = estimated_candidate_recall(_pair_jaccards(source, near), bands, rows)
     return StoreTuning(
         **asdict(measured),
         candidate_pairs=sum(measured.histogram),
         bands=bands,
         rows=rows,
         candidate_probability=chance,
+        estimated_candidate_recall=recall,
     )
+
+
+def _pair_jaccards(store: Store, pairs: Sequence[Pair]) -> np.ndarray:
+    """The Jaccard similarity of each pair's shingle sets, as the bands see them."""
+    ids = sorted({i for p in pairs for i in (p.left_id, p.right_id)})
+    contents = {i: record.content for i, record in store.get(ids).items()}
+    distinct = sorted(set(contents.values()))
+    number = {content: n for n, content in enumerate(distinct)}
+    left = np.array([number[contents[p.left_id]] for p in pairs], dtype=np.int64)
+    right = np.array([number[contents[p.right_id]] for p in pairs], dtype=np.int64)
+    return jaccard_pairs(distinct, left, right, store.params)
 
 
 @dataclass

@@ -173,6 +173,12 @@ def store_tuning(tuning: StoreTuning) -> str:
             f"{tuning.threshold:g} is a candidate with probability "
             f"{tuning.candidate_probability:.4f}, a more similar pair likelier still"
         )
+    if tuning.estimated_candidate_recall is not None:
+        lines.append(
+            f"estimated candidate recall {tuning.estimated_candidate_recall:.3f}: of the pairs "
+            "at or above the threshold, the share the bands make candidates, read from the "
+            "Jaccard of each pair reported"
+        )
     lines.append("report --exact lists every pair at or above the threshold, those missed too")
     return "\n".join(lines)
 

@@ -20,6 +20,18 @@ def candidate_probability(s: float | np.ndarray, bands: int, rows: int) -> float
     return 1.0 - (1.0 - np.power(s, rows)) ** bands
 
 
+def estimated_candidate_recall(jaccards: np.ndarray, bands: int, rows: int) -> float | None:
+    """The share of the pairs at or above a threshold that the bands make candidates, estimated
+    from the candidates alone (Horvitz-Thompson): a candidate whose shingle sets have Jaccard s
+    stands for 1 / P(s) such pairs, the others being those its bands missed. A weighted
+    similarity reaches a threshold with a plain Jaccard far below it where rare shingles are
+    shared, so P at the threshold says little; each pair's own Jaccard does. None without
+    pairs."""
+    if not len(jaccards):
+        return None
+    return float(len(jaccards) / (1.0 / candidate_probability(jaccards, bands, rows)).sum())
+
+
 @dataclass(frozen=True)
 class BandChoice:
     bands: int

@@ -140,3 +140,23 @@ def test_elasticsearch_two_nodes_two_shards_equals_the_embedded_report(
         assert {shard["node"] for shard in shards} == {"node-1", "node-2"}
     finally:
         elasticsearch_cluster_server.drop_made()
+
+
+@pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
+def test_tune_store_reads_the_same_on_every_store(request, kind, sqlite_url, tmp_path) -> None:
+    """`tune --store`'s threshold, histogram and candidate recall estimated from the pairs
+    reported, from the engine's records as from the embedded store's."""
+    server = request.getfixturevalue(f"{kind}_server")
+    records = corpus(tmp_path / "records.txt")
+
+    def tuned(url: str) -> tuple:
+        api.index([records], url)
+        found = api.tune_store(url)
+        return (found.threshold, found.how, found.histogram, found.estimated_candidate_recall)
+
+    expected = tuned(sqlite_url)
+    assert expected[3] is not None and 0 < expected[3] <= 1
+    try:
+        assert tuned(server.new_store_url()) == expected
+    finally:
+        server.drop_made()

@@ -23,6 +23,7 @@ from neardup.fingerprint import (
     jaccard,
     pair_similarities,
     shingle_numbers,
+    shingle_sets,
 )
 from neardup.generate import write_corpus
 from neardup.indexer import index_records
@@ -39,6 +40,7 @@ from neardup.tuning import (
     band_choices,
     candidate_probability,
     choose_threshold,
+    estimated_candidate_recall,
     recommend_bands,
 )
 from tests.corpora import corpus
@@ -266,6 +268,26 @@ def test_lookups_use_the_threshold_the_report_chose(tmp_path: Path) -> None:
     assert f"{sum(measured.histogram):,} candidate pairs of records measured" in printed.stdout
     assert f"is a candidate with probability {chance:.4f}" in printed.stdout
     assert "report --exact lists every pair at or above the threshold" in printed.stdout
+    # The candidate recall read from the pairs reported: each stands for 1 / P(its Jaccard).
+    with api.opened(url) as store:
+        held = store.get([i for p in pairs for i in (p.left_id, p.right_id)])
+        contents = {i: record.content for i, record in held.items()}
+        shingles = {c: shingle_sets([c], store.params)[0] for c in set(contents.values())}
+    near = [p for p in pairs if p.kind == "near"]
+    jaccards = np.array(
+        [jaccard(shingles[contents[p.left_id]], shingles[contents[p.right_id]]) for p in near]
+    )
+    expected = len(near) / (1 / (1 - (1 - jaccards**rows) ** params["bands"])).sum()
+    assert tuned["estimated_candidate_recall"] == pytest.approx(expected)
+    assert f"estimated candidate recall {expected:.3f}" in printed.stdout
+
+
+def test_the_candidate_recall_is_estimated_from_the_pairs_found() -> None:
+    """One band of one row makes a pair of Jaccard s a candidate with probability s: a pair
+    found at 0.5 stands for two pairs, one of them missed."""
+    assert estimated_candidate_recall(np.array([1.0, 0.5]), 1, 1) == pytest.approx(2 / 3)
+    assert estimated_candidate_recall(np.array([0.9, 1.0]), 64, 2) == pytest.approx(1.0)
+    assert estimated_candidate_recall(np.array([]), 64, 2) is None
 
 
 # --- exact report ---------------------------------------------------------------------------------

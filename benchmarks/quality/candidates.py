@@ -8,7 +8,8 @@ Each dataset is indexed with no flags and reported with the automatic threshold,
 does. Brute force then measures the same similarity (weighted, with the store's shingle counts)
 for every pair of distinct contents, and counts the pairs at or above that threshold that were
 not candidates; the threshold `auto` reads from the histogram of every pair instead of the
-candidates'; and whether `report --exact` (every pair at or above the threshold, without the
+candidates'; the candidate recall `neardup tune --store` estimates from the pairs reported;
+and whether `report --exact` (every pair at or above the threshold, without the
 candidates) lists exactly those pairs, and how long it takes. Febrl 1, 3 and 4 always; the
 others as public.py and run.py read them. ``--bands`` indexes with that many bands instead of
 the ones `neardup index` chooses.
@@ -62,6 +63,7 @@ class Measured(NamedTuple):
     above: int  # pairs at or above it by brute force
     missed: int  # of them not candidates
     candidates: int  # candidate pairs
+    estimated_recall: float | None  # as `neardup tune --store` reads it from the pairs reported
     every_pair_threshold: float  # what `auto` reads from the histogram of every pair
     exact_seconds: float
     exact_agrees: bool  # `report --exact` lists the brute force's pairs
@@ -77,8 +79,8 @@ def candidate_recall(data: Dataset, bands: int | None = None) -> Measured:
         url = f"sqlite:///{Path(folder) / 's.db'}"
         params = {"bands": bands} if bands else None
         api.index(files, url, id_field="id", text_fields=["text"], params=params)
-        api.report(url)
-        threshold = api.last_report(url).threshold
+        tuned = api.tune_store(url)  # a report, as `neardup tune --store` runs it
+        threshold = tuned.threshold
         candidates = api.report(url, rules={"threshold": 0.0})
         started = time.perf_counter()
         exact = api.report(url, exact=True)
@@ -119,6 +121,7 @@ def candidate_recall(data: Dataset, bands: int | None = None) -> Measured:
         len(above),
         len(above - found),
         len(found),
+        tuned.estimated_candidate_recall,
         every_pair_choice.threshold,
         exact_seconds,
         {(a, b) for a, b in of_contents(exact) if a != b} == above,  # copies aside
@@ -139,14 +142,15 @@ def main() -> None:
     parts += public.datasets(args)
     print(
         "| data | threshold | pairs >= threshold (brute force) | not candidates | candidate "
-        "recall | candidate pairs | threshold from every pair | report --exact s | "
-        "exact = brute force |"
+        "recall | tune --store's estimate | candidate pairs | threshold from every pair | "
+        "report --exact s | exact = brute force |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, load in parts:
         m = candidate_recall(Dataset(*load()), args.bands)
         print(
             f"| {name} | {m.threshold:g} | {m.above:,} | {m.missed:,} | {m.recall:.4f} | "
+            f"{'-' if m.estimated_recall is None else f'{m.estimated_recall:.4f}'} | "
             f"{m.candidates:,} | {m.every_pair_threshold:g} | {m.exact_seconds:.1f} | "
             f"{'yes' if m.exact_agrees else '**no**'} |",
             flush=True,
