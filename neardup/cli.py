@@ -646,7 +646,8 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument(
         "--store",
         help="measure this store's candidate pairs, show their similarities and choose its "
-        "threshold (remembered for lookups), as report --threshold auto does",
+        "threshold (remembered for lookups), as report --threshold auto does, and estimate "
+        "the share of the pairs at or above it that the candidates hold",
     )
     _preset_option(tune)
     tune.add_argument(
