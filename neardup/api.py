@@ -95,6 +95,7 @@ from .tuning import tune as tune_bands
 
 __all__ = [  # what the CLI and the service use besides the functions
     "AUTO",
+    "CANDIDATE_RECALL_TARGET",
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_STORE_URL",
     "DEMO_STORE_URL",
@@ -486,11 +487,36 @@ def report(
         how = _threshold_source(source, preset, rules, found.rules)
         left_out = asdict(found.left_out) if found.left_out else None
         nearest = None if found.nearest is None else found.nearest.tolist()
+        recall = None
+        if found.rules.threshold is not None and _bands_may_miss(source, found.rules):
+            recall = _candidate_recall(source, found.pairs)
         measured = Measured(
-            found.histogram.tolist(), found.rules.threshold, how, found.seconds, left_out, nearest
+            found.histogram.tolist(),
+            found.rules.threshold,
+            how,
+            found.seconds,
+            left_out,
+            nearest,
+            recall,
         )
         source.remember({"last_report": asdict(measured)})
         return found.pairs
+
+
+# The candidate recall the bands are held to: a report whose bands make a pair of Jaccard at
+# its threshold a candidate with a lower chance estimates what they miss.
+CANDIDATE_RECALL_TARGET = 0.99
+
+
+def _bands_may_miss(store: Store, rules: MatchRules) -> bool:
+    """Whether the report's candidates are the store's bands and make a pair of Jaccard at
+    the threshold a candidate with less than CANDIDATE_RECALL_TARGET: only then is the
+    estimate worth its cost (the 2-row bands of short records reach 0.99 at 0.27)."""
+    params = store.params
+    return rules.method == TokenField.BANDS and (
+        candidate_probability(rules.threshold, params.bands, params.rows_per_band)
+        < CANDIDATE_RECALL_TARGET
+    )
 
 
 def _exact_report(
@@ -518,6 +544,9 @@ class Measured:
     left_out: dict[str, Any] | None = None  # the buckets it left out (LeftOut), past its budget
     # With an automatic threshold: the contents by the similarity of their nearest other one.
     nearest: list[int] | None = None
+    # The share of the pairs at or above the threshold that the candidates hold, estimated
+    # from the pairs reported (see _candidate_recall) where the bands may miss some.
+    estimated_candidate_recall: float | None = None
 
     def left_out_text(self) -> str | None:
         """What the report left out of its candidates, in a line; None when nothing."""
@@ -538,17 +567,15 @@ def last_report(store: StoreRef = None) -> Measured | None:
 
 @dataclass
 class StoreTuning(Measured):
-    """What ``tune --store`` finds: the report's measurements, and what the store's bands
-    promise: the chance that a pair whose shingle sets have Jaccard similarity at the
-    threshold becomes a candidate, 1 - (1 - s^rows)^bands, and the share of the pairs at or
-    above the threshold that its candidates hold, estimated from the pairs reported
-    (:func:`neardup.tuning.estimated_candidate_recall`)."""
+    """What ``tune --store`` finds: the report's measurements (with the estimated candidate
+    recall wherever the candidates are the bands), and what the store's bands promise: the
+    chance that a pair whose shingle sets have Jaccard similarity at the threshold becomes a
+    candidate, 1 - (1 - s^rows)^bands."""
 
     candidate_pairs: int = 0
     bands: int = 0
     rows: int = 0  # LSH rows per band
     candidate_probability: float | None = None  # at the threshold, for the bands method
-    estimated_candidate_recall: float | None = None  # for the bands method, with pairs reported
 
 
 def tune_store(store: StoreRef = None, *, preset: str | None = None) -> StoreTuning:
@@ -560,30 +587,39 @@ def tune_store(store: StoreRef = None, *, preset: str | None = None) -> StoreTun
         measured = last_report(source) or Measured([], None, "no report")
         params = source.params
         bands, rows = params.bands, params.rows_per_band
-        chance = recall = None
+        chance = None
         if measured.threshold is not None and TokenField.BANDS in params.fields:
             chance = float(candidate_probability(measured.threshold, bands, rows))
-            near = [p for p in pairs if p.kind == "near"]
-            recall = estimated_candidate_recall(_pair_jaccards(source, near), bands, rows)
+            if measured.estimated_candidate_recall is None:  # the report found it not worth it
+                measured.estimated_candidate_recall = _candidate_recall(source, pairs)
     return StoreTuning(
         **asdict(measured),
         candidate_pairs=sum(measured.histogram),
         bands=bands,
         rows=rows,
         candidate_probability=chance,
-        estimated_candidate_recall=recall,
     )
 
 
-def _pair_jaccards(store: Store, pairs: Sequence[Pair]) -> np.ndarray:
-    """The Jaccard similarity of each pair's shingle sets, as the bands see them."""
-    ids = sorted({i for p in pairs for i in (p.left_id, p.right_id)})
+# The near pairs a candidate recall is estimated from, at most: an even sample of a report's.
+ESTIMATE_PAIRS = 100_000
+
+
+def _candidate_recall(store: Store, pairs: Sequence[Pair]) -> float | None:
+    """The share of the pairs at or above the threshold that the store's bands make
+    candidates, estimated from the near pairs reported (every k-th, up to ESTIMATE_PAIRS) and
+    the Jaccard of their shingle sets (:func:`neardup.tuning.estimated_candidate_recall`);
+    None without near pairs."""
+    near = [p for p in pairs if p.kind == "near"]
+    near = near[:: max(1, -(-len(near) // ESTIMATE_PAIRS))]
+    ids = sorted({i for p in near for i in (p.left_id, p.right_id)})
     contents = {i: record.content for i, record in store.get(ids).items()}
     distinct = sorted(set(contents.values()))
     number = {content: n for n, content in enumerate(distinct)}
-    left = np.array([number[contents[p.left_id]] for p in pairs], dtype=np.int64)
-    right = np.array([number[contents[p.right_id]] for p in pairs], dtype=np.int64)
-    return jaccard_pairs(distinct, left, right, store.params)
+    left = np.array([number[contents[p.left_id]] for p in near], dtype=np.int64)
+    right = np.array([number[contents[p.right_id]] for p in near], dtype=np.int64)
+    jaccards = jaccard_pairs(distinct, left, right, store.params)
+    return estimated_candidate_recall(jaccards, store.params.bands, store.params.rows_per_band)
 
 
 @dataclass

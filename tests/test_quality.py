@@ -668,3 +668,23 @@ def test_a_store_with_no_near_duplicates_lists_none_and_then_its_copies(tmp_path
     api.index([copies], url)
     listed = {(p.left_id, p.right_id) for p in api.report(url)}
     assert {("copy0", "p00000000"), ("copy1", "p00000001"), ("copy2", "p00000002")} <= listed
+
+
+def test_a_report_whose_bands_may_miss_pairs_estimates_what_they_hold(tmp_path: Path) -> None:
+    """4-row bands at a threshold of 0.3 make a pair of that Jaccard a candidate with
+    probability 0.23: the report estimates its candidate recall and says so. The 2-row bands
+    of short records reach 0.99 there, and the report spends nothing on it."""
+    records = corpus(tmp_path / "records.txt")
+    four = f"sqlite:///{tmp_path / 'four.db'}"
+    api.index([records], four, params={"bands": 32})
+    printed = neardup("report", "--store", four, "--threshold", "0.3", "-o", str(tmp_path / "p"))
+    estimate = api.last_report(four).estimated_candidate_recall
+    assert estimate is not None and 0 < estimate < 0.99
+    assert f"estimated candidate recall {estimate:.3f}: the bands may miss" in printed.stderr
+    two = f"sqlite:///{tmp_path / 'two.db'}"
+    api.index([records], two)
+    printed = neardup("report", "--store", two, "--threshold", "0.3", "-o", str(tmp_path / "q"))
+    assert api.last_report(two).estimated_candidate_recall is None
+    assert "estimated candidate recall" not in printed.stderr
+    # tune --store estimates it wherever the candidates are the bands.
+    assert api.tune_store(two).estimated_candidate_recall is not None
