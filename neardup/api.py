@@ -552,6 +552,17 @@ class Measured:
         """What the report left out of its candidates, in a line; None when nothing."""
         return LeftOut(**self.left_out).describe() if self.left_out else None
 
+    def missed_text(self) -> str | None:
+        """What the candidates may miss, in a line, when the estimated candidate recall is
+        under CANDIDATE_RECALL_TARGET; None otherwise."""
+        recall = self.estimated_candidate_recall
+        if recall is None or recall >= CANDIDATE_RECALL_TARGET:
+            return None
+        return (
+            f"estimated candidate recall {recall:.3f}: the bands may miss pairs at or above the "
+            "threshold; report --exact lists every one"
+        )
+
     @property
     def readable(self) -> bool:
         """Whether the histogram holds enough pairs to be worth showing."""
@@ -744,6 +755,7 @@ def report_page(
             threshold=measured.threshold,
             threshold_source=measured.how,
             left_out=measured.left_out_text(),
+            missed=measured.missed_text(),
             nearest=measured.nearest,
             histogram=measured.histogram,
             histogram_of=histogram_of,

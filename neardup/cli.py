@@ -292,13 +292,8 @@ def _print_measured(
         print(text if shown else text.splitlines()[0], file=sys.stderr)
         if left_out := measured.left_out_text():
             print(left_out, file=sys.stderr)
-        recall = measured.estimated_candidate_recall
-        if recall is not None and recall < api.CANDIDATE_RECALL_TARGET:
-            print(
-                f"estimated candidate recall {recall:.3f}: the bands may miss pairs at or above "
-                "the threshold; report --exact lists every one",
-                file=sys.stderr,
-            )
+        if missed := measured.missed_text():
+            print(missed, file=sys.stderr)
         if measured.seconds:
             print(output.phase_times(measured.seconds), file=sys.stderr)
 

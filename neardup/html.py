@@ -41,6 +41,7 @@ class HtmlReport:
     # instead of the normalised content when given.
     originals: Mapping[str, str] | None = None
     left_out: str | None = None  # what the report left out of its candidates, past its budget
+    missed: str | None = None  # what its candidates may miss (the estimated candidate recall)
     # Contents by the similarity of their nearest other one, when the threshold was read from
     # them (see neardup.tuning.choose_threshold).
     nearest: Sequence[int] | None = None
@@ -75,6 +76,7 @@ def render(report: HtmlReport) -> str:
         left_out=f'<p id="left-out">The report {html.escape(report.left_out)}.</p>'
         if report.left_out
         else "",
+        missed=f'<p id="missed">The {html.escape(report.missed)}.</p>' if report.missed else "",
         margin=f"{REVIEW_MARGIN:g}",
         histogram_of=report.histogram_of,
         histogram=_histogram(report.histogram, report.threshold, report.histogram_of)
@@ -307,6 +309,7 @@ _PAGE = """<!doctype html>
 that differ from its first record are struck out (<del>first record</del>) or added
 (<ins>this record</ins>), and exact copies share one line.</p>
 {left_out}
+{missed}
 <h2>Similarities of the {histogram_of} (log scale)</h2>
 {histogram}
 <h2>Groups, largest first</h2>

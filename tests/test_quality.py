@@ -677,10 +677,22 @@ def test_a_report_whose_bands_may_miss_pairs_estimates_what_they_hold(tmp_path: 
     records = corpus(tmp_path / "records.txt")
     four = f"sqlite:///{tmp_path / 'four.db'}"
     api.index([records], four, params={"bands": 32})
-    printed = neardup("report", "--store", four, "--threshold", "0.3", "-o", str(tmp_path / "p"))
+    page = tmp_path / "page.html"
+    printed = neardup(
+        "report",
+        "--store",
+        four,
+        "--threshold",
+        "0.3",
+        "-o",
+        str(tmp_path / "p"),
+        "--html",
+        str(page),
+    )
     estimate = api.last_report(four).estimated_candidate_recall
     assert estimate is not None and 0 < estimate < 0.99
     assert f"estimated candidate recall {estimate:.3f}: the bands may miss" in printed.stderr
+    assert f'<p id="missed">The estimated candidate recall {estimate:.3f}' in page.read_text()
     two = f"sqlite:///{tmp_path / 'two.db'}"
     api.index([records], two)
     printed = neardup("report", "--store", two, "--threshold", "0.3", "-o", str(tmp_path / "q"))
