@@ -95,7 +95,6 @@ from .tuning import tune as tune_bands
 
 __all__ = [  # what the CLI and the service use besides the functions
     "AUTO",
-    "CANDIDATE_RECALL_TARGET",
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_STORE_URL",
     "DEMO_STORE_URL",

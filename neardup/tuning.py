@@ -233,7 +233,8 @@ def _tail_end(counts: np.ndarray) -> int:
     if not counts[:below].any():
         return 0
     peak = int(counts[:below].argmax())
-    sparse = np.flatnonzero(np.convolve(counts[peak:], np.ones(3), mode="valid") < 3)
+    # A smoothed bin b averages bins b-1..b+1: the tail ends at the first of those three.
+    sparse = np.flatnonzero(_smoothed(counts)[peak + 1 : len(counts) - 1] < 1)
     return peak + int(sparse[0]) if len(sparse) else 0
 
 
