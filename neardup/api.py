@@ -598,7 +598,10 @@ def tune_store(store: StoreRef = None, *, preset: str | None = None) -> StoreTun
         params = source.params
         bands, rows = params.bands, params.rows_per_band
         chance = None
-        if measured.threshold is not None and TokenField.BANDS in params.fields:
+        # Only the bands' candidates miss pairs: a store that remembers the signature or
+        # shingles as its method compares every record that shares one.
+        method = rules_for(source, {"threshold": AUTO}, preset).method
+        if measured.threshold is not None and method == TokenField.BANDS:
             chance = float(candidate_probability(measured.threshold, bands, rows))
             if measured.estimated_candidate_recall is None:  # the report found it not worth it
                 measured.estimated_candidate_recall = _candidate_recall(source, pairs)

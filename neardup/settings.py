@@ -145,7 +145,7 @@ def match_rules(
     defaults, the rules the store remembers, the preset's, then ``rules`` (complete, or a
     mapping of the rules given).
 
-    The default method is the first of signature, bands and shingles the store indexes, so a
+    The default method is the first of bands, signature and shingles the store indexes, so a
     store indexed with fewer fields is queried the way it can answer. A ``threshold`` of
     ``"auto"`` (the default) stands for the one the store chose from its records for the same
     candidates and similarity (:func:`threshold_choice`), else None: not chosen yet (see

@@ -698,5 +698,13 @@ def test_a_report_whose_bands_may_miss_pairs_estimates_what_they_hold(tmp_path: 
     printed = neardup("report", "--store", two, "--threshold", "0.3", "-o", str(tmp_path / "q"))
     assert api.last_report(two).estimated_candidate_recall is None
     assert "estimated candidate recall" not in printed.stderr
-    # tune --store estimates it wherever the candidates are the bands.
+    # tune --store estimates it wherever the candidates are the bands, and only there: a store
+    # whose rules query the signature compares every record that shares a signature token.
     assert api.tune_store(two).estimated_candidate_recall is not None
+    both = f"sqlite:///{tmp_path / 'both.db'}"
+    api.index([records], both, params={"fields": ["signature", "bands"]})
+    with api.opened(both) as store:
+        store.update_settings({"rules": {"method": "signature"}})
+    tuned = api.tune_store(both)
+    assert tuned.threshold is not None
+    assert (tuned.candidate_probability, tuned.estimated_candidate_recall) == (None, None)
