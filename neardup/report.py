@@ -41,7 +41,7 @@ from .searcher import MatchRules, Searcher, natural_key
 from .selfjoin import Contents, LeftOut, read_contents, scored_pairs
 from .settings import FALLBACK_THRESHOLD, LONG_TEXT
 from .stores import Buckets, Store
-from .tuning import ThresholdChoice, choose_threshold, similarity_histogram
+from .tuning import MIN_TAIL_PAIRS, ThresholdChoice, choose_threshold, similarity_histogram
 
 Grouping = Literal["center", "components"]
 GROUPINGS: tuple[Grouping, ...] = ("center", "components")
@@ -311,6 +311,8 @@ def _measured_and_verified(
     automatic = rules.auto_threshold
     nearest = _nearest_histogram(similarities, copies, low, high) if automatic else None
     applied, choice = _applied(rules, histogram, nearest)
+    if choice and not choice.from_data and len(copies) <= EVERY_PAIR_CONTENTS:
+        applied, choice = _read_from_every_pair(store, params, applied, groups_of, copies, choice)
     if verify is None:
         with _phase("verifying", len(low), " pairs", progress, seconds) as bar:
             verified = _verified(applied, groups_of, (low, high, shared, similarities), bar)
@@ -358,6 +360,67 @@ def _applied(
         return rules, None
     choice = choose_threshold(histogram, FALLBACK_THRESHOLD, nearest)
     return replace(rules, threshold=choice.threshold), choice
+
+
+# A store whose candidates are too few to read a threshold from (MIN_CANDIDATES) reads it from
+# every pair of its contents, up to this many: 12.5 million pairs, 3.2 s of 80-word documents.
+EVERY_PAIR_CONTENTS = 5_000
+
+
+def _read_from_every_pair(
+    store: Store,
+    params: FingerprintParams,
+    rules: MatchRules,
+    groups_of: GroupsOf,
+    copies: np.ndarray,
+    choice: ThresholdChoice,
+) -> tuple[MatchRules, ThresholdChoice]:
+    """``rules`` with the threshold read from the similarity of every pair of contents, as
+    from candidates (a small store, or one of records all unlike one another, gives too few
+    of them): unrelated records' pairs make one hump and its tail's end is the threshold
+    (:func:`neardup.tuning.choose_threshold`). ``rules`` and ``choice``, the candidates', stand
+    when every pair is still too few (a handful of contents)."""
+    texts = [content for _, (_, content) in sorted(groups_of(np.arange(len(copies))).items())]
+    numbers, offsets, shingles = shingle_numbers(texts, params)
+    weights = None if rules.similarity == "jaccard" else shingle_weights(store, shingles)
+    first_words = np.unique([text.partition(" ")[0] for text in texts], return_inverse=True)[1]
+    histogram = similarity_histogram(np.empty(0))
+    nearest = (copies > 1).astype(np.float64)
+    for left, right in every_pair(len(texts)):
+        if rules.first_word:  # the candidates the rules allow
+            same = first_words[left] == first_words[right]
+            left, right = left[same], right[same]
+        similarities = pair_similarities(numbers, len(shingles), weights, offsets, left, right)
+        histogram += similarity_histogram(similarities, copies[left] * copies[right])
+        for side in (left, right):
+            np.maximum.at(nearest, side, similarities)
+    if histogram.sum() < MIN_TAIL_PAIRS:
+        return rules, choice
+    read = choose_threshold(histogram, FALLBACK_THRESHOLD, similarity_histogram(nearest))
+    candidates = f"{choice.reason.partition(',')[0]}, too few"
+    reason = f"{candidates}; all {int(histogram.sum()):,} pairs of records: {read.reason}"
+    return replace(rules, threshold=read.threshold), replace(read, reason=reason)
+
+
+PAIRS_PER_STEP = 2_000_000  # pairs of every_pair at once
+
+
+def every_pair(count: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Every pair (a, b) with a < b < count, about PAIRS_PER_STEP at a time, rows of a at a
+    time: 24,628 records' 300 million pairs are never held at once."""
+    first = 0
+    while first < count - 1:
+        last = first + 1  # rows [first, last) hold ~PAIRS_PER_STEP pairs
+        pairs = count - 1 - first
+        while last < count - 1 and pairs + (count - 1 - last) <= PAIRS_PER_STEP:
+            pairs += count - 1 - last
+            last += 1
+        rows = np.arange(first, last)
+        lengths = count - 1 - rows
+        a = np.repeat(rows, lengths)
+        b = np.arange(len(a)) - np.repeat(np.cumsum(lengths) - lengths, lengths) + a + 1
+        yield a, b
+        first = last
 
 
 @contextmanager

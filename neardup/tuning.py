@@ -103,6 +103,9 @@ def tune(threshold: float, num_hashes: int) -> Tuning:
 
 HISTOGRAM_BINS = 50  # bins of 0.02 over [0, 1]
 MIN_CANDIDATES = 20  # fewer candidate pairs than this make no histogram to read
+# Where the tail of one hump ends is read from at least this many pairs: a few dozen, as ten
+# records make, hold less than a pair a bin right beside their peak.
+MIN_TAIL_PAIRS = 1_000
 # A hump above a valley holds this many times the pairs of the valley's floor bin, and at least
 # MIN_CANDIDATES: a share of all the pairs would not do, as a complete report's candidates grow
 # with the square of the records and its near-duplicates with the records.
@@ -179,8 +182,9 @@ def choose_threshold(
     near-duplicates, or too few to make a hump: no two records held are as similar as that, so
     a record that is is unlike the rest, and a report lists the few above it. A fixed 0.5
     listed 93 pairs of 10,000 generated people with their copies taken out, where the tail's
-    end lists 1, and 5 copies put back are 5 of 98 pairs at 0.5 against 5 of 6. Pairs that
-    never thin out on their way to 1, or fewer than MIN_CANDIDATES, give ``fallback``.
+    end lists 1, and 5 copies put back are 5 of 98 pairs at 0.5 against 5 of 6. The tail is
+    read from MIN_TAIL_PAIRS pairs or more (a report of a small store reads every pair of it
+    then). Pairs that never thin out on their way to 1, or fewer, give ``fallback``.
     Measured on Febrl 1, 3, 4, the Kijiji ads, generated documents, seven public benchmarks and
     the same with their duplicates taken out (benchmarks/README.md).
     """
@@ -190,11 +194,15 @@ def choose_threshold(
         return ThresholdChoice(fallback, False, f"{int(total)} candidate pairs, too few to read")
     smooth = _smoothed(counts)
     best: tuple[tuple[int, float, float], int, int] | None = None  # rank, valley bin, peak bin
+    low_hump = 0  # the peak of the highest hump of pairs too unlike to be near-duplicates
     for start, end in _minimum_runs(smooth):
         left, right = int(smooth[:start].argmax()), end + int(smooth[end:].argmax())
         lower_peak = min(smooth[left], smooth[right])
         floor = smooth[start]
-        if floor > VALLEY_DEPTH * lower_peak or not _hump_above(counts, end, floor):
+        if floor > VALLEY_DEPTH * lower_peak or not _heavy_above(counts, end, floor):
+            continue
+        if _median_above(counts, end) < MIN_HUMP:
+            low_hump = max(low_hump, right)
             continue
         # The hump highest up first, then the deepest valley below it, then the widest floor
         # (of two empty gaps, the wider one parts the humps), then the heavier split.
@@ -209,7 +217,11 @@ def choose_threshold(
             )
         if nearest is not None and (split := _upper_split(nearest)):
             return ThresholdChoice(split / bins, True, NEAREST_SPLIT)
-        if end := _tail_end(counts):
+        if total < MIN_TAIL_PAIRS:
+            return ThresholdChoice(
+                fallback, False, f"{int(total)} candidate pairs, too few to read"
+            )
+        if end := _tail_end(counts, low_hump):
             return ThresholdChoice(end / bins, True, TAIL_END)
         return ThresholdChoice(fallback, False, "no valley between two humps")
     _, valley, peak = best
@@ -225,14 +237,15 @@ def _upper_split(histogram: np.ndarray) -> int:
     return split if split and _hump_above(counts, split, _smoothed(counts)[split]) else 0
 
 
-def _tail_end(counts: np.ndarray) -> int:
+def _tail_end(counts: np.ndarray, low_hump: int = 0) -> int:
     """The bin where the pairs of unrelated records thin out: the first above the highest bin
-    under MIN_HUMP where the histogram smoothed over 3 bins holds less than a pair a bin; 0
-    when none lies under MIN_HUMP or the pairs never thin out."""
+    under MIN_HUMP, or the peak of a hump of them higher up (``low_hump``: every pair of fifty
+    people peaks at 0, pairs of one town at 0.3), where the histogram smoothed over 3 bins
+    holds less than a pair a bin; 0 when none lies under MIN_HUMP or the pairs never thin out."""
     below = int(MIN_HUMP * len(counts))
     if not counts[:below].any():
         return 0
-    peak = int(counts[:below].argmax())
+    peak = max(int(counts[:below].argmax()), low_hump)
     # A smoothed bin b averages bins b-1..b+1: the tail ends at the first of those three.
     sparse = np.flatnonzero(_smoothed(counts)[peak + 1 : len(counts) - 1] < 1)
     return peak + int(sparse[0]) if len(sparse) else 0
@@ -248,12 +261,19 @@ def _hump_above(counts: np.ndarray, start: int, floor: float) -> bool:
     """Whether the pairs from bin ``start`` up are a hump of near-duplicates: at least
     MIN_UPPER_MASS times a ``floor`` bin's pairs, and MIN_CANDIDATES (more than the tail of the
     pairs below), with their median at MIN_HUMP or above."""
+    return _heavy_above(counts, start, floor) and _median_above(counts, start) >= MIN_HUMP
+
+
+def _heavy_above(counts: np.ndarray, start: int, floor: float) -> bool:
+    """Whether the pairs from bin ``start`` up are at least MIN_UPPER_MASS times a ``floor``
+    bin's pairs, and MIN_CANDIDATES."""
+    return counts[start:].sum() >= max(MIN_CANDIDATES, MIN_UPPER_MASS * floor)
+
+
+def _median_above(counts: np.ndarray, start: int) -> float:
+    """The similarity of the median pair from bin ``start`` up (the middle of its bin)."""
     above = np.cumsum(counts[start:])
-    median = start + int(np.searchsorted(above, above[-1] / 2))
-    return (
-        above[-1] >= max(MIN_CANDIDATES, MIN_UPPER_MASS * floor)
-        and (median + 0.5) / len(counts) >= MIN_HUMP
-    )
+    return (start + int(np.searchsorted(above, above[-1] / 2)) + 0.5) / len(counts)
 
 
 def _otsu_split(counts: np.ndarray) -> int:

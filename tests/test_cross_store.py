@@ -14,6 +14,7 @@ import pytest
 from neardup import api
 from neardup.errors import TooManyPairs
 from neardup.fingerprint import TOKEN_FIELDS
+from neardup.generate import write_corpus
 from neardup.report import Strategy, find_pairs
 from neardup.searcher import MatchRules
 from neardup.settings import RulesRequest
@@ -158,5 +159,29 @@ def test_tune_store_reads_the_same_on_every_store(request, kind, sqlite_url, tmp
     assert expected[3] is not None and 0 < expected[3] <= 1
     try:
         assert tuned(server.new_store_url()) == expected
+    finally:
+        server.drop_made()
+
+
+@pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
+def test_a_small_store_reads_the_same_threshold_from_every_pair(
+    request, kind, sqlite_url, tmp_path
+) -> None:
+    """Sixty people make too few candidate pairs to read a threshold from: every pair of
+    them is read instead, from the engine's records as from the embedded store's."""
+    server = request.getfixturevalue(f"{kind}_server")
+    people = tmp_path / "people.tsv"
+    write_corpus(people, None, 60, kind="people", seed=1, duplicates=0.1)
+
+    def reported(url: str) -> tuple:
+        api.index([people], url)
+        pairs = api.report(url)
+        measured = api.last_report(url)
+        return measured.threshold, measured.how, pairs
+
+    expected = reported(sqlite_url)
+    assert "all 1,770 pairs of records" in expected[1]
+    try:
+        assert reported(server.new_store_url()) == expected
     finally:
         server.drop_made()

@@ -35,6 +35,7 @@ from neardup.stores import StoredRecord
 from neardup.tuning import (
     HISTOGRAM_BINS,
     MIN_CANDIDATES,
+    MIN_TAIL_PAIRS,
     TAIL_END,
     ThresholdChoice,
     band_choices,
@@ -200,6 +201,17 @@ def test_with_no_valley_the_threshold_is_where_the_tail_thins_out() -> None:
     assert choose_threshold(one_hump, 0.5) == ThresholdChoice(0.24, True, TAIL_END)
 
 
+def test_the_tail_ends_above_a_hump_too_unlike_to_be_copies() -> None:
+    """Every pair of fifty people: most share nothing (0), pairs of one town make a second
+    hump at 0.3, too low for near-duplicates. The tail ends above that hump, not between the
+    two."""
+    pairs = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
+    pairs[:8] = [2800, 366, 213, 141, 48, 24, 15, 6]
+    pairs[13:20] = [3, 9, 27, 9, 6, 6, 6]
+    assert pairs.sum() >= MIN_TAIL_PAIRS
+    assert choose_threshold(pairs, 0.5) == ThresholdChoice(0.4, True, TAIL_END)
+
+
 def test_too_few_pairs_fall_back() -> None:
     few = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
     few[[5, 48]] = [3, 4]
@@ -207,6 +219,38 @@ def test_too_few_pairs_fall_back() -> None:
         0.6, False, "7 candidate pairs, too few to read"
     )
     assert MIN_CANDIDATES > 7
+    # One hump of a few hundred pairs: beside its peak, less than a pair a bin already.
+    one_hump = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
+    one_hump[:6] = [300, 200, 100, 30, 5, 1]
+    assert choose_threshold(one_hump, 0.6) == ThresholdChoice(
+        0.6, False, "636 candidate pairs, too few to read"
+    )
+    assert MIN_TAIL_PAIRS > 636
+
+
+def test_a_small_store_reads_its_threshold_from_every_pair(tmp_path: Path) -> None:
+    """Sixty generated people make too few candidate pairs to read where their tail ends;
+    every pair of them is 1,770, and the threshold read from those lists the copies and
+    nearly nothing else, where the candidates' tail listed 26 pairs for 7 copies. Ten people
+    make 45 pairs in all: the fallback, said as such."""
+    people, truth = tmp_path / "people.tsv", tmp_path / "truth.tsv"
+    write_corpus(people, truth, 60, kind="people", seed=1, duplicates=0.1)
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    api.index([people], url)
+    listed = {(p.left_id, p.right_id) for p in api.report(url)}
+    chosen = api.last_report(url)
+    assert sum(chosen.histogram) < MIN_TAIL_PAIRS
+    assert chosen.how.endswith(f"too few; all 1,770 pairs of records: {TAIL_END}")
+    true = {tuple(sorted(line.split("\t")[:2])) for line in truth.read_text().splitlines()[1:]}
+    assert true <= listed and len(listed - true) <= 1
+    with api.opened(url) as store:  # a lookup applies the same threshold
+        assert api.rules_for(store).threshold == chosen.threshold
+    ten = tmp_path / "ten.tsv"
+    write_corpus(ten, None, 10, kind="people", seed=1, duplicates=0.0)
+    small = f"sqlite:///{tmp_path / 'ten.db'}"
+    api.index([ten], small)
+    api.report(small)
+    assert api.last_report(small).how.endswith("too few to read; the fallback")
 
 
 def test_every_command_gives_one_answer_whether_or_not_a_report_ran(tmp_path: Path) -> None:

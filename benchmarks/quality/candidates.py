@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -33,29 +33,9 @@ from public import Dataset
 
 from neardup import api
 from neardup.fingerprint import pair_similarities, shingle_numbers
-from neardup.report import Pair, shingle_weights
+from neardup.report import Pair, every_pair, shingle_weights
 from neardup.settings import FALLBACK_THRESHOLD
 from neardup.tuning import choose_threshold, similarity_histogram
-
-PAIRS_PER_STEP = 2_000_000  # brute-force pairs measured at once
-
-
-def every_pair(count: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Every pair (a, b) with a < b < count, about PAIRS_PER_STEP at a time, rows of a at a
-    time: 24,628 records' 300 million pairs are never held at once."""
-    first = 0
-    while first < count - 1:
-        last = first + 1  # rows [first, last) hold ~PAIRS_PER_STEP pairs
-        pairs = count - 1 - first
-        while last < count - 1 and pairs + (count - 1 - last) <= PAIRS_PER_STEP:
-            pairs += count - 1 - last
-            last += 1
-        rows = np.arange(first, last)
-        lengths = count - 1 - rows
-        a = np.repeat(rows, lengths)
-        b = np.arange(len(a)) - np.repeat(np.cumsum(lengths) - lengths, lengths) + a + 1
-        yield a, b
-        first = last
 
 
 class Measured(NamedTuple):
