@@ -245,6 +245,23 @@ def test_a_small_store_reads_its_threshold_from_every_pair(tmp_path: Path) -> No
     assert true <= listed and len(listed - true) <= 1
     with api.opened(url) as store:  # a lookup applies the same threshold
         assert api.rules_for(store).threshold == chosen.threshold
+    # With the first-word filter, only pairs of one first word are candidates, and counted.
+    hundred = tmp_path / "hundred.tsv"
+    write_corpus(hundred, None, 100, kind="people", seed=1, duplicates=0.0)
+    lines = hundred.read_text().splitlines()
+    split = tmp_path / "split.tsv"
+    split.write_text(
+        "\n".join(
+            [lines[0]]
+            + [f"{i}\t{'alpha' if n % 2 else 'beta'} {text}" for n, (i, text) in
+               enumerate(line.split("\t", 1) for line in lines[1:])]
+        )
+        + "\n"
+    )  # fmt: skip
+    filtered = f"sqlite:///{tmp_path / 'split.db'}"
+    api.index([split], filtered)
+    api.report(filtered, rules={"first_word": True})
+    assert "all 2,450 pairs of records" in api.last_report(filtered).how  # 2 x 50 x 49 / 2
     ten = tmp_path / "ten.tsv"
     write_corpus(ten, None, 10, kind="people", seed=1, duplicates=0.0)
     small = f"sqlite:///{tmp_path / 'ten.db'}"
