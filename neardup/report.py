@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from itertools import combinations
 from operator import attrgetter
 from typing import Literal, TypeVar
@@ -41,7 +42,13 @@ from .searcher import MatchRules, Searcher, natural_key
 from .selfjoin import Contents, LeftOut, read_contents, scored_pairs
 from .settings import FALLBACK_THRESHOLD, LONG_TEXT
 from .stores import Buckets, Store
-from .tuning import MIN_TAIL_PAIRS, ThresholdChoice, choose_threshold, similarity_histogram
+from .tuning import (
+    MIN_TAIL_PAIRS,
+    ThresholdChoice,
+    choose_from_every_pair,
+    choose_threshold,
+    similarity_histogram,
+)
 
 Grouping = Literal["center", "components"]
 GROUPINGS: tuple[Grouping, ...] = ("center", "components")
@@ -310,9 +317,8 @@ def _measured_and_verified(
     histogram = _histogram(similarities, copies, low, high)
     automatic = rules.auto_threshold
     nearest = _nearest_histogram(similarities, copies, low, high) if automatic else None
-    applied, choice = _applied(rules, histogram, nearest)
-    if choice and not choice.from_data and len(copies) <= EVERY_PAIR_CONTENTS:
-        applied, choice = _read_from_every_pair(store, params, applied, groups_of, copies, choice)
+    all_pairs = partial(_every_pair_histograms, store, params, rules, groups_of, copies)
+    applied, choice = _applied(rules, histogram, nearest, all_pairs)
     if verify is None:
         with _phase("verifying", len(low), " pairs", progress, seconds) as bar:
             verified = _verified(applied, groups_of, (low, high, shared, similarities), bar)
@@ -352,34 +358,40 @@ def _nearest_histogram(
 
 
 def _applied(
-    rules: MatchRules, histogram: np.ndarray, nearest: np.ndarray | None
+    rules: MatchRules,
+    histogram: np.ndarray,
+    nearest: np.ndarray | None,
+    all_pairs: Callable[[], tuple[np.ndarray, np.ndarray] | None],
 ) -> tuple[MatchRules, ThresholdChoice | None]:
     """The rules with their threshold: chosen from the candidates' similarities (and each
-    content's nearest, ``nearest``) when automatic and not chosen yet."""
+    content's nearest, ``nearest``) when automatic and not chosen yet, or from ``all_pairs``'s
+    when the candidates are too few to read it from (a small store)."""
     if not rules.to_choose:
         return rules, None
     choice = choose_threshold(histogram, FALLBACK_THRESHOLD, nearest)
+    candidates = int(histogram.sum())
+    if not choice.from_data and candidates < MIN_TAIL_PAIRS and (every := all_pairs()):
+        choice = choose_from_every_pair(candidates, *every, FALLBACK_THRESHOLD)
     return replace(rules, threshold=choice.threshold), choice
 
 
-# A store whose candidates are too few to read a threshold from (MIN_CANDIDATES) reads it from
+# A store whose candidates are too few to read a threshold from (MIN_TAIL_PAIRS) reads it from
 # every pair of its contents, up to this many: 12.5 million pairs, 3.2 s of 80-word documents.
 EVERY_PAIR_CONTENTS = 5_000
 
 
-def _read_from_every_pair(
+def _every_pair_histograms(
     store: Store,
     params: FingerprintParams,
     rules: MatchRules,
     groups_of: GroupsOf,
     copies: np.ndarray,
-    choice: ThresholdChoice,
-) -> tuple[MatchRules, ThresholdChoice]:
-    """``rules`` with the threshold read from the similarity of every pair of contents, as
-    from candidates (a small store, or one of records all unlike one another, gives too few
-    of them): unrelated records' pairs make one hump and its tail's end is the threshold
-    (:func:`neardup.tuning.choose_threshold`). ``rules`` and ``choice``, the candidates', stand
-    when every pair is still too few (a handful of contents)."""
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The histograms a threshold is read from (see :func:`_histogram` and
+    :func:`_nearest_histogram`), of every pair of contents the rules allow rather than of the
+    candidates; None past EVERY_PAIR_CONTENTS contents."""
+    if len(copies) > EVERY_PAIR_CONTENTS:
+        return None
     texts = [content for _, (_, content) in sorted(groups_of(np.arange(len(copies))).items())]
     numbers, offsets, shingles = shingle_numbers(texts, params)
     weights = None if rules.similarity == "jaccard" else shingle_weights(store, shingles)
@@ -394,12 +406,7 @@ def _read_from_every_pair(
         histogram += similarity_histogram(similarities, copies[left] * copies[right])
         for side in (left, right):
             np.maximum.at(nearest, side, similarities)
-    if histogram.sum() < MIN_TAIL_PAIRS:
-        return rules, choice
-    read = choose_threshold(histogram, FALLBACK_THRESHOLD, similarity_histogram(nearest))
-    candidates = f"{choice.reason.partition(',')[0]}, too few"
-    reason = f"{candidates}; all {int(histogram.sum()):,} pairs of records: {read.reason}"
-    return replace(rules, threshold=read.threshold), replace(read, reason=reason)
+    return histogram, similarity_histogram(nearest)
 
 
 PAIRS_PER_STEP = 2_000_000  # pairs of every_pair at once

@@ -8,7 +8,7 @@ mass is the area under P below t (pairs that become candidates for nothing). Pur
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -227,6 +227,22 @@ def choose_threshold(
     _, valley, peak = best
     peaks = f"below the hump at {(peak + 0.5) / bins:.2f}"
     return ThresholdChoice(round((valley + 0.5) / bins, 2), True, f"the valley {peaks}")
+
+
+def choose_from_every_pair(
+    candidates: int, histogram: np.ndarray, nearest: np.ndarray, fallback: float
+) -> ThresholdChoice:
+    """The threshold read as :func:`choose_threshold` reads it, from the histograms of every
+    pair of a store's contents, when its ``candidates`` pairs were too few to read it from (a
+    small store, or one of records all unlike one another); ``fallback`` for fewer than
+    MIN_TAIL_PAIRS pairs in all (a few dozen records)."""
+    pairs = int(np.sum(histogram))
+    if pairs < MIN_TAIL_PAIRS:
+        few = f"{candidates:,} candidate pairs, {pairs:,} pairs of records in all: too few to read"
+        return ThresholdChoice(fallback, False, few)
+    read = choose_threshold(histogram, fallback, nearest)
+    every = f"{candidates:,} candidate pairs, too few; all {pairs:,} pairs of records"
+    return replace(read, reason=f"{every}: {read.reason}")
 
 
 def _upper_split(histogram: np.ndarray) -> int:

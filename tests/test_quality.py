@@ -267,7 +267,9 @@ def test_a_small_store_reads_its_threshold_from_every_pair(tmp_path: Path) -> No
     small = f"sqlite:///{tmp_path / 'ten.db'}"
     api.index([ten], small)
     api.report(small)
-    assert api.last_report(small).how.endswith("too few to read; the fallback")
+    assert api.last_report(small).how.endswith(
+        "pairs of records in all: too few to read; the fallback"
+    )
 
 
 def test_every_command_gives_one_answer_whether_or_not_a_report_ran(tmp_path: Path) -> None:
