@@ -193,6 +193,7 @@ def choose_threshold(
     if total < MIN_CANDIDATES:
         return ThresholdChoice(fallback, False, f"{int(total)} candidate pairs, too few to read")
     smooth = _smoothed(counts)
+    below = int(MIN_HUMP * bins)
     best: tuple[tuple[int, float, float], int, int] | None = None  # rank, valley bin, peak bin
     low_hump = 0  # the peak of the highest hump of pairs too unlike to be near-duplicates
     for start, end in _minimum_runs(smooth):
@@ -202,7 +203,8 @@ def choose_threshold(
         if floor > VALLEY_DEPTH * lower_peak or not _heavy_above(counts, end, floor):
             continue
         if _median_above(counts, end) < MIN_HUMP:
-            low_hump = max(low_hump, right)
+            if end < below:  # its peak under MIN_HUMP: copies above it are no part of it
+                low_hump = max(low_hump, end + int(smooth[end:below].argmax()))
             continue
         # The hump highest up first, then the deepest valley below it, then the widest floor
         # (of two empty gaps, the wider one parts the humps), then the heavier split.
@@ -253,7 +255,7 @@ def _upper_split(histogram: np.ndarray) -> int:
     return split if split and _hump_above(counts, split, _smoothed(counts)[split]) else 0
 
 
-def _tail_end(counts: np.ndarray, low_hump: int = 0) -> int:
+def _tail_end(counts: np.ndarray, low_hump: int) -> int:
     """The bin where the pairs of unrelated records thin out: the first above the highest bin
     under MIN_HUMP, or the peak of a hump of them higher up (``low_hump``: every pair of fifty
     people peaks at 0, pairs of one town at 0.3), where the histogram smoothed over 3 bins

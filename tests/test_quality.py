@@ -210,6 +210,12 @@ def test_the_tail_ends_above_a_hump_too_unlike_to_be_copies() -> None:
     pairs[13:20] = [3, 9, 27, 9, 6, 6, 6]
     assert pairs.sum() >= MIN_TAIL_PAIRS
     assert choose_threshold(pairs, 0.5) == ThresholdChoice(0.4, True, TAIL_END)
+    # A wide low hump, and 19 copies at 0.9, too few for a hump of their own but a higher bin:
+    # the tail is read above the low hump's own peak, and the copies stay above it.
+    pairs[8:] = 0
+    pairs[13:25] = 5
+    pairs[45] = 19
+    assert choose_threshold(pairs, 0.5) == ThresholdChoice(0.5, True, TAIL_END)
 
 
 def test_too_few_pairs_fall_back() -> None:
