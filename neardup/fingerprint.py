@@ -467,6 +467,11 @@ def _shingle_counts(offsets: np.ndarray, params: FingerprintParams) -> np.ndarra
 _PASS_SIZE = 1000
 
 
+def first_word(content: str) -> str:
+    """The first word of a normalised content: what the first-word filter compares."""
+    return content.partition(" ")[0]
+
+
 def fingerprint_batch(
     texts: Sequence[str],
     params: FingerprintParams,
@@ -506,7 +511,7 @@ def fingerprint_batch(
         Fingerprint(
             content=content,
             md5=md5,
-            first_word=content.partition(" ")[0],
+            first_word=first_word(content),
             num_words=num_words,
             shingle_hashes=shingle_hashes,
             signature=signature,

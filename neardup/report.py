@@ -32,6 +32,7 @@ from .fingerprint import (
     FingerprintParams,
     TokenField,
     distinct,
+    first_word,
     jaccard_pairs,
     pair_similarities,
     shingle_numbers,
@@ -395,7 +396,7 @@ def _every_pair_histograms(
     texts = [content for _, (_, content) in sorted(groups_of(np.arange(len(copies))).items())]
     numbers, offsets, shingles = shingle_numbers(texts, params)
     weights = None if rules.similarity == "jaccard" else shingle_weights(store, shingles)
-    first_words = np.unique([text.partition(" ")[0] for text in texts], return_inverse=True)[1]
+    first_words = np.unique([first_word(text) for text in texts], return_inverse=True)[1]
     histogram = similarity_histogram(np.empty(0))
     nearest = (copies > 1).astype(np.float64)
     for left, right in every_pair(len(texts)):
@@ -403,7 +404,7 @@ def _every_pair_histograms(
             same = first_words[left] == first_words[right]
             left, right = left[same], right[same]
         similarities = pair_similarities(numbers, len(shingles), weights, offsets, left, right)
-        histogram += similarity_histogram(similarities, copies[left] * copies[right])
+        histogram += _histogram(similarities, copies, left, right)
         for side in (left, right):
             np.maximum.at(nearest, side, similarities)
     return histogram, similarity_histogram(nearest)

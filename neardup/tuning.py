@@ -190,8 +190,9 @@ def choose_threshold(
     """
     counts = np.asarray(histogram, dtype=np.float64)
     bins, total = len(counts), counts.sum()
+    too_few = ThresholdChoice(fallback, False, f"{int(total)} candidate pairs, too few to read")
     if total < MIN_CANDIDATES:
-        return ThresholdChoice(fallback, False, f"{int(total)} candidate pairs, too few to read")
+        return too_few
     smooth = _smoothed(counts)
     below = int(MIN_HUMP * bins)
     best: tuple[tuple[int, float, float], int, int] | None = None  # rank, valley bin, peak bin
@@ -220,9 +221,7 @@ def choose_threshold(
         if nearest is not None and (split := _upper_split(nearest)):
             return ThresholdChoice(split / bins, True, NEAREST_SPLIT)
         if total < MIN_TAIL_PAIRS:
-            return ThresholdChoice(
-                fallback, False, f"{int(total)} candidate pairs, too few to read"
-            )
+            return too_few
         if end := _tail_end(counts, low_hump):
             return ThresholdChoice(end / bins, True, TAIL_END)
         return ThresholdChoice(fallback, False, "no valley between two humps")
