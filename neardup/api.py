@@ -146,8 +146,9 @@ def index(
     ``threshold`` is the least similarity the store is for: the LSH bands are tuned for it
     (unless ``params`` gives them), and later lookups and reports use it, as they use the
     ``preset``'s rules. A record whose id came earlier in the run replaces the earlier one and
-    is counted (``on_duplicate_id="replace"``), is skipped and counted (``"skip"``), or stops
-    the run before anything is written (``"error"``). With ``skip_duplicates``, a record that
+    is counted (``on_duplicate_id="replace"``), is skipped and counted (``"skip"``), is kept
+    under its id numbered, ``ID#2``, ``ID#3``, and counted (``"keep"``), or stops the run before
+    anything is written (``"error"``). With ``skip_duplicates``, a record that
     has a near-duplicate in the store or earlier in the files is not stored; the summary counts
     it and ``summary.duplicates`` says of what.
     """
@@ -191,7 +192,9 @@ def index(
                     bar.update(done + reader.bytes_read - bar.n)
 
                 if skip_duplicates:
-                    _add_unique(target, reader, batch_size, summary, preset, advance)
+                    _add_unique(
+                        target, reader, batch_size, summary, preset, on_duplicate_id, advance
+                    )
                 else:
                     index_records(
                         target,
@@ -300,24 +303,47 @@ def _add_unique(
     batch_size: int,
     summary: IndexSummary,
     preset: str | None,
+    on_duplicate_id: OnDuplicateId,
     on_batch: Callable[[], None],
 ) -> None:
-    """Store the records that have no near-duplicate in the store, counting the others."""
+    """Store the records that have no near-duplicate in the store, counting the others; a
+    repeated id goes as ``on_duplicate_id`` says, a replacing record only if it is unique."""
     started = time.perf_counter()
     for batch in batches(records, batch_size):
-        result = add(batch, target, if_unique=True, preset=preset, every_duplicate=False)
+        admitted = summary.admit(batch, on_duplicate_id)
         summary.read += len(batch)
-        summary.indexed += len(result.added)
-        lines = {r.id: r.line for r in batch}
-        for record_id, reason in result.skipped.items():
-            summary.skipped.add(lines[record_id], reason)
-        for record_id, found in result.duplicates.items():
-            summary.skipped.add(lines[record_id], "a near-duplicate is stored")
-            summary.duplicates.append((record_id, found[0].id, found[0].similarity))
-        summary.count_replaced([r for r in batch if r.id in result.replaced], result.replaced)
+        replacing = {id(r) for r in admitted.replacing}
+        for part in _runs_of_distinct_ids([r for r in admitted.records if r]):
+            result = add(part, target, if_unique=True, preset=preset, every_duplicate=False)
+            summary.indexed += len(result.added)
+            lines = {r.id: r.line for r in part}
+            for record_id, reason in result.skipped.items():
+                summary.skipped.add(lines[record_id], reason)
+            for record_id, found in result.duplicates.items():
+                summary.skipped.add(lines[record_id], "a near-duplicate is stored")
+                summary.duplicates.append((record_id, found[0].id, found[0].similarity))
+            added = set(result.added)
+            summary.count_replacing([r for r in part if id(r) in replacing and r.id in added])
+            stored = [r for r in part if id(r) not in replacing and r.id in result.replaced]
+            summary.count_replaced(stored, result.replaced)
         on_batch()
     summary.documents = target.count()
     summary.seconds += time.perf_counter() - started
+
+
+def _runs_of_distinct_ids(records: list[Record]) -> Iterator[list[Record]]:
+    """``records`` in runs in which no id repeats: a record replacing one of its run's own is
+    checked against it once that one is stored."""
+    run: list[Record] = []
+    ids: set[str] = set()
+    for record in records:
+        if record.id in ids:
+            yield run
+            run, ids = [], set()
+        run.append(record)
+        ids.add(record.id)
+    if run:
+        yield run
 
 
 def rules_for(

@@ -544,7 +544,8 @@ def _parser() -> argparse.ArgumentParser:
         choices=api.ON_DUPLICATE_ID,
         default="replace",
         help="a record whose id came earlier in the run: replaces the earlier one (counted), "
-        "is skipped (counted), or stops the run before anything is written (default: replace)",
+        "is skipped (counted), is kept under its id numbered, ID#2, ID#3 (counted), or stops "
+        "the run before anything is written (default: replace)",
     )
 
     lookup = add("lookup")

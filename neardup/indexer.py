@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -31,9 +31,12 @@ DEFAULT_BATCH_SIZE = 10_000
 SHARED_BATCH = 2_000
 
 # What a record whose id came earlier in the same run does: replace the earlier record (and be
-# counted), be skipped (and counted), or stop the run.
-OnDuplicateId = Literal["replace", "skip", "error"]
-ON_DUPLICATE_ID: tuple[OnDuplicateId, ...] = ("replace", "skip", "error")
+# counted), be skipped (and counted), be kept under its id numbered (and counted), or stop the
+# run. Keeping is for files whose ids are not unique (freeDB's disc ids name different discs).
+OnDuplicateId = Literal["replace", "skip", "keep", "error"]
+ON_DUPLICATE_ID: tuple[OnDuplicateId, ...] = ("replace", "skip", "keep", "error")
+# A kept repeat's id: its own, this, and its number among the records of the run holding it.
+KEPT_ID_MARK = "#"
 
 
 class SeenIds:
@@ -65,17 +68,29 @@ class SeenIds:
 
 
 @dataclass
+class Admitted:
+    """What a run does with a batch of records (:meth:`IndexSummary.admit`)."""
+
+    records: list[Record | None]  # each record as it is to be indexed, or None: not indexed
+    first: list[Record]  # those whose id is new to the run (a kept repeat's numbered one too)
+    replacing: list[Record]  # repeats of an id to be stored in place of the earlier record
+
+
+@dataclass
 class IndexSummary:
     read: int = 0
     indexed: int = 0
     skipped: SkipLog = field(default_factory=SkipLog)
     replaced: SkipLog = field(default_factory=lambda: SkipLog(keep=3))  # replaced earlier ones
+    kept: SkipLog = field(default_factory=lambda: SkipLog(keep=3))  # repeats kept, numbered
     # stored records, from before this run, that a record of the run replaced (same id)
     replaced_stored: SkipLog = field(default_factory=lambda: SkipLog(keep=3))
     seconds: float = 0.0
     documents: int = 0  # records in the store afterwards
     params: ParamsRequest = None
     ids: SeenIds = field(default_factory=SeenIds, repr=False)  # every id indexed in this run
+    # the last number given to each id kept more than once (see KEPT_ID_MARK)
+    numbered: dict[str, int] = field(default_factory=dict, repr=False)
     text: list[str] = field(default_factory=list)  # each file's text fields, where neardup chose
     damaged: list[str] = field(default_factory=list)  # files whose rest could not be read
     # with skip_duplicates: (record not stored, the stored duplicate, similarity)
@@ -83,23 +98,20 @@ class IndexSummary:
 
     def describe(self) -> str:
         rate = self.indexed / self.seconds if self.seconds else 0.0
-        replaced = ""
-        if self.replaced.total:
-            first = ", ".join(reason for _, reason in self.replaced.examples)
-            replaced = (
-                f"; replaced {self.replaced.total} earlier records with a repeated id "
-                f"(first: {first})"
-            )
-        if self.replaced_stored.total:
-            first = ", ".join(reason for _, reason in self.replaced_stored.examples)
-            replaced += (
-                f"; replaced {self.replaced_stored.total} stored "
-                f"record{'' if self.replaced_stored.total == 1 else 's'} with the same id "
-                f"(first: {first})"
-            )
+        repeats = [
+            (self.replaced, "replaced {} earlier {} with a repeated id"),
+            (self.kept, "kept {} {} with a repeated id under a numbered id"),
+            (self.replaced_stored, "replaced {} stored {} with the same id"),
+        ]
+        repeated = "".join(
+            f"; {text.format(log.total, 'record' if log.total == 1 else 'records')} "
+            f"(first: {', '.join(reason for _, reason in log.examples)})"
+            for log, text in repeats
+            if log.total
+        )
         return "".join(f"{line}\n" for line in self.text) + (
             f"read {self.read}, indexed {self.indexed}, skipped {self.skipped.summary()}"
-            f"{replaced}; {self.seconds:.1f} s ({rate:,.0f} records/s); "
+            f"{repeated}; {self.seconds:.1f} s ({rate:,.0f} records/s); "
             f"store holds {self.documents}"
         )
 
@@ -110,6 +122,7 @@ class IndexSummary:
             "skipped": self.skipped.total,
             "skipped_by_reason": dict(self.skipped.reasons),
             "replaced": self.replaced.total,
+            "kept": self.kept.total,
             "replaced_stored": self.replaced_stored.total,
             "replaced_stored_first": [reason for _, reason in self.replaced_stored.examples],
             "documents": self.documents,
@@ -122,24 +135,51 @@ class IndexSummary:
             ],
         }
 
-    def admit(
-        self, records: Sequence[Record], on_duplicate_id: OnDuplicateId
-    ) -> tuple[list[bool], list[Record]]:
-        """Whether to index each record, by its id and the run so far (repeats are counted),
-        and the records whose id is new to the run."""
+    def admit(self, records: Sequence[Record], on_duplicate_id: OnDuplicateId) -> Admitted:
+        """Which records to index, by their ids and the run so far: see :class:`Admitted`.
+        Skipped and kept repeats are counted here; replacing ones by the caller, who knows
+        whether they were stored."""
         problems = [id_problem(r.id) for r in records]
         new = iter(
             self.ids.first_seen([r.id for r, p in zip(records, problems, strict=True) if not p])
         )
-        admitted, first = [], []
+        admitted = Admitted([], [], [])
         for record, problem in zip(records, problems, strict=True):
-            seen_first = not problem and next(new)
             if problem:
                 self.skipped.add(record.line, problem)
-            elif seen_first:
-                first.append(record)
-            admitted.append(seen_first or (not problem and self._repeated(record, on_duplicate_id)))
-        return admitted, first
+                record = None
+            elif next(new):
+                admitted.first.append(record)
+            elif on_duplicate_id == "keep":
+                if record := self._numbered(record):
+                    admitted.first.append(record)
+            elif self._repeated(record, on_duplicate_id):
+                admitted.replacing.append(record)
+            else:
+                record = None
+            admitted.records.append(record)
+        return admitted
+
+    def count_replacing(self, records: Sequence[Record]) -> None:
+        """Count and name ``records`` stored in place of an earlier record of the run."""
+        for record in records:
+            self.replaced.add(record.line, f"{record.id!r} at line {record.line}")
+
+    def _numbered(self, record: Record) -> Record | None:
+        """A repeat of an id, under the id with the next number no record of the run has
+        (``a1#2``, ``a1#3``), counted; None, counted as skipped, where that id is too long."""
+        number = self.numbered.get(record.id, 1)
+        while True:
+            number += 1
+            kept_id = f"{record.id}{KEPT_ID_MARK}{number}"
+            if problem := id_problem(kept_id):
+                self.skipped.add(record.line, f"repeated id, numbered: {problem}")
+                return None
+            if self.ids.first_seen([kept_id])[0]:
+                break
+        self.numbered[record.id] = number
+        self.kept.add(record.line, f"{record.id!r} at line {record.line} as {kept_id!r}")
+        return replace(record, id=kept_id)
 
     def count_replaced(self, records: Sequence[Record], held: Collection[str]) -> None:
         """Count and name the ``records`` whose id the store ``held`` before the run."""
@@ -152,12 +192,11 @@ class IndexSummary:
         if on_duplicate_id == "error":
             raise NeardupError(
                 f"line {record.line}: the id {record.id!r} came earlier in this run "
-                "(--on-duplicate-id replace or skip goes on)"
+                "(--on-duplicate-id replace, skip or keep goes on)"
             )
         if on_duplicate_id == "skip":
             self.skipped.add(record.line, "repeated id")
             return False
-        self.replaced.add(record.line, f"{record.id!r} at line {record.line}")
         return True
 
 
@@ -269,11 +308,13 @@ def _index_batch(
             worded.append((record, fp))
         else:
             summary.skipped.add(record.line, "no words after normalisation")
-    admitted, first = summary.admit([record for record, _ in worded], on_duplicate_id)
+    admitted = summary.admit([record for record, _ in worded], on_duplicate_id)
+    summary.count_replacing(admitted.replacing)
+    first = admitted.first
     documents = [
         Document(record.id, fp, summary.params.fields)
-        for (record, fp), admit in zip(worded, admitted, strict=True)
-        if admit
+        for record, (_, fp) in zip(admitted.records, worded, strict=True)
+        if record
     ]
     looked_up = writer.lend(writer.store.get, [r.id for r in first]) if held and first else None
     writer.write(documents)

@@ -34,6 +34,7 @@ from neardup.report import (
 from neardup.searcher import MAX_CANDIDATES, MatchRules, Searcher, natural_key
 from neardup.selfjoin import Contents, counted_pairs, read_contents, scored_pairs
 from neardup.stores import CandidateQuery, TokenField
+from neardup.stores.base import MAX_ID_BYTES
 from neardup.tuning import choose_threshold
 from tests.corpora import corpus
 
@@ -507,6 +508,78 @@ def test_a_repeated_id_can_be_skipped_or_stop_the_run(tmp_path: Path, sqlite_url
     assert (summary.indexed, summary.documents, summary.skipped.reasons["repeated id"]) == (3, 3, 2)
     with api.opened(sqlite_url) as store:
         assert store.get(["1"])["1"].content == "first text of one"
+
+
+def test_a_repeated_id_can_be_kept_under_a_numbered_id(tmp_path: Path, sqlite_url: str) -> None:
+    """Files whose ids are not unique (freeDB's disc ids) keep every record: a repeat is stored
+    as ID#2, ID#3, past any id of the file that holds such a name already, and the same file
+    indexed again replaces the same records."""
+    path = tmp_path / "discs.csv"
+    path.write_text(
+        "id,text\n1,first disc\n1#2,a record named like a numbered one\n2,another disc\n"
+        "1,second disc\n1,third disc\n"
+    )
+    summary = api.index([path], sqlite_url, on_duplicate_id="keep")
+    assert (summary.read, summary.indexed, summary.documents) == (5, 5, 5)
+    assert (
+        "kept 2 records with a repeated id under a numbered id (first: '1' at line 5 as "
+        "'1#3', '1' at line 6 as '1#4')" in summary.describe()
+    )
+    with api.opened(sqlite_url) as store:
+        held = store.get(["1", "1#2", "1#3", "1#4"])
+        assert [held[i].content for i in ("1", "1#2", "1#3", "1#4")] == [
+            "first disc", "a record named like a numbered one", "second disc", "third disc"
+        ]  # fmt: skip
+    again = api.index([path], sqlite_url, on_duplicate_id="keep")
+    assert (again.kept.total, again.replaced_stored.total, again.documents) == (2, 5, 5)
+
+
+def test_a_repeat_too_long_to_number_is_skipped_and_counted(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    long_id = "x" * MAX_ID_BYTES
+    path = tmp_path / "long.csv"
+    path.write_text(f"id,text\n{long_id},one text\n{long_id},another text\n")
+    summary = api.index([path], sqlite_url, on_duplicate_id="keep")
+    assert (summary.indexed, summary.documents) == (1, 1)
+    assert summary.skipped.reasons == {
+        f"repeated id, numbered: id longer than {MAX_ID_BYTES} bytes": 1
+    }
+
+
+@pytest.mark.parametrize(
+    ("on_duplicate_id", "held", "counted"),
+    [
+        ("replace", {"1": "trains and rails of the north", "2": "ships"}, "replaced 1 earlier"),
+        ("skip", {"1": "the quick brown fox jumps", "2": "ships"}, "1 repeated id"),
+        ("keep", {"1": "the quick brown fox jumps", "1#2": "trains and rails of the north",
+                  "2": "ships"}, "kept 1 record"),
+    ],
+)  # fmt: skip
+def test_indexing_only_unique_records_treats_a_repeated_id_as_asked(
+    tmp_path: Path, sqlite_url: str, on_duplicate_id: str, held: dict[str, str], counted: str
+) -> None:
+    path = tmp_path / "records.csv"
+    path.write_text(
+        "id,text\n1,the quick brown fox jumps\n2,ships\n1,trains and rails of the north\n"
+    )
+    summary = api.index([path], sqlite_url, skip_duplicates=True, on_duplicate_id=on_duplicate_id)
+    assert counted in summary.describe()
+    with api.opened(sqlite_url) as store:
+        assert {i: r.content for i, r in store.get([*held, "1#2"]).items()} == held
+
+
+def test_a_repeat_that_is_a_near_duplicate_replaces_nothing_when_only_unique_records_are_stored(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    path = tmp_path / "records.csv"
+    path.write_text(
+        "id,text\n1,the quick brown fox jumps over the lazy dog\n"
+        "1,the quick brown fox jumps over the lazy dogs\n"
+    )
+    summary = api.index([path], sqlite_url, skip_duplicates=True)
+    assert (summary.indexed, summary.replaced.total, summary.documents) == (1, 0, 1)
+    assert summary.duplicates[0][:2] == ("1", "1")
 
 
 def test_ids_repeated_across_files_are_counted(tmp_path: Path, sqlite_url: str) -> None:
