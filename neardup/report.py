@@ -45,6 +45,7 @@ from .settings import FALLBACK_THRESHOLD, LONG_TEXT
 from .stores import Buckets, Store
 from .tuning import (
     MIN_TAIL_PAIRS,
+    EveryPair,
     ThresholdChoice,
     choose_from_every_pair,
     choose_threshold,
@@ -351,33 +352,49 @@ def _nearest_histogram(
 ) -> np.ndarray:
     """How many contents have their most similar other content in each bin: 1 for a content
     several records hold, 0 for one that no candidate pair names."""
-    nearest = np.zeros(len(copies))
-    for side in (low, high):
-        np.maximum.at(nearest, side, similarities)
-    nearest[copies > 1] = 1.0
-    return similarity_histogram(nearest)
+    nearest = NearestSimilarity(copies)
+    nearest.add(low, high, similarities)
+    return nearest.histogram()
+
+
+class NearestSimilarity:
+    """Each content's similarity to its most similar other one, raised pair by pair."""
+
+    def __init__(self, copies: np.ndarray) -> None:
+        self.copies = copies
+        self.values = np.zeros(len(copies))
+
+    def add(self, low: np.ndarray, high: np.ndarray, similarities: np.ndarray) -> None:
+        for side in (low, high):
+            np.maximum.at(self.values, side, similarities)
+
+    def histogram(self) -> np.ndarray:
+        """Their histogram, a content several records hold counting at 1."""
+        return similarity_histogram(np.where(self.copies > 1, 1.0, self.values))
 
 
 def _applied(
     rules: MatchRules,
     histogram: np.ndarray,
     nearest: np.ndarray | None,
-    all_pairs: Callable[[], tuple[np.ndarray, np.ndarray] | None],
+    all_pairs: Callable[[], EveryPair],
 ) -> tuple[MatchRules, ThresholdChoice | None]:
     """The rules with their threshold: chosen from the candidates' similarities (and each
     content's nearest, ``nearest``) when automatic and not chosen yet, or from ``all_pairs``'s
-    when the candidates are too few to read it from (a small store)."""
+    when the candidates are too few to read it from (a small store, or records unlike one
+    another)."""
     if not rules.to_choose:
         return rules, None
     choice = choose_threshold(histogram, FALLBACK_THRESHOLD, nearest)
     candidates = int(histogram.sum())
-    if not choice.from_data and candidates < MIN_TAIL_PAIRS and (every := all_pairs()):
-        choice = choose_from_every_pair(candidates, *every, FALLBACK_THRESHOLD)
+    if not choice.from_data and candidates < MIN_TAIL_PAIRS:
+        choice = choose_from_every_pair(candidates, all_pairs(), FALLBACK_THRESHOLD)
     return replace(rules, threshold=choice.threshold), choice
 
 
 # A store whose candidates are too few to read a threshold from (MIN_TAIL_PAIRS) reads it from
-# every pair of its contents, up to this many: 12.5 million pairs, 3.2 s of 80-word documents.
+# every pair of its contents, or of this many spaced evenly through a larger store: 12.5
+# million pairs, 3.2 s of 80-word documents.
 EVERY_PAIR_CONTENTS = 5_000
 
 
@@ -387,27 +404,31 @@ def _every_pair_histograms(
     rules: MatchRules,
     groups_of: GroupsOf,
     copies: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray] | None:
+) -> EveryPair:
     """The histograms a threshold is read from (see :func:`_histogram` and
     :func:`_nearest_histogram`), of every pair of contents the rules allow rather than of the
-    candidates; None past EVERY_PAIR_CONTENTS contents."""
-    if len(copies) > EVERY_PAIR_CONTENTS:
-        return None
-    texts = [content for _, (_, content) in sorted(groups_of(np.arange(len(copies))).items())]
+    candidates; past EVERY_PAIR_CONTENTS contents, of that many spaced evenly in the store's
+    order (the same on every store)."""
+    chosen = np.unique(
+        np.linspace(0, len(copies) - 1, min(len(copies), EVERY_PAIR_CONTENTS))
+        .round()
+        .astype(np.int64)
+    )
+    held = groups_of(chosen)
+    texts = [held[content][1] for content in chosen.tolist()]
     numbers, offsets, shingles = shingle_numbers(texts, params)
     weights = None if rules.similarity == "jaccard" else shingle_weights(store, shingles)
     first_words = np.unique([first_word(text) for text in texts], return_inverse=True)[1]
     histogram = similarity_histogram(np.empty(0))
-    nearest = (copies > 1).astype(np.float64)
+    nearest = NearestSimilarity(copies[chosen])
     for left, right in every_pair(len(texts)):
         if rules.first_word:  # the candidates the rules allow
             same = first_words[left] == first_words[right]
             left, right = left[same], right[same]
         similarities = pair_similarities(numbers, len(shingles), weights, offsets, left, right)
-        histogram += _histogram(similarities, copies, left, right)
-        for side in (left, right):
-            np.maximum.at(nearest, side, similarities)
-    return histogram, similarity_histogram(nearest)
+        histogram += _histogram(similarities, nearest.copies, left, right)
+        nearest.add(left, right, similarities)
+    return EveryPair(histogram, nearest.histogram(), len(chosen), len(copies))
 
 
 PAIRS_PER_STEP = 2_000_000  # pairs of every_pair at once

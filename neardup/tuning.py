@@ -9,6 +9,7 @@ mass is the area under P below t (pairs that become candidates for nothing). Pur
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -230,20 +231,38 @@ def choose_threshold(
     return ThresholdChoice(round((valley + 0.5) / bins, 2), True, f"the valley {peaks}")
 
 
-def choose_from_every_pair(
-    candidates: int, histogram: np.ndarray, nearest: np.ndarray, fallback: float
-) -> ThresholdChoice:
+class EveryPair(NamedTuple):
+    """The histograms of every pair of a store's contents (or of a sample of them), as a
+    report counts its candidates: each pair weighs the pairs of records holding it."""
+
+    histogram: np.ndarray
+    nearest: np.ndarray  # each content's most similar other one, among these
+    contents: int  # the contents whose pairs these are
+    of: int  # the store's contents: more where these are an evenly spaced sample
+
+
+def choose_from_every_pair(candidates: int, every: EveryPair, fallback: float) -> ThresholdChoice:
     """The threshold read as :func:`choose_threshold` reads it, from the histograms of every
-    pair of a store's contents, when its ``candidates`` pairs were too few to read it from (a
-    small store, or one of records all unlike one another); ``fallback`` for fewer than
-    MIN_TAIL_PAIRS pairs in all (a few dozen records)."""
-    pairs = int(np.sum(histogram))
+    pair of a store's contents, or of an evenly spaced sample of them, when its ``candidates``
+    pairs were too few to read it from (a small store, or one of records all unlike one
+    another); ``fallback`` for fewer than MIN_TAIL_PAIRS pairs in all (a few dozen records).
+    From a sample, the tail ends where its pairs thin out: no more than a pair or so of the
+    sample's millions is as similar as that."""
+    pairs = int(np.sum(every.histogram))
     if pairs < MIN_TAIL_PAIRS:
         few = f"{candidates:,} candidate pairs, {pairs:,} pairs of records in all: too few to read"
         return ThresholdChoice(fallback, False, few)
-    read = choose_threshold(histogram, fallback, nearest)
-    every = f"{candidates:,} candidate pairs, too few; all {pairs:,} pairs of records"
-    return replace(read, reason=f"{every}: {read.reason}")
+    read = choose_threshold(every.histogram, fallback, every.nearest)
+    if every.contents < every.of:
+        pairs_read = (
+            f"{pairs:,} pairs of records in a sample of {every.contents:,} of the store's "
+            f"{every.of:,} contents"
+        )
+    else:
+        pairs_read = f"all {pairs:,} pairs of records"
+    return replace(
+        read, reason=f"{candidates:,} candidate pairs, too few; {pairs_read}: {read.reason}"
+    )
 
 
 def _upper_split(histogram: np.ndarray) -> int:

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import random
+import sys
 from collections import Counter
 from itertools import combinations
 from pathlib import Path
@@ -234,20 +235,28 @@ def test_too_few_pairs_fall_back() -> None:
     assert MIN_TAIL_PAIRS > 636
 
 
+def _reported(
+    tmp_path: Path, kind: str, count: int, seed: int, duplicates: float
+) -> tuple[set[tuple[str, str]], api.Measured, set[tuple[str, ...]], str]:
+    """A generated store indexed and reported with no flags: the pairs listed, what the
+    report measured, the true pairs, and the store's URL."""
+    records, truth = tmp_path / f"{kind}.tsv", tmp_path / f"{kind}-truth.tsv"
+    write_corpus(records, truth, count, kind=kind, seed=seed, duplicates=duplicates)
+    url = f"sqlite:///{tmp_path / f'{kind}.db'}"
+    api.index([records], url)
+    listed = {(p.left_id, p.right_id) for p in api.report(url)}
+    true = {tuple(sorted(line.split("\t")[:2])) for line in truth.read_text().splitlines()[1:]}
+    return listed, api.last_report(url), true, url
+
+
 def test_a_small_store_reads_its_threshold_from_every_pair(tmp_path: Path) -> None:
     """Sixty generated people make too few candidate pairs to read where their tail ends;
     every pair of them is 1,770, and the threshold read from those lists the copies and
     nearly nothing else, where the candidates' tail listed 26 pairs for 7 copies. Ten people
     make 45 pairs in all: the fallback, said as such."""
-    people, truth = tmp_path / "people.tsv", tmp_path / "truth.tsv"
-    write_corpus(people, truth, 60, kind="people", seed=1, duplicates=0.1)
-    url = f"sqlite:///{tmp_path / 'p.db'}"
-    api.index([people], url)
-    listed = {(p.left_id, p.right_id) for p in api.report(url)}
-    chosen = api.last_report(url)
+    listed, chosen, true, url = _reported(tmp_path, "people", 60, seed=1, duplicates=0.1)
     assert sum(chosen.histogram) < MIN_TAIL_PAIRS
     assert chosen.how.endswith(f"too few; all 1,770 pairs of records: {TAIL_END}")
-    true = {tuple(sorted(line.split("\t")[:2])) for line in truth.read_text().splitlines()[1:]}
     assert true <= listed and len(listed - true) <= 1
     with api.opened(url) as store:  # a lookup applies the same threshold
         assert api.rules_for(store).threshold == chosen.threshold
@@ -276,6 +285,23 @@ def test_a_small_store_reads_its_threshold_from_every_pair(tmp_path: Path) -> No
     assert api.last_report(small).how.endswith(
         "pairs of records in all: too few to read; the fallback"
     )
+
+
+def test_a_large_store_of_few_candidates_reads_its_threshold_from_a_sample(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Past EVERY_PAIR_CONTENTS contents, a store whose candidates are too few reads the
+    threshold from every pair of that many of its contents, spaced evenly: 600 documents, 4 of
+    them copies, make 461 candidate pairs; the pairs of 300 of them list the copies."""
+    # the module, which the package's report function hides
+    monkeypatch.setattr(sys.modules["neardup.report"], "EVERY_PAIR_CONTENTS", 300)
+    listed, chosen, true, url = _reported(tmp_path, "documents", 600, seed=3, duplicates=0.01)
+    assert "; 44,850 pairs of records in a sample of 300 of the store's 600 contents: " in (
+        chosen.how
+    )
+    assert len(true) == 4 and true <= listed and len(listed - true) <= 1
+    with api.opened(url) as store:
+        assert api.rules_for(store).threshold == chosen.threshold
 
 
 def test_every_command_gives_one_answer_whether_or_not_a_report_ran(tmp_path: Path) -> None:
