@@ -13,6 +13,9 @@ that every run measures the same records; nothing is bundled with neardup. ``--i
 - ``magellan/``: DBLP-ACM, Amazon-Google, Walmart-Amazon (``structured/``) and Abt-Buy
   (``textual/``), each ``table_a``, ``table_b`` and ``gold`` as Parquet, from
   DataReconciliation/BiBlock's copies of the Magellan sets.
+- ``splink/``: person records in groups, with the group of each (``fake_1000.csv``;
+  ``historical_figures_with_errors_50k.parquet``, people of Wikidata with errors put in), from
+  moj-analytical-services/splink_datasets (MIT licence).
 
 Then: ``python benchmarks/quality/public.py --data DIR``. ``--source`` is where the
 repositories are cloned from (``owner/name`` is appended): a mirror, or a local folder of bare
@@ -51,6 +54,10 @@ FILES = [
             ("textual", "abt_buy"),
         ]
         for part in ("table_a", "table_b", "gold")
+    ),
+    *(
+        ("moj-analytical-services/splink_datasets", "75876d8", f"data/{name}", f"splink/{name}")
+        for name in ("fake_1000.csv", "historical_figures_with_errors_50k.parquet")
     ),
 ]  # fmt: skip
 

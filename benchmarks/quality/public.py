@@ -21,6 +21,13 @@ The data is not part of neardup; each loader reads a dataset as its public repos
   ``textual/abt_buy``, ``structured/amazon-google``, ``structured/walmart-amazon``, each
   ``table_a``, ``table_b`` and ``gold`` as Parquet, as github.com/DataReconciliation/BiBlock
   ships the Magellan sets (reading them needs pyarrow).
+- ``--splink DIR``: person records in groups, each record's group its truth (every two records
+  of a group a true pair), as github.com/moj-analytical-services/splink_datasets ships them:
+  ``fake_1000.csv`` (1,000 people: name, date of birth, city, email; 2,031 true pairs) and
+  ``historical_figures_with_errors_50k.parquet`` (50,578 records of 5,156 people of Wikidata,
+  in groups of 3 to 21 with errors put in: full name, date of birth, birth place, postcode,
+  gender, occupation; 303,961 true pairs). Their derived name columns are left out, as their
+  ids and groups are.
 
 For each: neardup with no flags, each preset, and the naive baseline: word-set Jaccard of every
 pair of records that share a word, at the threshold that gives it its best F1 against the truth
@@ -41,8 +48,9 @@ import io
 from collections import defaultdict
 from collections.abc import Callable
 from functools import partial
+from itertools import combinations
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from common import reported_pairs
@@ -50,6 +58,9 @@ from common import reported_pairs
 from neardup.evaluate import Scores
 from neardup.fingerprint import normalize_batch
 from neardup.readers import Record
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class Dataset(NamedTuple):
@@ -117,6 +128,31 @@ def magellan(folder: Path) -> Dataset:
     gold = pd.read_parquet(folder / "gold.parquet")
     truth = {_pair(f"a{a}", f"b{b}") for a, b in zip(gold["id1"], gold["id2"], strict=True)}
     return Dataset(records, truth, sources)
+
+
+def grouped(table: pd.DataFrame, fields: list[str]) -> Dataset:
+    """Records of ``table``'s ``fields``, every two of one ``cluster`` a true pair."""
+    records, groups = [], defaultdict(list)
+    for row in table.to_dict("records"):
+        records.append(Record(str(row["unique_id"]), _joined([row[f] for f in fields])))
+        groups[row["cluster"]].append(records[-1].id)
+    truth = {_pair(a, b) for ids in groups.values() for a, b in combinations(ids, 2)}
+    return Dataset(records, truth)
+
+
+def splink_fake(folder: Path) -> Dataset:
+    import pandas as pd
+
+    fields = ["first_name", "surname", "dob", "city", "email"]
+    return grouped(pd.read_csv(folder / "fake_1000.csv"), fields)
+
+
+def splink_historical(folder: Path) -> Dataset:
+    import pandas as pd
+
+    table = pd.read_parquet(folder / "historical_figures_with_errors_50k.parquet")
+    fields = ["full_name", "dob", "birth_place", "postcode_fake", "gender", "occupation"]
+    return grouped(table, fields)
 
 
 def baseline(data: Dataset) -> tuple[Scores, float]:
@@ -204,6 +240,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cora", type=Path)
     parser.add_argument("--cddb", type=Path)
     parser.add_argument("--magellan", type=Path)
+    parser.add_argument("--splink", type=Path)
 
 
 def datasets(args: argparse.Namespace) -> list[tuple[str, Callable[[], Dataset]]]:
@@ -213,6 +250,7 @@ def datasets(args: argparse.Namespace) -> list[tuple[str, Callable[[], Dataset]]
         args.restaurant = args.cora = args.data / "hpi"
         args.magellan = args.data / "magellan"
         args.cddb = args.data / "cddb"
+        args.splink = args.data / "splink"
     if args.restaurant:
         parts.append(("Fodors-Zagat (864)", partial(restaurant, args.restaurant)))
     if args.cora:
@@ -226,6 +264,9 @@ def datasets(args: argparse.Namespace) -> list[tuple[str, Callable[[], Dataset]]
         ("Walmart-Amazon (24,628)", "structured/walmart-amazon"),
     ]:  # fmt: skip
         parts.append((name, partial(magellan, args.magellan / folder)))
+    if args.splink:
+        parts.append(("People, fake (1,000)", partial(splink_fake, args.splink)))
+        parts.append(("People, historical (50,578)", partial(splink_historical, args.splink)))
     return parts
 
 
