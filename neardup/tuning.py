@@ -148,6 +148,7 @@ class ThresholdChoice:
 # How a threshold read from each content's nearest similarity is described (see choose_threshold).
 NEAREST_SPLIT = "no valley; Otsu's split of each content's nearest similarity"
 TAIL_END = "no valley; where the tail of the pairs ends"
+KNEE = "no valley; where the falling tail bends into a plateau"
 
 
 def choose_threshold(
@@ -169,7 +170,10 @@ def choose_threshold(
     references, in groups of up to 240, spread evenly from 0.3 to 1 when weighed by whole
     document frequencies; Abt-Buy's products): Otsu's split, the one threshold that leaves the
     least variance within the pairs on either side, is the threshold when the pairs above it
-    pass a valley's tests of an upper hump.
+    pass a valley's tests of an upper hump. Where a tail far heavier than the plateau holds
+    Otsu's split down in itself, the plateau shows in the log of the pairs: they fall from
+    their peak and bend into it (:func:`_knee`: people in groups of ten, each record's copies
+    far apart; Abt-Buy's products), and the bend is the threshold.
 
     Pairs may also fall steadily with near-duplicates spread through them (listings of two
     shops: Amazon-Google, Walmart-Amazon), where no split of the pairs stands out. ``nearest``
@@ -186,7 +190,7 @@ def choose_threshold(
     end lists 1, and 5 copies put back are 5 of 98 pairs at 0.5 against 5 of 6. The tail is
     read from MIN_TAIL_PAIRS pairs or more (a report of a small store reads every pair of it
     then). Pairs that never thin out on their way to 1, or fewer, give ``fallback``.
-    Measured on Febrl 1, 3, 4, the Kijiji ads, generated documents, seven public benchmarks and
+    Measured on Febrl 1, 3, 4, the Kijiji ads, generated documents, nine public benchmarks and
     the same with their duplicates taken out (benchmarks/README.md).
     """
     counts = np.asarray(histogram, dtype=np.float64)
@@ -219,6 +223,8 @@ def choose_threshold(
             return ThresholdChoice(
                 split / bins, True, "no valley; Otsu's split of a plateau above a falling tail"
             )
+        if knee := _knee(counts):
+            return ThresholdChoice(round((knee + 0.5) / bins, 2), True, KNEE)
         if nearest is not None and (split := _upper_split(nearest)):
             return ThresholdChoice(split / bins, True, NEAREST_SPLIT)
         if total < MIN_TAIL_PAIRS:
@@ -271,6 +277,50 @@ def _upper_split(histogram: np.ndarray) -> int:
     counts = np.asarray(histogram, dtype=np.float64)
     split = _otsu_split(counts)
     return split if split and _hump_above(counts, split, _smoothed(counts)[split]) else 0
+
+
+# A plateau of near-duplicates above a falling tail: the line fitted to the log of the pairs
+# above a knee falls at most this share as fast as the line below it. Groups of ten records
+# with every record's copies far apart (historical people: 0.1 to 1) bend at 0.24 of the
+# tail's fall; two shops' listings, which fall steadily, fall faster above any break.
+KNEE_FLATTENING = 0.5
+MIN_PLATEAU_BINS = 8  # the least width of a plateau, in bins
+
+
+def _knee(counts: np.ndarray) -> int:
+    """The bin where the log of the pairs, falling from their peak, bends into a plateau: the
+    break of the two lines that fit it best (least squares), when the upper falls at most
+    KNEE_FLATTENING as fast as the lower (their slopes by Theil-Sen, the median of the slopes
+    of every two bins, which the thinning of the last bins near 1 does not sway), over at
+    least MIN_PLATEAU_BINS, and the pairs above it are MIN_UPPER_MASS or more a bin with their
+    median at MIN_HUMP or above; 0 otherwise."""
+    smooth = _smoothed(counts)
+    peak, last = int(smooth.argmax()), int(np.flatnonzero(counts)[-1])
+    x = np.arange(peak, last + 1, dtype=np.float64)
+    y = np.log1p(smooth[peak : last + 1])
+    breaks = range(peak + 3, last - MIN_PLATEAU_BINS + 1)
+    if not breaks:
+        return 0
+    knee = min(breaks, key=lambda b: _two_lines_error(x, y, b))
+    below, above = _theil_sen(x[x <= knee], y[x <= knee]), _theil_sen(x[x >= knee], y[x >= knee])
+    bends = below < 0 and above > KNEE_FLATTENING * below
+    # A log read from a pair or two a bin bends with noise: a plateau holds MIN_UPPER_MASS a bin.
+    heavy = counts[knee:].sum() >= MIN_UPPER_MASS * (len(counts) - knee)
+    return knee if bends and heavy and _median_above(counts, knee) >= MIN_HUMP else 0
+
+
+def _two_lines_error(x: np.ndarray, y: np.ndarray, knee: float) -> float:
+    """The squared error of a line fitted to the points up to ``knee`` and one from it on."""
+    return sum(
+        float(np.sum((np.polyval(np.polyfit(x[side], y[side], 1), x[side]) - y[side]) ** 2))
+        for side in (x <= knee, x >= knee)
+    )
+
+
+def _theil_sen(x: np.ndarray, y: np.ndarray) -> float:
+    """The median slope of every two points (Theil-Sen): a few outlying points do not sway it."""
+    left, right = np.triu_indices(len(x), 1)
+    return float(np.median((y[right] - y[left]) / (x[right] - x[left])))
 
 
 def _tail_end(counts: np.ndarray, low_hump: int) -> int:

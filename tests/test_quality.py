@@ -35,6 +35,7 @@ from neardup.searcher import MatchRules
 from neardup.stores import StoredRecord
 from neardup.tuning import (
     HISTOGRAM_BINS,
+    KNEE,
     MIN_CANDIDATES,
     MIN_TAIL_PAIRS,
     TAIL_END,
@@ -151,6 +152,36 @@ def test_with_no_valley_the_contents_nearest_similarities_are_split() -> None:
     alone = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
     alone[5:25] = np.linspace(300, 10, 20).astype(np.int64)
     assert not choose_threshold(pairs, 0.5, alone).from_data
+
+
+def test_a_falling_tail_that_bends_into_a_plateau_is_read_at_the_bend() -> None:
+    """Historical people in groups of 3 to 21, each record's copies far apart (splink's
+    50,578 records with errors): no valley, and every content has a near-duplicate, so each
+    content's nearest similarity makes one hump that Otsu split at 0.72 (F1 0.392). The log of
+    the pairs falls from their peak and bends into a plateau of near-duplicates at 0.45, the
+    best threshold for F1 (0.739)."""
+    # fmt: off
+    pairs = np.array([
+        2749874, 8914564, 8527792, 5799546, 4220143, 3491651, 2183986, 1298538, 842667, 587885,
+        435329, 337646, 267393, 211339, 174680, 152281, 129526, 101640, 76221, 55964, 41437,
+        31142, 24738, 19389, 15836, 13765, 12497, 11661, 10681, 10331, 9880, 9722, 9327, 9024,
+        8770, 8156, 7622, 7148, 6652, 6329, 5942, 5535, 5322, 4796, 4352, 3955, 3120, 2485, 662,
+        79,
+    ])
+    nearest = np.array([
+        9, 0, 1, 0, 0, 3, 2, 7, 14, 13, 27, 34, 44, 67, 69, 128, 161, 195, 232, 255, 302, 366,
+        457, 553, 593, 659, 778, 926, 945, 1029, 1182, 1279, 1411, 1509, 1507, 1689, 1701, 1794,
+        1750, 1839, 1886, 2011, 2016, 2005, 2072, 2140, 1908, 1606, 497, 4278,
+    ])
+    # fmt: on
+    assert choose_threshold(pairs, 0.5, nearest) == ThresholdChoice(0.45, True, KNEE)
+    # A plateau of a pair or two a bin is noise, not near-duplicates: the tail's end instead.
+    sparse = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
+    sparse[:12] = [9000, 7000, 5000, 3000, 2000, 1400, 900, 500, 300, 150, 60, 20]
+    sparse[12:40] = [2, 1] * 14
+    assert choose_threshold(sparse, 0.5).reason != KNEE
+    # Pairs that fall faster above any break (two shops' listings) bend into no plateau: see
+    # test_with_no_valley_the_contents_nearest_similarities_are_split.
 
 
 def test_a_shallow_valley_above_a_steep_tail_is_a_valley() -> None:
