@@ -257,16 +257,17 @@ def _report(args: argparse.Namespace) -> int:
         if not args.output:
             _print_measured(args, measured, threshold)
             return 0
+    written_as = output.report_format(args.output, args.format)
     with _output_file(args.output) as out:
         if args.clusters:
             groups = api.clusters(pairs, args.grouping)
             review = api.for_review(pairs, threshold)
-            output.write_clusters(groups, out, args.format, texts, review)
+            output.write_clusters(groups, out, written_as, texts, review)
             written = (
                 f"{output.counted(len(groups), 'group')} from {output.counted(len(pairs), 'pair')}"
             )
         else:
-            written = output.write_pairs(pairs, out, args.format, texts, threshold)
+            written = output.write_pairs(pairs, out, written_as, texts, threshold)
             written = output.counted(written, "pair")
     print(f"{written}{f' written to {args.output}' if args.output else ''}", file=sys.stderr)
     _print_measured(args, measured, threshold)
@@ -582,7 +583,11 @@ def _parser() -> argparse.ArgumentParser:
     report = add("report")
     _store_option(report)
     report.add_argument("-o", "--output", help="file to write (default: stdout)")
-    report.add_argument("--format", choices=output.REPORT_FORMATS, default="tsv")
+    report.add_argument(
+        "--format",
+        choices=output.REPORT_FORMATS,
+        help="of the pairs or groups (default: from the -o file's name, .csv or .jsonl, else tsv)",
+    )
     report.add_argument(
         "--exact",
         action="store_true",

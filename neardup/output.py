@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from operator import attrgetter
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
 
 from .evaluate import SPREADSHEET_UNSAFE_CELL, Evaluation, spreadsheet_safe, tsv_escape
@@ -22,6 +23,16 @@ if TYPE_CHECKING:  # the API imports this module: its types only for annotations
 
 ReportFormat = Literal["tsv", "csv", "jsonl"]
 REPORT_FORMATS: tuple[ReportFormat, ...] = ("tsv", "csv", "jsonl")
+
+
+def report_format(path: str | None, asked: ReportFormat | None = None) -> ReportFormat:
+    """The format a report is written in: ``asked``, else the output file's (``pairs.csv``:
+    csv, ``pairs.jsonl``: jsonl), else tsv. A spreadsheet opens a .csv by commas: tabs under
+    that name would land in one column."""
+    if asked:
+        return asked
+    suffix = Path(path).suffix.lower() if path else ""
+    return {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}.get(suffix, "tsv")
 
 
 def write_pairs(

@@ -189,6 +189,28 @@ def test_report_formats(indexed: str, tmp_path: Path) -> None:
     ]
 
 
+def test_a_report_is_written_in_the_format_its_file_is_named_for(
+    indexed: str, tmp_path: Path
+) -> None:
+    """pairs.csv opens in a spreadsheet by commas: tabs would put each row in one cell."""
+    tabbed = neardup("report", "--store", indexed).stdout
+    expected = list(csv.DictReader(io.StringIO(tabbed), delimiter="\t"))
+    for name, read in [
+        ("pairs.csv", lambda text: list(csv.DictReader(io.StringIO(text)))),
+        ("PAIRS.CSV", lambda text: list(csv.DictReader(io.StringIO(text)))),
+        ("pairs.jsonl", lambda text: [json.loads(line) for line in text.splitlines()]),
+        ("pairs.txt", lambda text: list(csv.DictReader(io.StringIO(text), delimiter="\t"))),
+    ]:
+        assert neardup("report", "--store", indexed, "-o", str(tmp_path / name)).returncode == 0
+        rows = read((tmp_path / name).read_text())
+        assert [(r["left_id"], r["right_id"]) for r in rows] == [
+            (r["left_id"], r["right_id"]) for r in expected
+        ], name
+    # --format says otherwise: it wins.
+    neardup("report", "--store", indexed, "-o", str(tmp_path / "asked.csv"), "--format", "tsv")
+    assert (tmp_path / "asked.csv").read_text() == tabbed
+
+
 def test_report_clusters(indexed: str) -> None:
     result = neardup("report", "--store", indexed, "--clusters", "--format", "jsonl")
     groups = [json.loads(line) for line in result.stdout.splitlines()]
