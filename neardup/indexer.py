@@ -37,6 +37,7 @@ OnDuplicateId = Literal["replace", "skip", "keep", "error"]
 ON_DUPLICATE_ID: tuple[OnDuplicateId, ...] = ("replace", "skip", "keep", "error")
 # A kept repeat's id: its own, this, and its number among the records of the run holding it.
 KEPT_ID_MARK = "#"
+KEEP_HINT = "; --on-duplicate-id keep keeps every one"
 
 
 class SeenIds:
@@ -98,15 +99,15 @@ class IndexSummary:
 
     def describe(self) -> str:
         rate = self.indexed / self.seconds if self.seconds else 0.0
-        repeats = [
-            (self.replaced, "replaced {} earlier {} with a repeated id"),
-            (self.kept, "kept {} {} with a repeated id under a numbered id"),
-            (self.replaced_stored, "replaced {} stored {} with the same id"),
+        repeats = [  # each count, what it counts, and what else there is to do
+            (self.replaced, "replaced {} earlier {} with a repeated id", KEEP_HINT),
+            (self.kept, "kept {} {} with a repeated id under a numbered id", ""),
+            (self.replaced_stored, "replaced {} stored {} with the same id", ""),
         ]
         repeated = "".join(
             f"; {text.format(log.total, 'record' if log.total == 1 else 'records')} "
-            f"(first: {', '.join(reason for _, reason in log.examples)})"
-            for log, text in repeats
+            f"(first: {', '.join(reason for _, reason in log.examples)}{hint})"
+            for log, text, hint in repeats
             if log.total
         )
         return "".join(f"{line}\n" for line in self.text) + (
