@@ -859,16 +859,24 @@ def dedup(
     grouping: Grouping = "components",
     preset: str | None = None,
     rules: RulesRequest = None,
+    written_as: Format | None = None,
 ) -> DedupSummary:
-    """Write the records of ``path`` to ``out`` in the file's own format, one record per group
-    of near-duplicates in the store: the group's first id (``keep="first"``) or the one with the
-    longest content (``"longest"``). Records in no group are written as they are.
+    """Write the records of ``path`` to ``out`` in the file's own format (or ``written_as``: a
+    tsv or csv file's fields as csv, tsv or jsonl), one record per group of near-duplicates in the
+    store: the group's first id (``keep="first"``) or the one with the longest content
+    (``"longest"``). Records in no group are written as they are.
 
     A store holds normalised contents, not the records: the file is read again, with the reader
     settings it was indexed with, so every field of a kept record is written as it was."""
     if keep not in KEEPS:
         raise NeardupError(f"keep must be one of {', '.join(KEEPS)}, not {keep!r}")
     reader = _readers([path], format, id_field, text_fields)[0]
+    written_as = written_as or reader.format
+    if written_as != reader.format and reader.format not in ("tsv", "csv"):
+        raise NeardupError(
+            f"the records of a {reader.format} file are written back as {reader.format}, "
+            f"not {written_as}: name the output .{reader.format}"
+        )
     with opened(store) as source:
         groups = clusters(report(source, preset=preset, rules=rules), grouping)
         length = {}
@@ -880,7 +888,7 @@ def dedup(
         kept = max(group, key=lambda i: length.get(i, 0)) if keep == "longest" else group[0]
         removed.update(member for member in group if member != kept)
     summary = DedupSummary(groups=len(groups), keep=keep, skipped=reader.skipped)
-    write = record_writer(reader.format, reader.fields, out)
+    write = record_writer(written_as, reader.fields, out)
     for record in reader:
         summary.read += 1
         if record.id in removed:

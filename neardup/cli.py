@@ -257,7 +257,7 @@ def _report(args: argparse.Namespace) -> int:
         if not args.output:
             _print_measured(args, measured, threshold)
             return 0
-    written_as = output.report_format(args.output, args.format)
+    written_as = args.format or output.named_format(args.output) or "tsv"
     with _output_file(args.output) as out:
         if args.clusters:
             groups = api.clusters(pairs, args.grouping)
@@ -312,6 +312,7 @@ def _dedup(args: argparse.Namespace) -> int:
             text_fields=args.text_fields,
             keep=args.keep,
             grouping=args.grouping,
+            written_as=output.named_format(args.output),
             **_rules(args),
         )
     print(summary.describe(), file=sys.stderr)

@@ -25,14 +25,11 @@ ReportFormat = Literal["tsv", "csv", "jsonl"]
 REPORT_FORMATS: tuple[ReportFormat, ...] = ("tsv", "csv", "jsonl")
 
 
-def report_format(path: str | None, asked: ReportFormat | None = None) -> ReportFormat:
-    """The format a report is written in: ``asked``, else the output file's (``pairs.csv``:
-    csv, ``pairs.jsonl``: jsonl), else tsv. A spreadsheet opens a .csv by commas: tabs under
-    that name would land in one column."""
-    if asked:
-        return asked
+def named_format(path: str | None) -> ReportFormat | None:
+    """The format an output file's name asks for (``pairs.csv``: csv), if any. A spreadsheet
+    opens a .csv by commas: tabs under that name would land in one column."""
     suffix = Path(path).suffix.lower() if path else ""
-    return {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}.get(suffix, "tsv")
+    return {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}.get(suffix)
 
 
 def write_pairs(

@@ -87,6 +87,26 @@ def test_other_formats_are_written_in_their_own_format(tmp_path: Path, kind: str
     ]
 
 
+def test_the_output_is_written_in_the_format_its_name_asks_for(folder: Path) -> None:
+    """A csv file's records written to kept.tsv are tab-separated, to kept.jsonl JSON lines;
+    a format the records cannot be written in is a one-line error that writes nothing."""
+    options = ["--id-field", "sku", *TEXT]
+    for name in ("kept.tsv", "kept.jsonl"):
+        result = neardup("dedup", "listings.csv", *options, "-o", name, cwd=folder, env=ENV)
+        assert result.returncode == 0, result.stderr
+    tabbed = (folder / "kept.tsv").read_text(encoding="utf-8").splitlines()
+    assert [line.split("\t") for line in tabbed] == rows(LISTINGS)[0:1] + [
+        r for r in rows(LISTINGS)[1:] if r[0] in {"12345", "12347", "12349"}
+    ]
+    objects = [json.loads(line) for line in (folder / "kept.jsonl").read_text().splitlines()]
+    assert [o["sku"] for o in objects] == ["12345", "12347", "12349"]
+    (folder / "listings.jsonl").write_text("".join(json.dumps(o) + "\n" for o in objects))
+    result = neardup("dedup", "listings.jsonl", *options, "-o", "back.csv", cwd=folder, env=ENV)
+    assert result.returncode == 2
+    assert "the records of a jsonl file are written back as jsonl, not csv" in result.stderr
+    assert not (folder / "back.csv").exists()
+
+
 def test_a_file_read_with_other_settings_is_an_error_and_writes_nothing(folder: Path) -> None:
     result = neardup("dedup", "listings.csv", *TEXT, "-o", "kept.csv", cwd=folder, env=ENV)
     assert result.returncode == 2

@@ -479,8 +479,7 @@ def test_a_repeated_id_replaces_the_earlier_record_and_is_counted(
     assert summary.replaced.total == 2
     assert (
         "replaced 2 earlier records with a repeated id (first: '1' at line 3, '1' at line 5; "
-        "--on-duplicate-id keep keeps every one)"
-        in (summary.describe())
+        "--on-duplicate-id keep keeps every one)" in (summary.describe())
     )
     with api.opened(sqlite_url) as store:
         assert store.get(["1"])["1"].content == "third"
