@@ -283,17 +283,20 @@ def _upper_split(histogram: np.ndarray) -> int:
 # above a knee falls at most this share as fast as the line below it. Groups of ten records
 # with every record's copies far apart (historical people: 0.1 to 1) bend at 0.24 of the
 # tail's fall; two shops' listings, which fall steadily, fall faster above any break.
+# MIN_PLATEAU_BINS is also the width of a shoulder read where the pairs fall again before 1.
 KNEE_FLATTENING = 0.5
 MIN_PLATEAU_BINS = 8  # the least width of a plateau, in bins
 
 
 def _knee(counts: np.ndarray) -> int:
     """The bin where the log of the pairs, falling from their peak, bends into a plateau: the
-    break of the two lines that fit it best (least squares), when the upper falls at most
-    KNEE_FLATTENING as fast as the lower (their slopes by Theil-Sen, the median of the slopes
-    of every two bins, which the thinning of the last bins near 1 does not sway), over at
-    least MIN_PLATEAU_BINS, and the pairs above it are MIN_UPPER_MASS or more a bin with their
-    median at MIN_HUMP or above; 0 otherwise."""
+    break of the two lines that fit it best (least squares), the upper running to the last
+    pair (a plateau up to 1: historical people, Abt-Buy); else the first bin whose next
+    MIN_PLATEAU_BINS bins bend so (a shoulder, the pairs falling again before 1: payments
+    linked between two ledgers). It bends when the upper line falls at most KNEE_FLATTENING as
+    fast as the lower (their slopes by Theil-Sen, the median of the slopes of every two bins,
+    which a few bins at either end do not sway), and counts when the pairs from it are
+    MIN_UPPER_MASS or more a bin with their median at MIN_HUMP or above; 0 where none does."""
     smooth = _smoothed(counts)
     peak, last = int(smooth.argmax()), int(np.flatnonzero(counts)[-1])
     x = np.arange(peak, last + 1, dtype=np.float64)
@@ -301,12 +304,16 @@ def _knee(counts: np.ndarray) -> int:
     breaks = range(peak + 3, last - MIN_PLATEAU_BINS + 1)
     if not breaks:
         return 0
-    knee = min(breaks, key=lambda b: _two_lines_error(x, y, b))
-    below, above = _theil_sen(x[x <= knee], y[x <= knee]), _theil_sen(x[x >= knee], y[x >= knee])
-    bends = below < 0 and above > KNEE_FLATTENING * below
-    # A log read from a pair or two a bin bends with noise: a plateau holds MIN_UPPER_MASS a bin.
-    heavy = counts[knee:].sum() >= MIN_UPPER_MASS * (len(counts) - knee)
-    return knee if bends and heavy and _median_above(counts, knee) >= MIN_HUMP else 0
+    whole = min(breaks, key=lambda b: _two_lines_error(x, y, b))
+    for knee, upper_end in [(whole, last), *((b, b + MIN_PLATEAU_BINS) for b in breaks)]:
+        below = _theil_sen(x[x <= knee], y[x <= knee])
+        upper = (x >= knee) & (x <= upper_end)
+        bends = below < 0 and _theil_sen(x[upper], y[upper]) > KNEE_FLATTENING * below
+        # A log read from a pair or two a bin bends with noise: a plateau holds some pairs.
+        heavy = counts[knee:].sum() >= MIN_UPPER_MASS * (len(counts) - knee)
+        if bends and heavy and _median_above(counts, knee) >= MIN_HUMP:
+            return knee
+    return 0
 
 
 def _two_lines_error(x: np.ndarray, y: np.ndarray, knee: float) -> float:
