@@ -14,8 +14,10 @@ that every run measures the same records; nothing is bundled with neardup. ``--i
   (``textual/``), each ``table_a``, ``table_b`` and ``gold`` as Parquet, from
   DataReconciliation/BiBlock's copies of the Magellan sets.
 - ``splink/``: person records in groups, with the group of each (``fake_1000.csv``;
-  ``historical_figures_with_errors_50k.parquet``, people of Wikidata with errors put in), from
-  moj-analytical-services/splink_datasets (MIT licence).
+  ``historical_figures_with_errors_50k.parquet``, people of Wikidata with errors put in), and
+  payments recorded in two ledgers (``transactions_origin.parquet``,
+  ``transactions_destination.parquet``), from moj-analytical-services/splink_datasets (MIT
+  licence).
 
 Then: ``python benchmarks/quality/public.py --data DIR``. ``--source`` is where the
 repositories are cloned from (``owner/name`` is appended): a mirror, or a local folder of bare
@@ -57,7 +59,12 @@ FILES = [
     ),
     *(
         ("moj-analytical-services/splink_datasets", "75876d8", f"data/{name}", f"splink/{name}")
-        for name in ("fake_1000.csv", "historical_figures_with_errors_50k.parquet")
+        for name in (
+            "fake_1000.csv",
+            "historical_figures_with_errors_50k.parquet",
+            "transactions_origin.parquet",
+            "transactions_destination.parquet",
+        )
     ),
 ]  # fmt: skip
 

@@ -28,6 +28,10 @@ The data is not part of neardup; each loader reads a dataset as its public repos
   in groups of 3 to 21 with errors put in: full name, date of birth, birth place, postcode,
   gender, occupation; 303,961 true pairs). Their derived name columns are left out, as their
   ids and groups are.
+  And ``transactions_origin.parquet`` with ``transactions_destination.parquet``: 45,326
+  payments as each of two ledgers records them (memo, date, amount; the memos cut or
+  reworded, the dates a day or two apart, some amounts changed), a linkage task whose truth
+  pairs each payment of one ledger with its own in the other.
 
 For each: neardup with no flags, each preset, and the naive baseline: word-set Jaccard of every
 pair of records that share a word, at the threshold that gives it its best F1 against the truth
@@ -145,6 +149,21 @@ def splink_fake(folder: Path) -> Dataset:
 
     fields = ["first_name", "surname", "dob", "city", "email"]
     return grouped(pd.read_csv(folder / "fake_1000.csv"), fields)
+
+
+def splink_payments(folder: Path) -> Dataset:
+    import pandas as pd
+
+    records, sources, ledgers = [], {}, defaultdict(list)
+    for side in ("origin", "destination"):
+        table = pd.read_parquet(folder / f"transactions_{side}.parquet")
+        for row in table.to_dict("records"):
+            values = [row["memo"], row["transaction_date"], row["amount"]]
+            records.append(Record(f"{side[0]}{row['unique_id']}", _joined(values)))
+            sources[records[-1].id] = side
+            ledgers[row["ground_truth"]].append(records[-1].id)
+    truth = {_pair(*ids) for ids in ledgers.values() if len(ids) == 2}
+    return Dataset(records, truth, sources)
 
 
 def splink_historical(folder: Path) -> Dataset:
@@ -267,6 +286,7 @@ def datasets(args: argparse.Namespace) -> list[tuple[str, Callable[[], Dataset]]
     if args.splink:
         parts.append(("People, fake (1,000)", partial(splink_fake, args.splink)))
         parts.append(("People, historical (50,578)", partial(splink_historical, args.splink)))
+        parts.append(("Payments, two ledgers (90,652)", partial(splink_payments, args.splink)))
     return parts
 
 
