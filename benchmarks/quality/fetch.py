@@ -18,6 +18,10 @@ that every run measures the same records; nothing is bundled with neardup. ``--i
   payments recorded in two ledgers (``transactions_origin.parquet``,
   ``transactions_destination.parquet``), from moj-analytical-services/splink_datasets (MIT
   licence).
+- ``pyjedai/``: product titles of the SIGMOD 2022 programming contest, notebooks
+  (``X1.csv``, true pairs ``Y1.csv``) and storage (``X2.csv``, ``Y2.csv``), and movies and
+  people of IMDB and TMDB linked (``imdb.csv``, ``tmdb.csv``, ``gt.csv``, the pyJedAI D5
+  set), from AI-team-UoA/pyJedAI (Apache licence 2.0).
 
 Then: ``python benchmarks/quality/public.py --data DIR``. ``--source`` is where the
 repositories are cloned from (``owner/name`` is appended): a mirror, or a local folder of bare
@@ -65,6 +69,14 @@ FILES = [
             "transactions_origin.parquet",
             "transactions_destination.parquet",
         )
+    ),
+    *(
+        ("AI-team-UoA/pyJedAI", "14b3507", f"data/sigmod_2022/{name}", f"pyjedai/{name}")
+        for name in ("X1.csv", "Y1.csv", "X2.csv", "Y2.csv")
+    ),
+    *(
+        ("AI-team-UoA/pyJedAI", "619b00e", f"data/ccer/D5/{name}", f"pyjedai/{name}")
+        for name in ("imdb.csv", "tmdb.csv", "gt.csv")
     ),
 ]  # fmt: skip
 

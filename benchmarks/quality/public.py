@@ -32,6 +32,12 @@ The data is not part of neardup; each loader reads a dataset as its public repos
   payments as each of two ledgers records them (memo, date, amount; the memos cut or
   reworded, the dates a day or two apart, some amounts changed), a linkage task whose truth
   pairs each payment of one ledger with its own in the other.
+- ``--pyjedai DIR``: the SIGMOD 2022 programming contest's product titles as
+  github.com/AI-team-UoA/pyJedAI ships them, notebooks (``X1.csv``: 1,661 titles, 2,814 true
+  pairs in ``Y1.csv``) and storage devices (``X2.csv``: 1,993 records of name, price, brand,
+  description and category, 4,392 true pairs in ``Y2.csv``); and movies, series and people as
+  IMDB and TMDB list them (``imdb.csv``, ``tmdb.csv``, ``|``-separated, 1,968 true pairs in
+  ``gt.csv``: the D5 set), a linkage task.
 
 For each: neardup with no flags, each preset, and the naive baseline: word-set Jaccard of every
 pair of records that share a word, at the threshold that gives it its best F1 against the truth
@@ -166,6 +172,30 @@ def splink_payments(folder: Path) -> Dataset:
     return Dataset(records, truth, sources)
 
 
+def sigmod_contest(folder: Path, number: int) -> Dataset:
+    with (folder / f"X{number}.csv").open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    records = [Record(row["id"], _joined([v for k, v in row.items() if k != "id"])) for row in rows]
+    with (folder / f"Y{number}.csv").open(encoding="utf-8", newline="") as f:
+        truth = {_pair(row["lid"], row["rid"]) for row in csv.DictReader(f)}
+    return Dataset(records, truth)
+
+
+def movies(folder: Path) -> Dataset:
+    records, sources = [], {}
+    for name in ("imdb", "tmdb"):
+        with (folder / f"{name}.csv").open(encoding="utf-8", newline="") as f:
+            for row in csv.DictReader(f, delimiter="|"):
+                values = [v for k, v in row.items() if k != "id"]
+                records.append(Record(f"{name[0]}{row['id']}", _joined(values)))
+                sources[records[-1].id] = name
+    with (folder / "gt.csv").open(encoding="utf-8", newline="") as f:
+        truth = {
+            _pair(f"i{row['D1']}", f"t{row['D2']}") for row in csv.DictReader(f, delimiter="|")
+        }
+    return Dataset(records, truth, sources)
+
+
 def splink_historical(folder: Path) -> Dataset:
     import pandas as pd
 
@@ -260,6 +290,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cddb", type=Path)
     parser.add_argument("--magellan", type=Path)
     parser.add_argument("--splink", type=Path)
+    parser.add_argument("--pyjedai", type=Path)
 
 
 def datasets(args: argparse.Namespace) -> list[tuple[str, Callable[[], Dataset]]]:
@@ -270,6 +301,7 @@ def datasets(args: argparse.Namespace) -> list[tuple[str, Callable[[], Dataset]]
         args.magellan = args.data / "magellan"
         args.cddb = args.data / "cddb"
         args.splink = args.data / "splink"
+        args.pyjedai = args.data / "pyjedai"
     if args.restaurant:
         parts.append(("Fodors-Zagat (864)", partial(restaurant, args.restaurant)))
     if args.cora:
@@ -287,6 +319,10 @@ def datasets(args: argparse.Namespace) -> list[tuple[str, Callable[[], Dataset]]
         parts.append(("People, fake (1,000)", partial(splink_fake, args.splink)))
         parts.append(("People, historical (50,578)", partial(splink_historical, args.splink)))
         parts.append(("Payments, two ledgers (90,652)", partial(splink_payments, args.splink)))
+    if args.pyjedai:
+        parts.append(("Notebooks, SIGMOD 2022 (1,661)", partial(sigmod_contest, args.pyjedai, 1)))
+        parts.append(("Storage, SIGMOD 2022 (1,993)", partial(sigmod_contest, args.pyjedai, 2)))
+        parts.append(("Movies, IMDB-TMDB (11,174)", partial(movies, args.pyjedai)))
     return parts
 
 
