@@ -147,6 +147,7 @@ class ThresholdChoice:
 
 # How a threshold read from each content's nearest similarity is described (see choose_threshold).
 NEAREST_SPLIT = "no valley; Otsu's split of each content's nearest similarity"
+NEAREST_VALLEY = "no valley; the valley of each content's nearest similarity"
 TAIL_END = "no valley; where the tail of the pairs ends"
 KNEE = "no valley; where the falling tail bends into a plateau"
 
@@ -161,12 +162,18 @@ def choose_threshold(
     when it dips to at most VALLEY_DEPTH of the height of the highest bins on either side, at
     least MIN_UPPER_MASS times the pairs of its floor lie above it, and MIN_CANDIDATES (a dip in
     the tail of one hump, with a handful of pairs beyond it, is no valley), and the median of
-    those pairs is at MIN_HUMP or more. Of those, the valley below the hump highest up wins,
-    since the near-duplicates are the hump nearest 1; then the deepest (its height against the
-    lower of the two peaks), then the one with the widest floor, then the one with more pairs
-    on its lighter side. The winner's middle is the threshold.
+    those pairs and the peak of the hump above it are at MIN_HUMP or more (different models
+    titled alike make a hump of their own at 0.39, with copies spread over the rest up to 1:
+    a valley below it is no boundary of copies). Of those, the valley below the hump highest
+    up wins, since the near-duplicates are the hump nearest 1; then the deepest (its height
+    against the lower of the two peaks), then the one with the widest floor, then the one with
+    more pairs on its lighter side. The winner's middle is the threshold.
 
-    With no valley, near-duplicates may still stand out as a plateau above a falling tail (Cora's
+    With no valley, ``nearest`` (below) may dip between the contents that have a copy and
+    those that have none: Otsu's split of it is then the threshold, when it passes the tests
+    of a hump above a valley.
+
+    Else near-duplicates may still stand out as a plateau above a falling tail (Cora's
     references, in groups of up to 240, spread evenly from 0.3 to 1 when weighed by whole
     document frequencies; Abt-Buy's products): Otsu's split, the one threshold that leaves the
     least variance within the pairs on either side, is the threshold when the pairs above it
@@ -208,7 +215,7 @@ def choose_threshold(
         floor = smooth[start]
         if floor > VALLEY_DEPTH * lower_peak or not _heavy_above(counts, end, floor):
             continue
-        if _median_above(counts, end) < MIN_HUMP:
+        if _median_above(counts, end) < MIN_HUMP or right < below:
             if end < below:  # its peak under MIN_HUMP: copies above it are no part of it
                 low_hump = max(low_hump, end + int(smooth[end:below].argmax()))
             continue
@@ -219,6 +226,8 @@ def choose_threshold(
         if best is None or rank > best[0]:
             best = (rank, (start + end - 1) // 2, right)
     if best is None:
+        if nearest is not None and (split := _upper_split(nearest)) and _dips(nearest, split):
+            return ThresholdChoice(split / bins, True, NEAREST_VALLEY)
         if split := _upper_split(counts):
             return ThresholdChoice(
                 split / bins, True, "no valley; Otsu's split of a plateau above a falling tail"
@@ -342,6 +351,13 @@ def _tail_end(counts: np.ndarray, low_hump: int) -> int:
     # A smoothed bin b averages bins b-1..b+1: the tail ends at the first of those three.
     sparse = np.flatnonzero(_smoothed(counts)[peak + 1 : len(counts) - 1] < 1)
     return peak + int(sparse[0]) if len(sparse) else 0
+
+
+def _dips(counts: np.ndarray, split: int) -> bool:
+    """Whether the histogram smoothed over 3 bins dips at ``split`` to at most VALLEY_DEPTH of
+    the lower of its highest bins on either side: two kinds, not one spread."""
+    smooth = _smoothed(counts)
+    return bool(smooth[split] <= VALLEY_DEPTH * min(smooth[:split].max(), smooth[split:].max()))
 
 
 def _smoothed(counts: np.ndarray) -> np.ndarray:
