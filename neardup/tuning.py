@@ -197,7 +197,7 @@ def choose_threshold(
     end lists 1, and 5 copies put back are 5 of 98 pairs at 0.5 against 5 of 6. The tail is
     read from MIN_TAIL_PAIRS pairs or more (a report of a small store reads every pair of it
     then). Pairs that never thin out on their way to 1, or fewer, give ``fallback``.
-    Measured on Febrl 1, 3, 4, the Kijiji ads, generated documents, nine public benchmarks and
+    Measured on Febrl 1, 3, 4, the Kijiji ads, generated documents, 13 public benchmarks and
     the same with their duplicates taken out (benchmarks/README.md).
     """
     counts = np.asarray(histogram, dtype=np.float64)
