@@ -48,7 +48,7 @@ quality: $(VENV)/.installed-bench
 # The public entity-resolution table in benchmarks/README.md: the data is cloned once, at fixed
 # commits, from the public repositories that ship it (benchmarks/quality/fetch.py).
 quality-public: $(VENV)/.installed-bench
-	test -d .bench/public/cddb || $(BIN)/python benchmarks/quality/fetch.py --into .bench/public
+	$(BIN)/python benchmarks/quality/fetch.py --into .bench/public
 	cd benchmarks/quality && ../../$(BIN)/python public.py --data ../../.bench/public
 
 # Speed and scale (benchmarks/README.md has the results). bench-engines needs `make solr` and

@@ -90,10 +90,12 @@ def repository_url(source: str, repository: str) -> str:
 
 
 def fetch(into: Path, source: str) -> None:
-    """Every file of FILES under ``into``, each repository cloned once (bare, no checkout)."""
+    """Every file of FILES that ``into`` lacks, each repository it needs cloned once (bare, no
+    checkout): a folder filled before more sets were added gets just those."""
+    missing = [entry for entry in FILES if not (into / entry[3]).exists()]
     with tempfile.TemporaryDirectory(prefix="neardup-fetch-") as scratch:
         clones: dict[str, Path] = {}
-        for repository, commit, path, target in FILES:
+        for repository, commit, path, target in missing:
             if repository not in clones:
                 clones[repository] = Path(scratch) / repository.replace("/", "+")
                 url = repository_url(source, repository)
@@ -101,8 +103,13 @@ def fetch(into: Path, source: str) -> None:
                 git("clone", "--quiet", "--bare", url, str(clones[repository]))
             content = git("--git-dir", str(clones[repository]), "show", f"{commit}:{path}")
             (into / target).parent.mkdir(parents=True, exist_ok=True)
-            (into / target).write_bytes(content)
-    print(f"{len(FILES)} files in {into}; next: public.py --data {into}", file=sys.stderr)
+            partial = into / f"{target}.partial"  # a file cut short is never taken for one
+            partial.write_bytes(content)
+            partial.replace(into / target)
+    print(
+        f"{len(missing)} of {len(FILES)} files fetched into {into}; next: public.py --data {into}",
+        file=sys.stderr,
+    )
 
 
 def git(*args: str) -> bytes:
