@@ -98,6 +98,11 @@ def _joined(values: list[object]) -> str:
     )
 
 
+def _record(row: dict[str, object], id_key: str = "id", prefix: str = "") -> Record:
+    """A record of every field of ``row`` but its id, whose id is ``prefix`` then ``row``'s."""
+    return Record(f"{prefix}{row[id_key]}", _joined([v for k, v in row.items() if k != id_key]))
+
+
 def restaurant(folder: Path) -> Dataset:
     rows = list(csv.DictReader(io.StringIO((folder / "restaurant.csv").read_text())))
     fields = ["name", "addr", "city", "phone", "type"]
@@ -110,7 +115,7 @@ def restaurant(folder: Path) -> Dataset:
 
 def cora(folder: Path) -> Dataset:
     rows = list(csv.DictReader(io.StringIO((folder / "cora.tsv").read_text()), delimiter="\t"))
-    records = [Record(row["id"], _joined([v for k, v in row.items() if k != "id"])) for row in rows]
+    records = [_record(row) for row in rows]
     lines = (folder / "cora_DPL.tsv").read_text().split("\n")[1:]
     truth = {_pair(*line.split("\t")[:2]) for line in lines if line.strip()}
     return Dataset(records, truth)
@@ -119,7 +124,7 @@ def cora(folder: Path) -> Dataset:
 def cddb(folder: Path) -> Dataset:
     with (folder / "cd_dataset.csv").open(encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
-    records = [Record(row["id"], _joined([v for k, v in row.items() if k != "id"])) for row in rows]
+    records = [_record(row) for row in rows]
     with (folder / "cd_dataset_duplicates.csv").open(encoding="utf-8", newline="") as f:
         truth = {_pair(row["firstId"], row["secondId"]) for row in csv.DictReader(f)}
     return Dataset(records, truth)
@@ -131,9 +136,8 @@ def magellan(folder: Path) -> Dataset:
     records, sources = [], {}
     for side in ("a", "b"):
         table = pd.read_parquet(folder / f"table_{side}.parquet")
-        columns = [c for c in table.columns if c != "_id"]
         for values in table.to_dict("records"):
-            records.append(Record(f"{side}{values['_id']}", _joined([values[c] for c in columns])))
+            records.append(_record(values, "_id", side))
             sources[records[-1].id] = side
     gold = pd.read_parquet(folder / "gold.parquet")
     truth = {_pair(f"a{a}", f"b{b}") for a, b in zip(gold["id1"], gold["id2"], strict=True)}
@@ -175,7 +179,7 @@ def splink_payments(folder: Path) -> Dataset:
 def sigmod_contest(folder: Path, number: int) -> Dataset:
     with (folder / f"X{number}.csv").open(encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
-    records = [Record(row["id"], _joined([v for k, v in row.items() if k != "id"])) for row in rows]
+    records = [_record(row) for row in rows]
     with (folder / f"Y{number}.csv").open(encoding="utf-8", newline="") as f:
         truth = {_pair(row["lid"], row["rid"]) for row in csv.DictReader(f)}
     return Dataset(records, truth)
@@ -186,8 +190,7 @@ def movies(folder: Path) -> Dataset:
     for name in ("imdb", "tmdb"):
         with (folder / f"{name}.csv").open(encoding="utf-8", newline="") as f:
             for row in csv.DictReader(f, delimiter="|"):
-                values = [v for k, v in row.items() if k != "id"]
-                records.append(Record(f"{name[0]}{row['id']}", _joined(values)))
+                records.append(_record(row, prefix=name[0]))
                 sources[records[-1].id] = name
     with (folder / "gt.csv").open(encoding="utf-8", newline="") as f:
         truth = {
