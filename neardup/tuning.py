@@ -210,8 +210,8 @@ def choose_threshold(
     best: tuple[tuple[int, float, float], int, int] | None = None  # rank, valley bin, peak bin
     low_hump = 0  # the peak of the highest hump of pairs too unlike to be near-duplicates
     for start, end in _minimum_runs(smooth):
-        left, right = int(smooth[:start].argmax()), end + int(smooth[end:].argmax())
-        lower_peak = min(smooth[left], smooth[right])
+        right = end + int(smooth[end:].argmax())
+        lower_peak = _lower_peak(smooth, start, end)
         floor = smooth[start]
         if floor > VALLEY_DEPTH * lower_peak or not _heavy_above(counts, end, floor):
             continue
@@ -357,7 +357,13 @@ def _dips(counts: np.ndarray, split: int) -> bool:
     """Whether the histogram smoothed over 3 bins dips at ``split`` to at most VALLEY_DEPTH of
     the lower of its highest bins on either side: two kinds, not one spread."""
     smooth = _smoothed(counts)
-    return bool(smooth[split] <= VALLEY_DEPTH * min(smooth[:split].max(), smooth[split:].max()))
+    return bool(smooth[split] <= VALLEY_DEPTH * _lower_peak(smooth, split, split))
+
+
+def _lower_peak(smooth: np.ndarray, start: int, end: int) -> float:
+    """The lower of the highest bins of ``smooth`` below ``start`` and from ``end`` on: what
+    a floor between them is measured against."""
+    return float(min(smooth[:start].max(), smooth[end:].max()))
 
 
 def _smoothed(counts: np.ndarray) -> np.ndarray:
