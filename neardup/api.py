@@ -319,6 +319,8 @@ def _add_unique(
             lines = {r.id: r.line for r in part}
             for record_id, reason in result.skipped.items():
                 summary.skipped.add(lines[record_id], reason)
+            for record_id in result.unchanged:
+                summary.skipped.add(lines[record_id], "stored already with the same text")
             for record_id, found in result.duplicates.items():
                 summary.skipped.add(lines[record_id], "a near-duplicate is stored")
                 summary.duplicates.append((record_id, found[0].id, found[0].similarity))
@@ -664,12 +666,14 @@ def _candidate_recall(store: Store, pairs: Sequence[Pair]) -> float | None:
 @dataclass
 class Added:
     """What :func:`add` did: the ids it stored, and for each record it did not store because
-    of ``if_unique``, the near-duplicates the store already held."""
+    of ``if_unique``, the near-duplicates the store already held, or that it held the record
+    itself (``unchanged``: the same id with the same content)."""
 
     added: list[str]
     duplicates: dict[str, list[Match]]
     skipped: dict[str, str]  # id: why it was not stored (no words, an id too long)
     replaced: list[str] = field(default_factory=list)  # added ids the store held before
+    unchanged: list[str] = field(default_factory=list)
 
 
 def add(
@@ -742,6 +746,8 @@ def _add_if_unique(
         for record, is_new, matches in zip(storable, new, found, strict=True):
             if is_new:
                 result.added.append(record.id)
+            elif all(m.id == record.id and m.exact for m in matches):
+                result.unchanged.append(record.id)
             else:
                 result.duplicates[record.id] = matches
         index_records(target, [r for r, n in zip(storable, new, strict=True) if n], params)

@@ -116,6 +116,17 @@ class Match:
     copies: tuple[str, ...] = ()  # with collapse_copies: the other ids holding this content
 
 
+def _apart_from_itself(
+    record_id: str, fp: Fingerprint, matches: list[Match], held: Mapping[str, list[str]]
+) -> list[Match]:
+    """A record's stored duplicates but its own stored version, which it replaces (an edited
+    record is no duplicate of what it was); or, where the store holds it already under its id
+    with the same content, that record alone: there is nothing to store."""
+    if record_id in held.get(fp.md5, ()):
+        return [m for m in matches if m.id == record_id]
+    return [m for m in matches if m.id != record_id]
+
+
 def collapse_copies(matches: Sequence[Match]) -> list[Match]:
     """One match per distinct content, its first id carrying the others as ``copies``: a record
     with 53 stored copies is one match, not 53."""
@@ -205,14 +216,20 @@ class Searcher:
         records before it that share a token and pass the rules (every such candidate, with
         the weights of a store holding them all). What ``add(if_unique=True)`` stores, in a few
         round trips. Without ``every_duplicate``, a record whose content is stored is answered
-        with the records holding it, as a lookup lists them first, and not looked up."""
+        with the records holding it, as a lookup lists them first, and not looked up. A
+        record's own stored version is no duplicate of it (:func:`_apart_from_itself`)."""
         # Weighed as in a store that holds each of their contents too: weights from the store
         # alone would change as new records come in, and a second run of the same records would
         # judge otherwise. Contents the store holds already count once, as they will.
         held = self.store.ids_by_md5(list(dict.fromkeys(fp.md5 for fp in fps)))
         fresh = list({fp.md5: fp for fp in reversed(fps) if not held.get(fp.md5)}.values())
         self.pending = Frequencies(len(fresh), *frequency_counts(fresh)) if fresh else None
-        stored = self._stored_duplicates(fps, held, every_duplicate)
+        stored = [
+            _apart_from_itself(record_id, fp, matches, held)
+            for record_id, fp, matches in zip(
+                ids, fps, self._stored_duplicates(fps, held, every_duplicate), strict=True
+            )
+        ]
         # Pairs among the records the store has no duplicate of: their shingles weighed in
         # one request (a batch indexed again has none to weigh).
         unmatched = [fp.shingles for fp, matches in zip(fps, stored, strict=True) if not matches]

@@ -245,6 +245,7 @@ def create_app(
             "duplicates": {i: [asdict(m) for m in found] for i, found in result.duplicates.items()},
             "skipped": result.skipped,
             "replaced": result.replaced,
+            "unchanged": result.unchanged,
         }
 
     @app.get("/records/{record_id:path}", dependencies=guarded)

@@ -714,3 +714,31 @@ def test_skip_duplicates_again_stores_nothing(tmp_path: Path) -> None:
     again = json.loads(neardup("index", str(records), "--store", url, "--skip-duplicates",
                                "--json").stdout)  # fmt: skip
     assert again["indexed"] == 0 and api_stats(url)["documents"] == first["indexed"]
+    # The records it kept are themselves, stored already; the others near-duplicates again.
+    assert again["skipped_by_reason"] == {
+        "stored already with the same text": first["indexed"],
+        "a near-duplicate is stored": first["read"] - first["indexed"],
+    }
+
+
+def test_skip_duplicates_stores_an_edited_record_over_its_own_version(tmp_path: Path) -> None:
+    """A record indexed again with a small edit is no near-duplicate of what it was: it
+    replaces its stored version, where a record that copies another stored one is refused."""
+    url = f"sqlite:///{tmp_path / 'u.db'}"
+    (tmp_path / "day1.tsv").write_text(
+        "id\ttext\n1\tCasa Oaxaca Cocina 2210 Mission St San Francisco\n"
+        "2\tThai Orchid Kitchen 58 Elm St Northampton MA\n"
+    )
+    (tmp_path / "day2.tsv").write_text(
+        "id\ttext\n1\tCasa Oaxaca Cocina 2210 Mission Street San Francisco CA\n"
+        "3\tThai Orchid Kitchen 58 Elm Street Northampton MA\n"
+    )
+    neardup("index", str(tmp_path / "day1.tsv"), "--store", url, "--skip-duplicates")
+    day2 = json.loads(neardup("index", str(tmp_path / "day2.tsv"), "--store", url,
+                              "--skip-duplicates", "--json").stdout)  # fmt: skip
+    assert (day2["indexed"], day2["replaced_stored"], day2["documents"]) == (1, 1, 2)
+    assert [(d["id"], d["duplicate_of"]) for d in day2["duplicates"]] == [("3", "2")]
+    with open_store(url) as store:
+        assert store.get(["1"])["1"].content == (
+            "casa oaxaca cocina 2210 mission street san francisco ca"
+        )

@@ -569,17 +569,21 @@ def test_indexing_only_unique_records_treats_a_repeated_id_as_asked(
         assert {i: r.content for i, r in store.get([*held, "1#2"]).items()} == held
 
 
-def test_a_repeat_that_is_a_near_duplicate_replaces_nothing_when_only_unique_records_are_stored(
+def test_an_edited_repeat_replaces_its_id_when_only_unique_records_are_stored(
     tmp_path: Path, sqlite_url: str
 ) -> None:
+    """A repeated id is the record edited, as a replaced id is without the check: no
+    near-duplicate of itself, so it replaces the record, and the store holds no copy."""
     path = tmp_path / "records.csv"
     path.write_text(
         "id,text\n1,the quick brown fox jumps over the lazy dog\n"
         "1,the quick brown fox jumps over the lazy dogs\n"
     )
     summary = api.index([path], sqlite_url, skip_duplicates=True)
-    assert (summary.indexed, summary.replaced.total, summary.documents) == (1, 0, 1)
-    assert summary.duplicates[0][:2] == ("1", "1")
+    assert (summary.indexed, summary.replaced.total, summary.documents) == (2, 1, 1)
+    assert summary.duplicates == []
+    with api.opened(sqlite_url) as store:
+        assert store.get(["1"])["1"].content.endswith("lazy dogs")
 
 
 def test_ids_repeated_across_files_are_counted(tmp_path: Path, sqlite_url: str) -> None:

@@ -76,7 +76,9 @@ def test_lookup_can_collapse_copies(client: TestClient) -> None:
 def test_records_get_add_and_delete(client: TestClient) -> None:
     assert client.get("/records/a/b c").json()["content"].startswith("an id with a slash")
     added = client.post("/records", json={"records": [{"id": "9", "text": "Brand new place"}]})
-    assert added.json() == {"added": ["9"], "duplicates": {}, "skipped": {}, "replaced": []}
+    assert added.json() == {
+        "added": ["9"], "duplicates": {}, "skipped": {}, "replaced": [], "unchanged": []
+    }  # fmt: skip
     assert (
         client.post("/lookup", json={"text": "brand new place"}).json()["matches"][0]["id"] == "9"
     )
@@ -120,6 +122,10 @@ def test_add_if_unique_names_the_duplicates_it_refused(client: TestClient) -> No
     assert [m["id"] for m in answer["duplicates"]["12"]] == ["11"]  # earlier in the same request
     assert answer["skipped"] == {"13": "no words after normalisation"}
     assert client.get("/stats").json()["documents"] == len(RECORDS) + 1
+    again = client.post("/records", json={"if_unique": True, "records": body["records"][1:2]})
+    assert again.json() == {
+        "added": [], "duplicates": {}, "skipped": {}, "replaced": [], "unchanged": ["11"]
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(
