@@ -11,6 +11,7 @@ lookups and reports use them when they are not given again.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -315,6 +316,8 @@ def _add_unique(
         replacing = {id(r) for r in admitted.replacing}
         for part in _runs_of_distinct_ids([r for r in admitted.records if r]):
             result = add(part, target, if_unique=True, preset=preset, every_duplicate=False)
+            if result.checked_by and not summary.checked:
+                summary.checked = _checked_at(target, result.checked_by)
             summary.indexed += len(result.added)
             lines = {r.id: r.line for r in part}
             for record_id, reason in result.skipped.items():
@@ -331,6 +334,12 @@ def _add_unique(
         on_batch()
     summary.documents = target.count()
     summary.seconds += time.perf_counter() - started
+
+
+def _checked_at(target: Store, rules: MatchRules) -> str:
+    """The threshold a skip-duplicates run checks its records at, and where it comes from."""
+    source = rule_sources(target.settings, rules)["threshold"]
+    return f"near-duplicates checked at threshold {rules.threshold:g} ({source})"
 
 
 def _runs_of_distinct_ids(records: list[Record]) -> Iterator[list[Record]]:
@@ -674,6 +683,7 @@ class Added:
     skipped: dict[str, str]  # id: why it was not stored (no words, an id too long)
     replaced: list[str] = field(default_factory=list)  # added ids the store held before
     unchanged: list[str] = field(default_factory=list)
+    checked_by: MatchRules | None = None  # with ``if_unique``: the rules records were checked by
 
 
 def add(
@@ -736,7 +746,7 @@ def _add_if_unique(
     the store's lock: the rules too are read under it, since an automatic threshold not chosen
     yet is read from every record, which another writer must not change meanwhile."""
     with target.exclusive():
-        chosen = rules_for(target, *asked)
+        chosen = result.checked_by = _checking_rules(target, params, asked, storable)
         fps = fingerprint_batch([r.text for r in storable], params)
         # Every candidate, as a report and the check among the records themselves take:
         # a lookup's ten would miss stored duplicates the records' own check found.
@@ -751,6 +761,31 @@ def _add_if_unique(
             else:
                 result.duplicates[record.id] = matches
         index_records(target, [r for r, n in zip(storable, new, strict=True) if n], params)
+
+
+def _checking_rules(
+    target: Store,
+    params: FingerprintParams,
+    asked: tuple[RulesRequest, str | None],
+    records: Sequence[Record],
+) -> MatchRules:
+    """The rules ``records`` are checked by: :func:`rules_for`'s. An empty store has no records
+    to read an automatic threshold from, so it reads it from ``records`` as a store holding
+    them reads it, and remembers it: a new store's first ``index --skip-duplicates`` run
+    checks its file by the threshold of its first batch, not by the fallback."""
+    chosen = match_rules(params, target.settings, asked[0], preset_name=asked[1])
+    if chosen.to_choose and not target.count():
+        with (
+            tempfile.TemporaryDirectory(prefix="neardup-") as folder,
+            open_store(f"sqlite:///{Path(folder) / 'first.db'}", create=True) as trial,
+        ):
+            trial.ensure_params(params)
+            index_records(trial, records, params)
+            found = find_pairs(trial, params, chosen)
+        if found.choice:
+            read = f"read from the {len(records):,} records being added: {found.choice.reason}"
+            _remember_choice(target, chosen, replace(found.choice, reason=read))
+    return rules_for(target, *asked)
 
 
 def report_page(

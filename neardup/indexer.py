@@ -96,6 +96,7 @@ class IndexSummary:
     damaged: list[str] = field(default_factory=list)  # files whose rest could not be read
     # with skip_duplicates: (record not stored, the stored duplicate, similarity)
     duplicates: list[tuple[str, str, float]] = field(default_factory=list)
+    checked: str = ""  # with skip_duplicates: the threshold records were checked at, and why
 
     def describe(self) -> str:
         rate = self.indexed / self.seconds if self.seconds else 0.0
@@ -110,7 +111,7 @@ class IndexSummary:
             for log, text, hint in repeats
             if log.total
         )
-        return "".join(f"{line}\n" for line in self.text) + (
+        return "".join(f"{line}\n" for line in [*self.text, self.checked] if line) + (
             f"read {self.read}, indexed {self.indexed}, skipped {self.skipped.summary()}"
             f"{repeated}; {self.seconds:.1f} s ({rate:,.0f} records/s); "
             f"store holds {self.documents}"
@@ -130,6 +131,7 @@ class IndexSummary:
             "seconds": round(self.seconds, 3),
             "text": self.text,
             "damaged": self.damaged,
+            "checked": self.checked,
             "duplicates": [
                 {"id": i, "duplicate_of": d, "similarity": round(s, 6)}
                 for i, d, s in self.duplicates

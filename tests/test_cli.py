@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from neardup import api
 from neardup.api import last_report
 from neardup.api import stats as api_stats
 from neardup.errors import NeardupError
 from neardup.evaluate import read_pairs
+from neardup.generate import write_corpus
 from neardup.stores import open_store
 from tests.corpora import SAMPLE, corpus
 from tests.runner import assert_user_error, neardup, neardup_process
@@ -719,6 +721,27 @@ def test_skip_duplicates_again_stores_nothing(tmp_path: Path) -> None:
         "stored already with the same text": first["indexed"],
         "a near-duplicate is stored": first["read"] - first["indexed"],
     }
+
+
+def test_a_new_stores_first_skip_duplicates_run_reads_its_threshold_from_its_records(
+    tmp_path: Path,
+) -> None:
+    """An empty store has no records to read its threshold from: the run reads it from its
+    first batch as a store holding them reads it (the threshold a report of the whole file
+    chooses), not the fallback, and says so."""
+    path = tmp_path / "people.tsv"
+    write_corpus(path, tmp_path / "truth.tsv", 2_000, kind="people", seed=2)
+    whole = f"sqlite:///{tmp_path / 'whole.db'}"
+    api.index([path], whole)
+    api.report(whole)
+    expected = last_report(whole).threshold
+    summary = json.loads(neardup("index", str(path), "--store", f"sqlite:///{tmp_path / 'new.db'}",
+                                 "--skip-duplicates", "--json").stdout)  # fmt: skip
+    assert expected != api.FALLBACK_THRESHOLD
+    assert summary["checked"].startswith(
+        f"near-duplicates checked at threshold {expected:g} (auto: read from the 2,000 records "
+        "being added: the valley"
+    )
 
 
 def test_skip_duplicates_stores_an_edited_record_over_its_own_version(tmp_path: Path) -> None:
