@@ -21,10 +21,13 @@ from .fingerprint import (
     fingerprint,
     frequency_counts,
     jaccard,
+    pair_similarities,
+    shingle_numbers,
     shingle_sets,
     weighted_similarity,
     word_edit_distances,
 )
+from .selfjoin import pairs_sharing_keys
 from .stores import Candidate, CandidateQuery, Store, StoredRecord
 
 MAX_CANDIDATES = 10_000
@@ -240,28 +243,11 @@ class Searcher:
                 ids, fps, self._stored_duplicates(fps, held, every_duplicate), strict=True
             )
         ]
-        # Pairs among the records the store has no duplicate of: their shingles weighed in
-        # one request (a batch indexed again has none to weigh).
-        unmatched = [fp.shingles for fp, matches in zip(fps, stored, strict=True) if not matches]
-        among = (
-            jaccard
-            if self.rules.similarity == "jaccard" or not unmatched
-            else self._weighing(unmatched)
-        )
-        new: list[bool] = []
-        found: list[list[Match]] = []
-        kept: dict[str, Fingerprint] = {}  # the new records so far, by id
-        holders: dict[int, list[str]] = {}  # a token: the new records that hold it
-        for record_id, fp, matches in zip(ids, fps, stored, strict=True):
-            if not matches:
-                matches = self._among(fp, kept, holders, among)
-            new.append(not matches)
-            found.append(matches)
-            if not matches:
-                kept[record_id] = fp
-                for key in set(self.field.keys(fp).tolist()):
-                    holders.setdefault(key, []).append(record_id)
-        return new, found
+        unmatched = [k for k, matches in enumerate(stored) if not matches]
+        among = self._among([ids[k] for k in unmatched], [fps[k] for k in unmatched])
+        for k, matches in zip(unmatched, among, strict=True):
+            stored[k] = matches
+        return [not matches for matches in stored], stored
 
     def _stored_duplicates(
         self, fps: Sequence[Fingerprint], held: Mapping[str, list[str]], every_duplicate: bool
@@ -279,35 +265,77 @@ class Searcher:
             self._every_record(fp, [], held) if held.get(fp.md5) else answers[fp.md5] for fp in fps
         ]
 
-    def _among(
-        self,
-        fp: Fingerprint,
-        kept: Mapping[str, Fingerprint],
-        holders: Mapping[int, list[str]],
-        measure: Measure,
-    ) -> list[Match]:
-        """The duplicates of ``fp`` among records not stored yet (``kept``): exact ones, else
-        the accepted near ones, ranked as a lookup ranks them."""
-        shared: dict[str, int] = {}
-        for key in set(self.field.keys(fp).tolist()):
-            for other in holders.get(key, ()):
-                shared[other] = shared.get(other, 0) + 1
+    def _among(self, ids: Sequence[str], fps: Sequence[Fingerprint]) -> list[list[Match]]:
+        """Each record's duplicates among the records before it that are new: every one that
+        shares a token and passes the rules, ranked as a lookup ranks them, or the exact ones
+        alone where there are some; none for a new record. The pairs that share a token are
+        found at once, nothing left out (:func:`neardup.selfjoin.pairs_sharing_keys`), and
+        measured at once, weighed as in a store holding them all; then each record in turn is
+        new or not: a record checked one at a time against every earlier one cost a batch of
+        10,000 person records 10 s."""
+        if not fps:
+            return []
+        keys, sizes = self.field.keys_of(fps)
+        words = None
         if self.rules.first_word:
-            shared = {i: c for i, c in shared.items() if kept[i].first_word == fp.first_word}
-        exact = [
-            Match(i, fp.content, fp.md5, True, 0, 1.0, c)
-            for i, c in shared.items()
-            if kept[i].md5 == fp.md5
-        ]
-        if exact or not shared:
-            return exact
-        candidates = [
-            Candidate(StoredRecord(i, k.content, k.md5, k.first_word, k.num_words), c)
-            for i, c in shared.items()
-            for k in [kept[i]]
-        ]
-        shingles = {i: kept[i].shingles for i in shared}
-        return self.accepted(fp, candidates, shingles, measure)
+            words = np.unique([fp.first_word for fp in fps], return_inverse=True)[1]
+        low, high, shared = pairs_sharing_keys(keys, sizes, words)
+        similarities = self._pair_similarities(fps, low, high)
+        md5s = np.unique([fp.md5 for fp in fps], return_inverse=True)[1]
+        exact = md5s[low] == md5s[high]
+        threshold = self.rules.threshold
+        checked = exact | (True if threshold is None else similarities >= threshold)
+        near = np.flatnonzero(checked & ~exact)
+        distances = np.zeros(len(low), dtype=np.int64)
+        contents = [fp.content for fp in fps]
+        distances[near] = word_edit_distances(contents, low[near].tolist(), high[near].tolist())
+        # The checked pairs by their later record, each record's a slice.
+        by_later = np.flatnonzero(checked)
+        by_later = by_later[np.argsort(high[by_later], kind="stable")]
+        bounds = np.searchsorted(high[by_later], np.arange(len(fps) + 1))
+        new = np.zeros(len(fps), dtype=bool)
+        found: list[list[Match]] = []
+        for later in range(len(fps)):
+            pairs = by_later[bounds[later] : bounds[later + 1]]
+            pairs = pairs[new[low[pairs]]]
+            if exact[pairs].any():
+                matches = [
+                    Match(
+                        ids[low[p]],
+                        fps[later].content,
+                        fps[later].md5,
+                        True,
+                        0,
+                        1.0,
+                        int(shared[p]),
+                    )
+                    for p in pairs[exact[pairs]].tolist()
+                ]
+            else:
+                matches = [
+                    Match(ids[i], fps[i].content, fps[i].md5, False, d, s, int(shared[p]))
+                    for p in pairs.tolist()
+                    for i, d, s in [(int(low[p]), int(distances[p]), float(similarities[p]))]
+                    if self.rules.accepts(d, s)
+                ]
+                matches.sort(key=lambda m: (m.edit_distance, -m.similarity, natural_key(m.id)))
+            new[later] = not matches
+            found.append(matches)
+        return found
+
+    def _pair_similarities(
+        self, fps: Sequence[Fingerprint], low: np.ndarray, high: np.ndarray
+    ) -> np.ndarray:
+        """The rules' similarity of the pairs (low[i], high[i]) of ``fps``, all at once, the
+        same floats as one pair at a time; weighed as in a store holding them all."""
+        numbers, offsets, shingles = shingle_numbers([fp.content for fp in fps], self.params)
+        weights = None
+        if self.rules.similarity != "jaccard" and len(low):
+            frequencies = self.store.frequencies(shingles.view(np.int64))
+            if self.pending is not None:
+                frequencies = frequencies.plus(self.pending)
+            weights = frequencies.weights(shingles)
+        return pair_similarities(numbers, len(shingles), weights, offsets, low, high)
 
     def _every_record(
         self,

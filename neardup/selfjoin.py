@@ -230,6 +230,18 @@ def candidate_pairs(
     return counted_pairs(codes), left_out
 
 
+def pairs_sharing_keys(
+    keys: np.ndarray, sizes: np.ndarray, words: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(low, high, shared keys) of every pair of key sets (``sizes`` keys each, set after
+    set) that share a key, each pair once, sorted, nothing left out: a batch's own pairs. With
+    ``words``, only pairs of sets with the same first word."""
+    groups = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
+    everything = np.iinfo(np.int64).max
+    pairs, _ = candidate_pairs([_distinct_buckets(keys, groups)], everything, words=words)
+    return pairs
+
+
 def counted_pairs(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(low, high, shared) of bucket pair codes, int32: each pair once, sorted, with the
     buckets it came in. ``codes`` is sorted in place: a report's 40 million take 320 MB, and
