@@ -331,10 +331,7 @@ class Searcher:
         numbers, offsets, shingles = shingle_numbers([fp.content for fp in fps], self.params)
         weights = None
         if self.rules.similarity != "jaccard" and len(low):
-            frequencies = self.store.frequencies(shingles.view(np.int64))
-            if self.pending is not None:
-                frequencies = frequencies.plus(self.pending)
-            weights = frequencies.weights(shingles)
+            weights = self._weights(shingles)
         return pair_similarities(numbers, len(shingles), weights, offsets, low, high)
 
     def _every_record(
@@ -364,13 +361,42 @@ class Searcher:
 
     def near_duplicates_many(self, fps: Sequence[Fingerprint]) -> list[list[Match]]:
         """:meth:`near_duplicates` for many fingerprints, with batched store round trips."""
-        heads = self.distinct_candidates_many(fps)
+        heads = self._passing(fps, self.distinct_candidates_many(fps))
         shingles = self.shingled([c for found in heads for c in found])
         measure = self.measure(fps, shingles)
         return [
             self.accepted(fp, found, shingles, measure)
             for fp, found in zip(fps, heads, strict=True)
         ]
+
+    def _passing(
+        self, fps: Sequence[Fingerprint], heads: list[list[Candidate]]
+    ) -> list[list[Candidate]]:
+        """Each fingerprint's candidates (``heads``) whose similarity reaches the threshold,
+        every pair measured at once: the same floats :meth:`accepted` measures one at a time,
+        where a batch checked with every candidate measured millions (all, with no
+        threshold)."""
+        threshold = self.rules.threshold
+        if threshold is None or not any(heads):
+            return heads
+        records = {c.id: c.record.content for found in heads for c in found}
+        number = {record_id: n for n, record_id in enumerate(records, start=len(fps))}
+        contents = [fp.content for fp in fps] + list(records.values())
+        numbers, offsets, shingles = shingle_numbers(contents, self.params)
+        left = np.repeat(np.arange(len(fps)), [len(found) for found in heads])
+        right = np.array([number[c.id] for found in heads for c in found])
+        weights = None if self.rules.similarity == "jaccard" else self._weights(shingles)
+        passes = pair_similarities(numbers, len(shingles), weights, offsets, left, right)
+        passes = (passes >= threshold).tolist()
+        at = iter(passes)
+        return [[c for c in found if next(at)] for found in heads]
+
+    def _weights(self, shingles: np.ndarray) -> np.ndarray:
+        """Each shingle's weight: the store's counts, with the records about to be stored."""
+        frequencies = self.store.frequencies(shingles.view(np.int64))
+        if self.pending is not None:
+            frequencies = frequencies.plus(self.pending)
+        return frequencies.weights(shingles)
 
     def shingled(self, candidates: Sequence[Candidate]) -> dict[str, np.ndarray]:
         """Each candidate's shingle set, by id; a record that is a candidate of several
@@ -387,13 +413,9 @@ class Searcher:
 
     def _weighing(self, sets: Sequence[np.ndarray]) -> Measure:
         """The weighted similarity, for pairs among the shingle ``sets``."""
-        frequencies = self.store.frequencies(np.concatenate(sets).view(np.int64))
-        if self.pending is not None:
-            frequencies = frequencies.plus(self.pending)
-
         # Each set's weights once, however many pairs it is in, all sets' in one search: a set
         # is one of ``sets``, held for the measure's life, so its id names it.
-        every = frequencies.weights(np.concatenate(sets)) if sets else np.empty(0)
+        every = self._weights(np.concatenate(sets)) if sets else np.empty(0)
         bounds = np.cumsum([len(a) for a in sets])[:-1]
         weights = {id(a): w for a, w in zip(sets, np.split(every, bounds), strict=True)}
 
