@@ -10,7 +10,8 @@ that every run measures the same records; nothing is bundled with neardup. ``--i
   (Cora from the commit that added it, before the repository dropped it);
 - ``cddb/``: the HPI freeDB CDs (``cd_dataset.csv``, ``cd_dataset_duplicates.csv``) from
   philipp94831/dysni, at the commit that took repeated disc ids out;
-- ``magellan/``: DBLP-ACM, Amazon-Google, Walmart-Amazon (``structured/``) and Abt-Buy
+- ``magellan/``: DBLP-ACM, Amazon-Google, Walmart-Amazon (``structured/``, and their
+  ``dirty/`` versions, whose fields are moved into the title at random) and Abt-Buy
   (``textual/``), each ``table_a``, ``table_b`` and ``gold`` as Parquet, from
   DataReconciliation/BiBlock's copies of the Magellan sets.
 - ``splink/``: person records in groups, with the group of each (``fake_1000.csv``;
@@ -19,9 +20,11 @@ that every run measures the same records; nothing is bundled with neardup. ``--i
   ``transactions_destination.parquet``), from moj-analytical-services/splink_datasets (MIT
   licence).
 - ``pyjedai/``: product titles of the SIGMOD 2022 programming contest, notebooks
-  (``X1.csv``, true pairs ``Y1.csv``) and storage (``X2.csv``, ``Y2.csv``), and movies and
-  people of IMDB and TMDB linked (``imdb.csv``, ``tmdb.csv``, ``gt.csv``, the pyJedAI D5
-  set), from AI-team-UoA/pyJedAI (Apache licence 2.0).
+  (``X1.csv``, true pairs ``Y1.csv``) and storage (``X2.csv``, ``Y2.csv``), and three pairs of
+  sources linked from its clean-clean sets, each a folder of two sources and ``gt.csv``:
+  restaurants of two guides (``D1/``), and movies and the people in them of IMDB, TMDB and
+  TVDB (``D5/`` IMDB-TMDB, ``D6/`` IMDB-TVDB, ``D7/`` TMDB-TVDB), from AI-team-UoA/pyJedAI
+  (Apache licence 2.0).
 
 Then: ``python benchmarks/quality/public.py --data DIR``. ``--source`` is where the
 repositories are cloned from (``owner/name`` is appended): a mirror, or a local folder of bare
@@ -36,6 +39,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+# pyJedAI's clean-clean sets fetched: the two sources linked (``gt.csv`` pairs them).
+CLEAN_CLEAN = {
+    "D1": ("rest1", "rest2"),
+    "D5": ("imdb", "tmdb"),
+    "D6": ("imdb", "tvdb"),
+    "D7": ("tmdb", "tvdb"),
+}
 # (repository, commit, path in the repository, path under --into)
 FILES = [
     *(
@@ -58,6 +68,9 @@ FILES = [
             ("structured", "amazon-google"),
             ("structured", "walmart-amazon"),
             ("textual", "abt_buy"),
+            ("dirty", "dblp-acm"),
+            ("dirty", "amazon-google"),
+            ("dirty", "walmart-amazon"),
         ]
         for part in ("table_a", "table_b", "gold")
     ),
@@ -75,8 +88,9 @@ FILES = [
         for name in ("X1.csv", "Y1.csv", "X2.csv", "Y2.csv")
     ),
     *(
-        ("AI-team-UoA/pyJedAI", "619b00e", f"data/ccer/D5/{name}", f"pyjedai/{name}")
-        for name in ("imdb.csv", "tmdb.csv", "gt.csv")
+        ("AI-team-UoA/pyJedAI", "619b00e", f"data/ccer/{path}", f"pyjedai/{path}")
+        for set_, sources in CLEAN_CLEAN.items()
+        for path in (f"{set_}/{name}.csv" for name in (*sources, "gt"))
     ),
 ]  # fmt: skip
 

@@ -20,7 +20,10 @@ The data is not part of neardup; each loader reads a dataset as its public repos
   Walmart-Amazon (software and electronics listings of two shops): ``structured/dblp_acm``,
   ``textual/abt_buy``, ``structured/amazon-google``, ``structured/walmart-amazon``, each
   ``table_a``, ``table_b`` and ``gold`` as Parquet, as github.com/DataReconciliation/BiBlock
-  ships the Magellan sets (reading them needs pyarrow).
+  ships the Magellan sets (reading them needs pyarrow); and the dirty versions of the
+  structured three (``dirty/dblp-acm``, ``dirty/amazon-google``, ``dirty/walmart-amazon``),
+  whose field values are moved into the title at random, as sources that fill fields
+  differently do.
 - ``--splink DIR``: person records in groups, each record's group its truth (every two records
   of a group a true pair), as github.com/moj-analytical-services/splink_datasets ships them:
   ``fake_1000.csv`` (1,000 people: name, date of birth, city, email; 2,031 true pairs) and
@@ -35,9 +38,12 @@ The data is not part of neardup; each loader reads a dataset as its public repos
 - ``--pyjedai DIR``: the SIGMOD 2022 programming contest's product titles as
   github.com/AI-team-UoA/pyJedAI ships them, notebooks (``X1.csv``: 1,661 titles, 2,814 true
   pairs in ``Y1.csv``) and storage devices (``X2.csv``: 1,993 records of name, price, brand,
-  description and category, 4,392 true pairs in ``Y2.csv``); and movies, series and people as
-  IMDB and TMDB list them (``imdb.csv``, ``tmdb.csv``, ``|``-separated, 1,968 true pairs in
-  ``gt.csv``: the D5 set), a linkage task.
+  description and category, 4,392 true pairs in ``Y2.csv``); and four linkage tasks of its
+  clean-clean sets, each a folder of two ``|``-separated sources and their true pairs in
+  ``gt.csv``: restaurants of two guides (``D1/rest1.csv``, ``D1/rest2.csv``: 339 and 2,256
+  records of name, phone and street, 89 true pairs), and movies, series and the people in
+  them as IMDB, TMDB and TVDB list them (``D5/`` IMDB-TMDB, 1,968 true pairs; ``D6/``
+  IMDB-TVDB, 1,072; ``D7/`` TMDB-TVDB, 1,095).
 
 For each: neardup with no flags, each preset, and the naive baseline: word-set Jaccard of every
 pair of records that share a word, at the threshold that gives it its best F1 against the truth
@@ -185,16 +191,19 @@ def sigmod_contest(folder: Path, number: int) -> Dataset:
     return Dataset(records, truth)
 
 
-def movies(folder: Path) -> Dataset:
+def clean_clean(folder: Path, first: str, second: str) -> Dataset:
+    """Two sources linked, as pyJedAI ships them: ``first`` and ``second`` (``|``-separated,
+    an ``id`` field numbering each source's records) and ``gt.csv``, pairs of their ids."""
     records, sources = [], {}
-    for name in ("imdb", "tmdb"):
+    for name in (first, second):
         with (folder / f"{name}.csv").open(encoding="utf-8", newline="") as f:
             for row in csv.DictReader(f, delimiter="|"):
-                records.append(_record(row, prefix=name[0]))
+                records.append(_record(row, prefix=f"{name}:"))
                 sources[records[-1].id] = name
     with (folder / "gt.csv").open(encoding="utf-8", newline="") as f:
         truth = {
-            _pair(f"i{row['D1']}", f"t{row['D2']}") for row in csv.DictReader(f, delimiter="|")
+            _pair(f"{first}:{row['D1']}", f"{second}:{row['D2']}")
+            for row in csv.DictReader(f, delimiter="|")
         }
     return Dataset(records, truth, sources)
 
@@ -316,6 +325,9 @@ def datasets(args: argparse.Namespace) -> list[tuple[str, Callable[[], Dataset]]
         ("Abt-Buy (2,173)", "textual/abt_buy"),
         ("Amazon-Google (4,589)", "structured/amazon-google"),
         ("Walmart-Amazon (24,628)", "structured/walmart-amazon"),
+        ("DBLP-ACM, dirty (4,910)", "dirty/dblp-acm"),
+        ("Amazon-Google, dirty (4,589)", "dirty/amazon-google"),
+        ("Walmart-Amazon, dirty (24,628)", "dirty/walmart-amazon"),
     ]:  # fmt: skip
         parts.append((name, partial(magellan, args.magellan / folder)))
     if args.splink:
@@ -325,7 +337,13 @@ def datasets(args: argparse.Namespace) -> list[tuple[str, Callable[[], Dataset]]
     if args.pyjedai:
         parts.append(("Notebooks, SIGMOD 2022 (1,661)", partial(sigmod_contest, args.pyjedai, 1)))
         parts.append(("Storage, SIGMOD 2022 (1,993)", partial(sigmod_contest, args.pyjedai, 2)))
-        parts.append(("Movies, IMDB-TMDB (11,174)", partial(movies, args.pyjedai)))
+        for name, folder, sources in [
+            ("Restaurants, two guides (2,595)", "D1", ("rest1", "rest2")),
+            ("Movies, IMDB-TMDB (11,174)", "D5", ("imdb", "tmdb")),
+            ("Movies, IMDB-TVDB (12,928)", "D6", ("imdb", "tvdb")),
+            ("Movies, TMDB-TVDB (13,866)", "D7", ("tmdb", "tvdb")),
+        ]:  # fmt: skip
+            parts.append((name, partial(clean_clean, args.pyjedai / folder, *sources)))
     return parts
 
 
