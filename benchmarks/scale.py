@@ -46,8 +46,9 @@ def resident_mb(pid: int, field: str) -> float | None:
     return None
 
 
-def run_sampled(args: list[str]) -> tuple[float, float, list[float]]:
-    """Run a command; return (seconds, peak RSS MB, RSS samples MB every 0.5 s)."""
+def run_sampled(args: list[str]) -> tuple[float, float, list[float], str]:
+    """Run a command; return (seconds, peak RSS MB, RSS samples MB every 0.5 s, what it wrote
+    to stderr)."""
     started = time.perf_counter()
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     samples, peak = [], 0.0
@@ -64,7 +65,7 @@ def run_sampled(args: list[str]) -> tuple[float, float, list[float]]:
     _, errors = process.communicate()
     if process.returncode:
         sys.exit(f"{' '.join(args[2:])} failed: {errors.strip()}")
-    return time.perf_counter() - started, peak, samples
+    return time.perf_counter() - started, peak, samples, errors
 
 
 def lookup_latencies(url: str, count: int) -> np.ndarray:
@@ -123,10 +124,10 @@ def measure(
 ) -> dict[str, object]:
     """Index the corpus into an emptied store, report, look up; the table's cells."""
     open_store(url).drop()
-    index_s, index_peak, samples = run_sampled(
+    index_s, index_peak, samples, _ = run_sampled(
         [*NEARDUP, "index", str(corpus), "--store", url, *flags]
     )
-    report_s, report_peak, _ = run_sampled(
+    report_s, report_peak, _, _ = run_sampled(
         [*NEARDUP, "report", "--store", url, *flags, "-o", str(report_file)]
     )
     pairs = report_file.read_bytes()

@@ -50,6 +50,14 @@ def test_the_scale_benchmark_scores_person_records_against_their_truth(tmp_path:
     assert f1 > 0.9
 
 
+def test_the_arriving_benchmark_judges_what_a_checked_index_keeps(tmp_path: Path) -> None:
+    table = run("arriving.py", "--records", "2000", "--folder", str(tmp_path))
+    row = table.splitlines()[-1].strip("| ").split(" | ")
+    kept, wanted = (int(n.replace(",", "")) for n in row[4].split(" of "))
+    assert row[0] == "2,000" and float(row[3]) != api.FALLBACK_THRESHOLD
+    assert abs(kept - wanted) <= 5 and int(row[5]) <= 5 and int(row[6]) <= 5
+
+
 def test_the_large_group_benchmark_reports_every_pair_of_a_group_within_the_budget() -> None:
     table = run("large_group.py", "--copies", "200", "--people", "1000")
     row = table.splitlines()[-1].strip("| ").split(" | ")
