@@ -33,7 +33,7 @@ from public import Dataset
 
 from neardup import api
 from neardup.fingerprint import pair_similarities, shingle_numbers
-from neardup.report import Pair, every_pair, shingle_weights
+from neardup.report import NearestSimilarity, Pair, every_pair, shingle_weights
 from neardup.settings import FALLBACK_THRESHOLD
 from neardup.tuning import choose_threshold, similarity_histogram
 
@@ -85,17 +85,14 @@ def candidate_recall(data: Dataset, bands: int | None = None) -> Measured:
     # As the report counts its candidates: a pair of contents weighs the pairs of records
     # holding them, and a content held twice is its own nearest.
     histogram = similarity_histogram(np.empty(0))
-    nearest = (copies > 1).astype(np.float64)
+    nearest = NearestSimilarity(copies)
     for a, b in every_pair(len(contents)):
         similarities = pair_similarities(numbers, len(distinct), weights, offsets, a, b)
         similar = similarities >= threshold
         above.update(zip(a[similar].tolist(), b[similar].tolist(), strict=True))
         histogram += similarity_histogram(similarities, copies[a] * copies[b])
-        for side in (a, b):
-            np.maximum.at(nearest, side, similarities)
-    every_pair_choice = choose_threshold(
-        histogram, FALLBACK_THRESHOLD, similarity_histogram(nearest)
-    )
+        nearest.add(a, b, similarities)
+    every_pair_choice = choose_threshold(histogram, FALLBACK_THRESHOLD, nearest.histogram())
     return Measured(
         threshold,
         len(above),
