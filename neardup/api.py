@@ -87,6 +87,7 @@ from .stores import DEFAULT_STORE_URL, Store, id_problem, open_store
 from .stores.base import ParamsRequest
 from .tuning import (
     MIN_CANDIDATES,
+    MIN_TAIL_PAIRS,
     ThresholdChoice,
     Tuning,
     candidate_probability,
@@ -769,21 +770,27 @@ def _checking_rules(
     asked: tuple[RulesRequest, str | None],
     records: Sequence[Record],
 ) -> MatchRules:
-    """The rules ``records`` are checked by: :func:`rules_for`'s. An empty store has no records
-    to read an automatic threshold from, so it reads it from ``records`` as a store holding
-    them reads it, and remembers it: a new store's first ``index --skip-duplicates`` run
-    checks its file by the threshold of its first batch, not by the fallback."""
+    """The rules ``records`` are checked by: :func:`rules_for`'s. A store whose pairs in all
+    are too few to read an automatic threshold from (MIN_TAIL_PAIRS: fewer than 46 records,
+    none in a new store) reads it from its records and ``records`` together, as a store
+    holding them reads it, and remembers it: a new store's first ``index --skip-duplicates``
+    run checks its file by the threshold of its first batch, not by the fallback."""
     chosen = match_rules(params, target.settings, asked[0], preset_name=asked[1])
-    if chosen.to_choose and not target.count():
+    held = target.count()
+    if chosen.to_choose and held * (held - 1) // 2 < MIN_TAIL_PAIRS:
         with (
             tempfile.TemporaryDirectory(prefix="neardup-") as folder,
-            open_store(f"sqlite:///{Path(folder) / 'first.db'}", create=True) as trial,
+            open_store(f"sqlite:///{Path(folder) / 'trial.db'}", create=True) as trial,
         ):
             trial.ensure_params(params)
-            index_records(trial, records, params)
+            stored = [Record(r.id, r.content) for batch in target.iter_records() for r in batch]
+            index_records(trial, [*stored, *records], params)
             found = find_pairs(trial, params, chosen)
         if found.choice:
-            read = f"read from the {len(records):,} records being added: {found.choice.reason}"
+            added = f"the {len(records):,} records being added"
+            if stored:
+                added += f" and the {len(stored):,} stored"
+            read = f"read from {added}: {found.choice.reason}"
             _remember_choice(target, chosen, replace(found.choice, reason=read))
     return rules_for(target, *asked)
 

@@ -723,24 +723,31 @@ def test_skip_duplicates_again_stores_nothing(tmp_path: Path) -> None:
     }
 
 
-def test_a_new_stores_first_skip_duplicates_run_reads_its_threshold_from_its_records(
-    tmp_path: Path,
+@pytest.mark.parametrize(("stored", "read_from"), [(0, ""), (10, " and the 10 stored")])
+def test_a_small_stores_skip_duplicates_run_reads_its_threshold_with_the_records_it_adds(
+    tmp_path: Path, stored: int, read_from: str
 ) -> None:
-    """An empty store has no records to read its threshold from: the run reads it from its
-    first batch as a store holding them reads it (the threshold a report of the whole file
-    chooses), not the fallback, and says so."""
+    """A store whose pairs are too few to read a threshold from (none, or ten records'): the
+    run reads it from its records and the first batch together, as a store holding them reads
+    it (the threshold a report of the whole file chooses), not the fallback, and says so."""
     path = tmp_path / "people.tsv"
     write_corpus(path, tmp_path / "truth.tsv", 2_000, kind="people", seed=2)
     whole = f"sqlite:///{tmp_path / 'whole.db'}"
     api.index([path], whole)
     api.report(whole)
     expected = last_report(whole).threshold
-    summary = json.loads(neardup("index", str(path), "--store", f"sqlite:///{tmp_path / 'new.db'}",
-                                 "--skip-duplicates", "--json").stdout)  # fmt: skip
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    if stored:
+        (tmp_path / "first.tsv").write_text(
+            "".join(path.read_text().splitlines(True)[: stored + 1])
+        )
+        neardup("index", str(tmp_path / "first.tsv"), "--store", url)
+    summary = json.loads(neardup("index", str(path), "--store", url, "--skip-duplicates",
+                                 "--json").stdout)  # fmt: skip
     assert expected != api.FALLBACK_THRESHOLD
     assert summary["checked"].startswith(
         f"near-duplicates checked at threshold {expected:g} (auto: read from the 2,000 records "
-        "being added: the valley"
+        f"being added{read_from}: the valley"
     )
 
 
