@@ -527,8 +527,11 @@ class SQLiteStore(Store):
         return found
 
     def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
-        with self._snapshot():  # one read transaction for all, not one each
-            return [self._candidates(q) for q in queries]
+        # One read transaction for all, not one each; a record that is a candidate of several
+        # queries (a checked batch's records share many) is read once.
+        read: dict[int, StoredRecord] = {}
+        with self._snapshot():
+            return [self._candidates(q, read) for q in queries]
 
     @contextmanager
     def _snapshot(self) -> Iterator[None]:
@@ -549,7 +552,9 @@ class SQLiteStore(Store):
             f"SELECT {columns} FROM {table} WHERE {where}" for table in self._tables(field)
         )
 
-    def _candidates(self, q: CandidateQuery) -> list[Candidate]:
+    def _candidates(
+        self, q: CandidateQuery, read: dict[int, StoredRecord] | None = None
+    ) -> list[Candidate]:
         """The query's postings are read as one list of record numbers and counted by numpy;
         the records are then read from the highest score down: the scores whose records all
         fit in ``rows`` together, else one score's records in id order, until ``rows`` pass
@@ -578,12 +583,40 @@ class SQLiteStore(Store):
                 fitting = following[following - at <= need]
                 end = int(fitting[-1] if len(fitting) else following[0])
                 score = dict(zip(docs[at:end].tolist(), scores[at:end].tolist(), strict=True))
-                batch = json.dumps(docs[at:end].tolist())
-                rows = self._conn.execute(query, (batch, need, *args)).fetchall()
-                rows.sort(key=lambda row: -score[row[0]])  # stable: ids stay in order
-                found += [Candidate(StoredRecord(*row[1:]), score[row[0]]) for row in rows]
+                if read is not None and end - at <= need:  # every record of these scores
+                    found += self._whole_runs(q, score, read)
+                else:
+                    batch = json.dumps(docs[at:end].tolist())
+                    rows = self._conn.execute(query, (batch, need, *args)).fetchall()
+                    rows.sort(key=lambda row: -score[row[0]])  # stable: ids stay in order
+                    found += [Candidate(StoredRecord(*row[1:]), score[row[0]]) for row in rows]
                 at = end
         return found
+
+    def _whole_runs(
+        self, q: CandidateQuery, score: dict[int, int], read: dict[int, StoredRecord]
+    ) -> list[Candidate]:
+        """The candidates of runs of scores taken whole (``score``: each record number's),
+        by score then id, as the query with its filters returns them; the records not ``read``
+        yet are read and kept."""
+        unread = json.dumps([doc for doc in score if doc not in read])
+        for doc, *fields in self._conn.execute(
+            "SELECT doc, id, content, md5, first_word, num_words FROM docs "
+            "WHERE doc IN (SELECT value FROM json_each(?))",
+            (unread,),
+        ):
+            read[doc] = StoredRecord(*fields)
+        excluded = set(q.exclude_md5)
+        passing = [
+            (doc, record)
+            for doc in score
+            if (record := read.get(doc)) is not None
+            and record.md5 not in excluded
+            and (q.first_word is None or record.first_word == q.first_word)
+        ]
+        # By id as ORDER BY orders them: SQLite compares UTF-8 bytes, which order as code points.
+        passing.sort(key=lambda held: (-score[held[0]], held[1].id))
+        return [Candidate(record, score[doc]) for doc, record in passing]
 
     def _scores(self, field: TokenField, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(record numbers, how many of ``keys`` each holds), by that number, highest first."""
