@@ -22,24 +22,13 @@ from scale import NEARDUP, run_sampled
 
 from neardup import api
 from neardup.evaluate import read_pairs
+from neardup.report import Pair
 
 
 def families(truth: Path) -> list[set[str]]:
-    """The generator's families (an original and its copies) from its true pairs."""
-    parent: dict[str, str] = {}
-
-    def root(record: str) -> str:
-        while parent.setdefault(record, record) != record:
-            parent[record] = parent[parent[record]]
-            record = parent[record]
-        return record
-
-    for left, right in read_pairs(truth):
-        parent[root(left)] = root(right)
-    groups: dict[str, set[str]] = {}
-    for record in parent:
-        groups.setdefault(root(record), set()).add(record)
-    return list(groups.values())
+    """The generator's families (an original and its copies): the groups its true pairs form."""
+    pairs = [Pair(left, right, 0, 1.0, 0, "near") for left, right in read_pairs(truth)]
+    return [set(group) for group in api.clusters(pairs)]
 
 
 def measure(records: int, folder: Path) -> str:
