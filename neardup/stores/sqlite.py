@@ -89,6 +89,9 @@ READING_CACHE_KB = 131_072
 BUSY_SECONDS = 60
 PAGE_SIZE = 16_384
 
+# The columns of docs that make a StoredRecord, in its fields' order.
+RECORD_COLUMNS = "id, content, md5, first_word, num_words"
+
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS docs (
@@ -497,8 +500,7 @@ class SQLiteStore(Store):
 
     def get(self, ids: Sequence[str]) -> dict[str, StoredRecord]:
         rows = self._conn.execute(
-            "SELECT id, content, md5, first_word, num_words FROM docs "
-            "WHERE id IN (SELECT value FROM json_each(?))",
+            f"SELECT {RECORD_COLUMNS} FROM docs WHERE id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(ids)),),
         )
         return {row[0]: StoredRecord(*row) for row in rows}
@@ -518,7 +520,7 @@ class SQLiteStore(Store):
         self._index_md5()
         found: dict[str, list[StoredRecord]] = {md5: [] for md5 in md5s}
         rows = self._conn.execute(
-            "SELECT id, content, md5, first_word, num_words FROM docs "
+            f"SELECT {RECORD_COLUMNS} FROM docs "
             "WHERE md5 IN (SELECT value FROM json_each(?)) ORDER BY id",
             (json.dumps(list(found)),),
         )
@@ -569,7 +571,7 @@ class SQLiteStore(Store):
             filters.append(f"d.md5 NOT IN (SELECT value FROM json_each(?{len(args) + 3}))")
             args.append(json.dumps(list(q.exclude_md5)))
         query = (
-            "SELECT d.doc, d.id, d.content, d.md5, d.first_word, d.num_words FROM docs d "
+            f"SELECT d.doc, {RECORD_COLUMNS} FROM docs d "
             f"WHERE {' AND '.join(filters)} ORDER BY d.id LIMIT ?2"
         )
         found: list[Candidate] = []
@@ -601,8 +603,7 @@ class SQLiteStore(Store):
         yet are read and kept."""
         unread = json.dumps([doc for doc in score if doc not in read])
         for doc, *fields in self._conn.execute(
-            "SELECT doc, id, content, md5, first_word, num_words FROM docs "
-            "WHERE doc IN (SELECT value FROM json_each(?))",
+            f"SELECT doc, {RECORD_COLUMNS} FROM docs WHERE doc IN (SELECT value FROM json_each(?))",
             (unread,),
         ):
             read[doc] = StoredRecord(*fields)
@@ -656,9 +657,7 @@ class SQLiteStore(Store):
 
     def iter_records(self, batch_size: int = 1000) -> Iterator[list[StoredRecord]]:
         # One scan in id order instead of the ids first and then each batch by its ids.
-        rows = self._conn.execute(
-            "SELECT id, content, md5, first_word, num_words FROM docs ORDER BY id"
-        )
+        rows = self._conn.execute(f"SELECT {RECORD_COLUMNS} FROM docs ORDER BY id")
         while batch := rows.fetchmany(batch_size):
             yield [StoredRecord(*row) for row in batch]
 
