@@ -21,6 +21,7 @@ from typing import IO, Any, NoReturn
 
 from . import api, output
 from .errors import NeardupError
+from .phrases import counted
 
 Command = Callable[[argparse.Namespace], int]
 # Exit statuses, as grep has them: a lookup that finds nothing is 1, an error is 2.
@@ -263,12 +264,10 @@ def _report(args: argparse.Namespace) -> int:
             groups = api.clusters(pairs, args.grouping)
             review = api.for_review(pairs, threshold)
             output.write_clusters(groups, out, written_as, texts, review)
-            written = (
-                f"{output.counted(len(groups), 'group')} from {output.counted(len(pairs), 'pair')}"
-            )
+            written = f"{counted(len(groups), 'group')} from {counted(len(pairs), 'pair')}"
         else:
             written = output.write_pairs(pairs, out, written_as, texts, threshold)
-            written = output.counted(written, "pair")
+            written = counted(written, "pair")
     print(f"{written}{f' written to {args.output}' if args.output else ''}", file=sys.stderr)
     _print_measured(args, measured, threshold)
     return 0
@@ -382,7 +381,7 @@ def _generate(args: argparse.Namespace) -> int:
         duplicates=args.duplicates,
     )
     truth = f" and {pairs} true pairs to {args.truth}" if args.truth else ""
-    written = output.counted(records, "document" if args.kind == "documents" else "record")
+    written = counted(records, "document" if args.kind == "documents" else "record")
     print(f"wrote {written} to {args.output}{truth}", file=sys.stderr)
     return 0
 

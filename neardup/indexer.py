@@ -13,6 +13,7 @@ import numpy as np
 
 from .errors import NeardupError
 from .fingerprint import Fingerprint, FingerprintParams, fingerprint_batch, md5_digests
+from .phrases import counted
 from .readers import Record, SkipLog
 from .stores import Document, Store, id_problem
 from .stores.base import ParamsRequest
@@ -101,14 +102,14 @@ class IndexSummary:
     def describe(self) -> str:
         rate = self.indexed / self.seconds if self.seconds else 0.0
         repeats = [  # each count, what it counts, and what else there is to do
-            (self.replaced, "replaced {} earlier {} with a repeated id", KEEP_HINT),
-            (self.kept, "kept {} {} with a repeated id under a numbered id", ""),
-            (self.replaced_stored, "replaced {} stored {} with the same id", ""),
+            (self.replaced, "replaced {} with a repeated id", "earlier record", KEEP_HINT),
+            (self.kept, "kept {} with a repeated id under a numbered id", "record", ""),
+            (self.replaced_stored, "replaced {} with the same id", "stored record", ""),
         ]
         repeated = "".join(
-            f"; {text.format(log.total, 'record' if log.total == 1 else 'records')} "
+            f"; {text.format(counted(log.total, noun))} "
             f"(first: {', '.join(reason for _, reason in log.examples)}{hint})"
-            for log, text, hint in repeats
+            for log, text, noun, hint in repeats
             if log.total
         )
         return "".join(f"{line}\n" for line in [*self.text, self.checked] if line) + (

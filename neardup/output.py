@@ -148,11 +148,6 @@ def record_writer(format: Format, fields: Sequence[str], out: IO[str]) -> Callab
     return write
 
 
-def counted(count: int, noun: str) -> str:
-    """``1 pair``, ``2 pairs``."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def stats_text(info: Mapping[str, object]) -> str:
     """``neardup stats``: what the store holds, its parameters, and each rule in effect with
     where it comes from."""

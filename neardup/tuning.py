@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .phrases import counted
+
 _GRID = 2001  # integration points over [0, 1]
 
 
@@ -202,7 +204,9 @@ def choose_threshold(
     """
     counts = np.asarray(histogram, dtype=np.float64)
     bins, total = len(counts), counts.sum()
-    too_few = ThresholdChoice(fallback, False, f"{int(total)} candidate pairs, too few to read")
+    too_few = ThresholdChoice(
+        fallback, False, f"{counted(int(total), 'candidate pair')}, too few to read"
+    )
     if total < MIN_CANDIDATES:
         return too_few
     smooth = _smoothed(counts)
@@ -265,18 +269,22 @@ def choose_from_every_pair(candidates: int, every: EveryPair, fallback: float) -
     sample's millions is as similar as that."""
     pairs = int(np.sum(every.histogram))
     if pairs < MIN_TAIL_PAIRS:
-        few = f"{candidates:,} candidate pairs, {pairs:,} pairs of records in all: too few to read"
+        few = (
+            f"{counted(candidates, 'candidate pair')}, {counted(pairs, 'pair')} of records in "
+            "all: too few to read"
+        )
         return ThresholdChoice(fallback, False, few)
     read = choose_threshold(every.histogram, fallback, every.nearest)
     if every.contents < every.of:
         pairs_read = (
-            f"{pairs:,} pairs of records in a sample of {every.contents:,} of the store's "
+            f"{counted(pairs, 'pair')} of records in a sample of {every.contents:,} of the store's "
             f"{every.of:,} contents"
         )
     else:
-        pairs_read = f"all {pairs:,} pairs of records"
+        pairs_read = f"all {counted(pairs, 'pair')} of records"
     return replace(
-        read, reason=f"{candidates:,} candidate pairs, too few; {pairs_read}: {read.reason}"
+        read,
+        reason=f"{counted(candidates, 'candidate pair')}, too few; {pairs_read}: {read.reason}",
     )
 
 

@@ -298,6 +298,9 @@ def test_too_few_pairs_fall_back() -> None:
     assert choose_threshold(one_hump, 0.6) == ThresholdChoice(
         0.6, False, "636 candidate pairs, too few to read"
     )
+    one = np.zeros(HISTOGRAM_BINS, dtype=np.int64)
+    one[40] = 1
+    assert choose_threshold(one, 0.6).reason == "1 candidate pair, too few to read"
     assert MIN_TAIL_PAIRS > 636
 
 
