@@ -751,6 +751,31 @@ def test_a_small_stores_skip_duplicates_run_reads_its_threshold_with_the_records
     )
 
 
+def test_a_checked_store_keeps_the_threshold_it_was_checked_at(tmp_path: Path) -> None:
+    """After `index --skip-duplicates` the store holds no near-duplicates, so its records alone
+    would read another threshold: every later command uses the one its records were checked
+    at, and the same file checked again is judged as it was."""
+    path = tmp_path / "people.tsv"
+    write_corpus(path, None, 2_000, kind="people", seed=2)
+    url = f"sqlite:///{tmp_path / 'checked.db'}"
+    first = json.loads(neardup("index", str(path), "--store", url, "--skip-duplicates",
+                               "--json").stdout)  # fmt: skip
+    stats = api.stats(url)
+    threshold, how = stats["rules_in_effect"]["threshold"], stats["rules_from"]["threshold"]
+    assert first["checked"].endswith(f"threshold {threshold:g} ({how})")
+    assert how.startswith("auto: read from the 2,000 records being added")
+    report = neardup("report", "--store", url, "-o", str(tmp_path / "pairs.tsv"))
+    assert f"threshold {threshold:g} ({how})" in report.stderr
+    again = json.loads(neardup("index", str(path), "--store", url, "--skip-duplicates",
+                               "--json").stdout)  # fmt: skip
+    assert again["indexed"] == 0
+    assert [d["id"] for d in again["duplicates"]] == [d["id"] for d in first["duplicates"]]
+    plain = tmp_path / "more.tsv"
+    plain.write_text("id\ttext\nnew-1\tan entirely new record about nothing in particular\n")
+    neardup("index", str(plain), "--store", url)
+    assert api.stats(url)["rules_in_effect"]["threshold"] is None  # stored unchecked: read again
+
+
 def test_skip_duplicates_stores_an_edited_record_over_its_own_version(tmp_path: Path) -> None:
     """A record indexed again with a small edit is no near-duplicate of what it was: it
     replaces its stored version, where a record that copies another stored one is refused."""
