@@ -323,8 +323,7 @@ def _add_unique(
         replacing = {id(r) for r in admitted.replacing}
         for part in _runs_of_distinct_ids([r for r in admitted.records if r]):
             result = add(part, target, if_unique=True, preset=preset, every_duplicate=False)
-            if result.checked_by and not summary.checked:
-                summary.checked = _checked_at(target, result.checked_by)
+            summary.checked = summary.checked or result.checked
             summary.indexed += len(result.added)
             lines = {r.id: r.line for r in part}
             for record_id, reason in result.skipped.items():
@@ -341,12 +340,6 @@ def _add_unique(
         on_batch()
     summary.documents = target.count()
     summary.seconds += time.perf_counter() - started
-
-
-def _checked_at(target: Store, rules: MatchRules) -> str:
-    """The threshold a skip-duplicates run checks its records at, and where it comes from."""
-    source = rule_sources(target.settings, rules)["threshold"]
-    return f"near-duplicates checked at threshold {rules.threshold:g} ({source})"
 
 
 def _runs_of_distinct_ids(records: list[Record]) -> Iterator[list[Record]]:
@@ -393,10 +386,25 @@ def _remembered(store: Store, found: Found) -> Found:
     return found
 
 
+def _too_small_to_read(store: Store) -> bool:
+    """Whether the store's pairs of records in all are too few to read a threshold from."""
+    held = store.count()
+    return held * (held - 1) // 2 < MIN_TAIL_PAIRS
+
+
 def _remember_choice(store: Store, rules: MatchRules, choice: ThresholdChoice) -> None:
-    how = choice.reason if choice.from_data else f"{choice.reason}; the fallback"
-    entry = {"threshold": choice.threshold, "how": how, "for": choice_key(rules)}
-    store.remember({"threshold_choice": entry})
+    """Remember ``choice`` for ``rules``, unless it is the fallback of a store too small to read
+    a threshold from: the next command reads it again. Records added one by one keep what the
+    store remembers, and a store fed through the service that was asked once while it held ten
+    records kept 0.5 past its thousands, where its records read 0.59."""
+    if choice.from_data or not _too_small_to_read(store):
+        entry = {"threshold": choice.threshold, "how": _how(choice), "for": choice_key(rules)}
+        store.remember({"threshold_choice": entry})
+
+
+def _how(choice: ThresholdChoice) -> str:
+    """How ``choice`` was made, as the store remembers it."""
+    return choice.reason if choice.from_data else f"{choice.reason}; the fallback"
 
 
 def lookup(
@@ -528,7 +536,10 @@ def report(
         found = _remembered(
             source, find_pairs(source, source.params, chosen, strategy, progress=progress)
         )
-        how = _threshold_source(source, preset, rules, found.rules)
+        if found.choice:  # made now: it says how, remembered or not (see _remember_choice)
+            how = f"auto: {_how(found.choice)}"
+        else:
+            how = _threshold_source(source, preset, rules, found.rules)
         left_out = asdict(found.left_out) if found.left_out else None
         nearest = None if found.nearest is None else found.nearest.tolist()
         recall = None
@@ -691,7 +702,8 @@ class Added:
     skipped: dict[str, str]  # id: why it was not stored (no words, an id too long)
     replaced: list[str] = field(default_factory=list)  # added ids the store held before
     unchanged: list[str] = field(default_factory=list)
-    checked_by: MatchRules | None = None  # with ``if_unique``: the rules records were checked by
+    # With ``if_unique``: the threshold the records were checked at, and where it comes from.
+    checked: str = ""
 
 
 def add(
@@ -754,7 +766,8 @@ def _add_if_unique(
     the store's lock: the rules too are read under it, since an automatic threshold not chosen
     yet is read from every record, which another writer must not change meanwhile."""
     with target.exclusive():
-        chosen = result.checked_by = _checking_rules(target, params, asked, storable)
+        chosen, how = _checking_rules(target, params, asked, storable)
+        result.checked = f"near-duplicates checked at threshold {chosen.threshold:g} ({how})"
         fps = fingerprint_batch([r.text for r in storable], params)
         # Every candidate, as a report and the check among the records themselves take:
         # a lookup's ten would miss stored duplicates the records' own check found.
@@ -776,15 +789,15 @@ def _checking_rules(
     params: FingerprintParams,
     asked: tuple[RulesRequest, str | None],
     records: Sequence[Record],
-) -> MatchRules:
-    """The rules ``records`` are checked by: :func:`rules_for`'s. A store whose pairs in all
-    are too few to read an automatic threshold from (MIN_TAIL_PAIRS: fewer than 46 records,
-    none in a new store) reads it from its records and ``records`` together, as a store
-    holding them reads it, and remembers it: a new store's first ``index --skip-duplicates``
-    run checks its file by the threshold of its first batch, not by the fallback."""
+) -> tuple[MatchRules, str]:
+    """The rules ``records`` are checked by, :func:`rules_for`'s, and where their threshold
+    comes from. A store whose pairs in all are too few to read an automatic threshold from
+    (MIN_TAIL_PAIRS: fewer than 46 records, none in a new store) reads it from its records and
+    ``records`` together, as a store holding them reads it, and remembers it: a new store's
+    first ``index --skip-duplicates`` run checks its file by the threshold of its first batch,
+    not by the fallback."""
     chosen = match_rules(params, target.settings, asked[0], preset_name=asked[1])
-    held = target.count()
-    if chosen.to_choose and held * (held - 1) // 2 < MIN_TAIL_PAIRS:
+    if chosen.to_choose and _too_small_to_read(target):
         with (
             tempfile.TemporaryDirectory(prefix="neardup-") as folder,
             open_store(f"sqlite:///{Path(folder) / 'trial.db'}", create=True) as trial,
@@ -793,13 +806,14 @@ def _checking_rules(
             stored = [Record(r.id, r.content) for batch in target.iter_records() for r in batch]
             index_records(trial, [*stored, *records], params)
             found = find_pairs(trial, params, chosen)
-        if found.choice:
-            added = f"the {len(records):,} records being added"
-            if stored:
-                added += f" and the {len(stored):,} stored"
-            read = f"read from {added}: {found.choice.reason}"
-            _remember_choice(target, chosen, replace(found.choice, reason=read))
-    return rules_for(target, *asked)
+        added = f"the {len(records):,} records being added"
+        if stored:
+            added += f" and the {len(stored):,} stored"
+        choice = replace(found.choice, reason=f"read from {added}: {found.choice.reason}")
+        _remember_choice(target, chosen, choice)
+        return found.rules, f"auto: {_how(choice)}"
+    chosen = rules_for(target, *asked)
+    return chosen, rule_sources(target.settings, chosen)["threshold"]
 
 
 def report_page(

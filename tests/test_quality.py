@@ -29,7 +29,7 @@ from neardup.fingerprint import (
 from neardup.generate import write_corpus
 from neardup.indexer import index_records
 from neardup.output import histogram_text, write_pairs
-from neardup.readers import Record
+from neardup.readers import Record, RecordReader
 from neardup.report import Pair
 from neardup.searcher import MatchRules
 from neardup.stores import StoredRecord
@@ -400,6 +400,27 @@ def test_every_command_gives_one_answer_whether_or_not_a_report_ran(tmp_path: Pa
     more.write_text("id,text\nnew-1,an entirely new record about nothing in particular\n")
     api.index([more], first)
     assert api.stats(first)["rules_in_effect"]["threshold"] is None  # read again when needed
+
+
+def test_a_small_stores_fallback_is_read_again_as_records_arrive(tmp_path: Path) -> None:
+    """A store fed record by record (the service's add) that is asked while it holds ten
+    records falls back, and does not keep it: once it holds enough, it reads the threshold
+    a store indexed with the same records at once reads."""
+    path = tmp_path / "people.tsv"
+    write_corpus(path, None, 1_000, kind="people", seed=4)
+    records = list(RecordReader(path))
+    fed, whole = (f"sqlite:///{tmp_path / name}" for name in ("fed.db", "whole.db"))
+    api.add(records[:10], fed)
+    api.lookup(fed, id=records[0].id)
+    assert api.stats(fed)["rules_in_effect"]["threshold"] is None
+    for start in range(10, len(records), 330):
+        api.add(records[start : start + 330], fed)
+    api.index([path], whole)
+    with api.opened(fed) as store:
+        chosen = api.rules_for(store).threshold
+    with api.opened(whole) as store:
+        assert chosen == api.rules_for(store).threshold != api.FALLBACK_THRESHOLD
+    assert not api.stats(fed)["rules_from"]["threshold"].endswith("the fallback")
 
 
 def test_lookups_use_the_threshold_the_report_chose(tmp_path: Path) -> None:
