@@ -328,6 +328,11 @@ def _no_lock() -> Iterator[None]:
     yield
 
 
+# How long the service answers by the store's settings as it read them (its threshold among
+# them) before it reads them again: reading them costs an engine two round trips.
+SETTINGS_MAX_AGE = 1.0
+
+
 class _HeldStore:
     """The service's store, opened on first use and kept. An engine's client serves every
     request thread at once; the embedded store gets one connection per thread (WAL lets
@@ -344,12 +349,15 @@ class _HeldStore:
         if self.per_thread is not None:
             if not hasattr(self.per_thread, "store"):
                 self.per_thread.store = open_store(self.url, create=create)
-            yield self.per_thread.store
-            return
-        with self.opening:
-            if self.store is None:
-                self.store = open_store(self.url, create=create)
-        yield self.store
+            store = self.per_thread.store
+        else:
+            with self.opening:
+                if self.store is None:
+                    self.store = open_store(self.url, create=create)
+            store = self.store
+        # What another process (an index run, another thread's connection) wrote since.
+        store.reload_settings(older_than=SETTINGS_MAX_AGE)
+        yield store
 
     async def read(self, work: Callable[[Store], T]) -> T:
         """``work`` on the store, in the thread pool: a lookup asking for thousands of rows

@@ -20,8 +20,9 @@ import pytest
 import requests
 from fastapi.testclient import TestClient
 
-from neardup import api
+from neardup import api, service
 from neardup.errors import InvalidParameter
+from neardup.generate import write_corpus
 from neardup.service import create_app
 
 RECORDS = {
@@ -52,6 +53,32 @@ def test_health_and_stats(client: TestClient) -> None:
     health = client.get("/health").json()
     assert health["status"] == "ok" and health["documents"] == len(RECORDS)
     assert client.get("/stats").json()["documents"] == len(RECORDS)
+
+
+def test_the_service_answers_by_what_another_process_wrote(
+    store_url_factory, tmp_path: Path, monkeypatch
+) -> None:
+    """The service holds its store open; an index run elsewhere that stores records makes the
+    store forget its automatic threshold, and the service's answers follow (read again once
+    its copy of the settings is SETTINGS_MAX_AGE old; 0 here)."""
+    monkeypatch.setattr(service, "SETTINGS_MAX_AGE", 0.0)
+    url, people, more = store_url_factory(), tmp_path / "people.tsv", tmp_path / "more.tsv"
+    write_corpus(people, None, 300, kind="people", seed=5)
+    write_corpus(more, None, 300, kind="people", seed=6)
+    more.write_text(more.read_text().replace("\np", "\nq"))  # ids of their own
+    api.index([people], url)
+    with TestClient(create_app(url)) as client:
+        client.post("/lookup", json={"id": "p00000000"})  # reads the threshold: remembered
+        chosen = client.get("/stats").json()["rules_from"]["threshold"]
+        assert chosen.startswith("auto: ") and "next command" not in chosen
+        api.index([more], url)  # another handle: 300 records more
+        forgotten = client.get("/stats").json()["rules_from"]["threshold"]
+        assert forgotten == "auto: read from the records by the next command that needs it"
+        client.post("/lookup", json={"id": "p00000000"})
+        with api.opened(url) as store:  # read again from all 600, as any process reads it
+            assert client.get("/stats").json()["rules_in_effect"]["threshold"] == (
+                api.rules_for(store).threshold
+            )
 
 
 def test_lookup_by_id_and_by_text_with_rules(client: TestClient, indexed_url: str) -> None:

@@ -98,6 +98,27 @@ def test_new_store_takes_params_and_keeps_them(store_factory) -> None:
     assert store.ensure_params({"num_hashes": 16}) == PARAMS
 
 
+def test_settings_written_by_two_handles_keep_both_changes(store_url_factory) -> None:
+    """Two handles on one store (two processes, or two of the service's threads): what one
+    writes survives the other's later write, and a handle told to read again sees it."""
+    url = store_url_factory()
+    with open_store(url) as first, open_store(url) as second:
+        first.ensure_params(PARAMS)
+        assert second.read_params() == PARAMS  # read now, and held
+        first.update_settings({"threshold_choice": {"threshold": 0.6}})
+        assert "threshold_choice" not in second.settings  # as it read them
+        second.update_settings({"last_report": {"threshold": 0.6}})
+        first.update_settings({"threshold_choice": None})
+        second.reload_settings(older_than=60.0)  # read a moment ago: kept
+        assert second.settings["threshold_choice"] == {"threshold": 0.6}
+        second.reload_settings()
+        assert second.settings["threshold_choice"] is None
+    with open_store(url) as third:
+        assert third.settings["last_report"] == {"threshold": 0.6}
+        assert third.settings["threshold_choice"] is None
+        assert third.read_params() == PARAMS
+
+
 def test_new_store_without_params_uses_defaults(store: Store) -> None:
     assert store.ensure_params(None) == FingerprintParams()
 

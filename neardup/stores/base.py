@@ -246,15 +246,26 @@ class Store(ABC):
     created = False
     writable = True  # False: open read-only (an embedded store on a full disk)
     _settings: dict[str, Any] | None = None
+    _settings_read_at = 0.0  # time.monotonic() when they were read
 
     # --- settings ---------------------------------------------------------------------------------
 
     @property
     def settings(self) -> dict[str, Any] | None:
         """The store's settings object, read once (None: a store with no schema yet)."""
-        if self._settings is None:
-            self._settings = self.read_settings()
-        return self._settings
+        settings = self._settings  # once: another thread may have it read again meanwhile
+        if settings is None:
+            settings = self._settings = self.read_settings()
+            self._settings_read_at = time.monotonic()
+        return settings
+
+    def reload_settings(self, older_than: float = 0.0) -> None:
+        """Read the settings again at their next use, if they were read ``older_than`` seconds
+        ago or more: a store held open for long (the service's) sees what other processes
+        wrote since, an automatic threshold an index run forgot among it. What a read-only
+        store remembers for its connection alone stays."""
+        if self.writable and time.monotonic() - self._settings_read_at >= older_than:
+            self._settings = None
 
     def read_params(self) -> FingerprintParams | None:
         settings = self.settings
@@ -289,10 +300,18 @@ class Store(ABC):
         return stored
 
     def update_settings(self, changes: Mapping[str, Any]) -> None:
-        """Merge ``changes`` into the settings object and write it (creating the schema)."""
-        merged = (self.settings or {}) | dict(changes)
+        """Merge ``changes`` into the settings object as it is stored now, not as this handle
+        read it (another process may have written it since: merged into a stale copy, its
+        change was lost, and a threshold it had forgotten came back), and write it (creating
+        the schema)."""
+        self._settings = self._merged_settings(changes)
+        self._settings_read_at = time.monotonic()
+
+    def _merged_settings(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """The stored settings with ``changes``, written; a store that can, in one transaction."""
+        merged = (self.read_settings() or {}) | dict(changes)
         self.write_settings(merged)
-        self._settings = merged
+        return merged
 
     def remember(self, changes: Mapping[str, Any]) -> None:
         """Merge what a command measured (a threshold read from the records, a report's

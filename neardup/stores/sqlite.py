@@ -231,6 +231,10 @@ class SQLiteStore(Store):
         self._writing_allowed()
         self._set_meta("params", json.dumps(settings, sort_keys=True))
 
+    def _merged_settings(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+        with self._transaction():  # no other writer between the read and the write
+            return super()._merged_settings(changes)
+
     # --- writing --------------------------------------------------------------------------------
 
     def _upsert(self, latest: Mapping[str, Document], params: FingerprintParams) -> None:
