@@ -185,7 +185,7 @@ def index(
         total = sum(r.size for r in files)
         with (
             progress_bar(progress, total=total, unit="B", unit_scale=True) as bar,
-            _choice_forgotten_if_changed(target, summary, skip_duplicates),
+            _choice_forgotten_if_changed(target, summary),
         ):
             for reader in files:
                 done = bar.n
@@ -217,20 +217,15 @@ def index(
 
 
 @contextmanager
-def _choice_forgotten_if_changed(
-    target: Store, summary: IndexSummary, checked: bool
-) -> Iterator[None]:
+def _choice_forgotten_if_changed(target: Store, summary: IndexSummary) -> Iterator[None]:
     """Forget the store's automatic threshold when the run stores records, failed or not: it
-    was read from other records, and the next command that needs it reads it again. A run that
-    ``checked`` its records keeps the threshold it checked them at: the store then holds no two
-    records as similar, so its records alone would read another (the Kijiji ads checked at
-    0.89 read 0.36 after, where 1,379 pairs of ads the check kept apart lie), and the next
-    check would refuse records this one stored."""
+    was read from other records, and the next command that needs it reads it again; unless
+    records were checked at it (:func:`_kept_for_good`)."""
     try:
         yield
     finally:
-        if summary.indexed and not checked and (target.settings or {}).get("threshold_choice"):
-            target.update_settings({"threshold_choice": None})
+        if summary.indexed:
+            _forget_choice_if(target, lambda choice: not _kept_for_good(choice))
 
 
 @contextmanager
@@ -365,8 +360,9 @@ def rules_for(
     An automatic threshold the store has not chosen for its records yet is chosen now, from
     every candidate pair as a report measures them, and remembered: lookup, explain, dedup,
     ``index --skip-duplicates`` and report then agree, whichever runs first. An index run that
-    changes the records forgets it, but one that checks them (``skip_duplicates``) keeps the
-    threshold it checked at; records added one by one (:func:`add`) keep it."""
+    changes the records forgets it; records added one by one (:func:`add`) keep it until the
+    store holds twice the records it was read from; a threshold records were checked at
+    (``if_unique``, ``index --skip-duplicates``) is kept for good (:func:`_kept_for_good`)."""
     with opened(store) as source:
         chosen = match_rules(source.params, source.settings, rules, preset_name=preset)
         if not chosen.to_choose:
@@ -392,14 +388,42 @@ def _too_small_to_read(store: Store) -> bool:
     return held * (held - 1) // 2 < MIN_TAIL_PAIRS
 
 
-def _remember_choice(store: Store, rules: MatchRules, choice: ThresholdChoice) -> None:
-    """Remember ``choice`` for ``rules``, unless it is the fallback of a store too small to read
-    a threshold from: the next command reads it again. Records added one by one keep what the
-    store remembers, and a store fed through the service that was asked once while it held ten
-    records kept 0.5 past its thousands, where its records read 0.59."""
+def _remember_choice(
+    store: Store, rules: MatchRules, choice: ThresholdChoice, records: int | None = None
+) -> None:
+    """Remember ``choice`` for ``rules``, read from ``records`` records (the store's), unless
+    it is the fallback of a store too small to read a threshold from: the next command reads it
+    again. A store fed through the service that was asked once while it held ten records kept
+    0.5 past its thousands, where its records read 0.55."""
     if choice.from_data or not _too_small_to_read(store):
         entry = {"threshold": choice.threshold, "how": _how(choice), "for": choice_key(rules)}
+        entry["records"] = store.count() if records is None else records
         store.remember({"threshold_choice": entry})
+
+
+def _kept_for_good(choice: Mapping[str, Any]) -> bool:
+    """Whether records were checked at the remembered ``choice``: the store then holds no two
+    records that similar, so its records alone would read another threshold (the Kijiji ads
+    checked at 0.89 read 0.36 after, where 1,379 pairs of ads the check kept apart lie), and
+    the next check would refuse records this one stored. ``neardup tune --store`` reads it."""
+    return bool(choice.get("checked"))
+
+
+def _outgrown(store: Store) -> Callable[[Mapping[str, Any]], bool]:
+    """What tells whether a remembered choice was read from half the store's records or
+    fewer: records added one by one keep it until then, so that a store fed through the
+    service reads its threshold from at least half its records (a store asked first at 110
+    generated people read 0.38 and kept it past 3,000, where their records read 0.55), at a
+    report's cost each time the store doubles."""
+    held = store.count()
+    return lambda choice: not _kept_for_good(choice) and held >= 2 * choice.get("records", held)
+
+
+def _forget_choice_if(store: Store, stale: Callable[[Mapping[str, Any]], bool]) -> None:
+    """Forget the store's remembered threshold choice, if it has one that is ``stale``."""
+    choice = (store.settings or {}).get("threshold_choice")
+    if choice and stale(choice):
+        store.update_settings({"threshold_choice": None})
 
 
 def _how(choice: ThresholdChoice) -> str:
@@ -748,6 +772,7 @@ def add(
         if not if_unique:
             index_records(target, storable, params)
             result.added = list(dict.fromkeys(r.id for r in storable))
+            _forget_choice_if(target, _outgrown(target))
         elif storable:
             _add_if_unique(target, params, (rules, preset), storable, result, every_duplicate)
         result.replaced = [i for i in result.added if i in held]
@@ -768,6 +793,9 @@ def _add_if_unique(
     with target.exclusive():
         chosen, how = _checking_rules(target, params, asked, storable)
         result.checked = f"near-duplicates checked at threshold {chosen.threshold:g} ({how})"
+        remembered = threshold_choice(target.settings, chosen) if chosen.auto_threshold else None
+        if remembered and not _kept_for_good(remembered):
+            target.update_settings({"threshold_choice": {**remembered, "checked": True}})
         fps = fingerprint_batch([r.text for r in storable], params)
         # Every candidate, as a report and the check among the records themselves take:
         # a lookup's ten would miss stored duplicates the records' own check found.
@@ -810,7 +838,7 @@ def _checking_rules(
         if stored:
             added += f" and the {len(stored):,} stored"
         choice = replace(found.choice, reason=f"read from {added}: {found.choice.reason}")
-        _remember_choice(target, chosen, choice)
+        _remember_choice(target, chosen, choice, records=len(stored) + len(records))
         return found.rules, f"auto: {_how(choice)}"
     chosen = rules_for(target, *asked)
     return chosen, rule_sources(target.settings, chosen)["threshold"]

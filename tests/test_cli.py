@@ -755,7 +755,8 @@ def test_a_small_stores_skip_duplicates_run_reads_its_threshold_with_the_records
 def test_a_checked_store_keeps_the_threshold_it_was_checked_at(tmp_path: Path) -> None:
     """After `index --skip-duplicates` the store holds no near-duplicates, so its records alone
     would read another threshold: every later command uses the one its records were checked
-    at, and the same file checked again is judged as it was."""
+    at, the same file checked again is judged as it was, and a plain index keeps it too;
+    `neardup tune --store` reads it again."""
     path = tmp_path / "people.tsv"
     write_corpus(path, None, 2_000, kind="people", seed=2)
     url = f"sqlite:///{tmp_path / 'checked.db'}"
@@ -774,7 +775,9 @@ def test_a_checked_store_keeps_the_threshold_it_was_checked_at(tmp_path: Path) -
     plain = tmp_path / "more.tsv"
     plain.write_text("id\ttext\nnew-1\tan entirely new record about nothing in particular\n")
     neardup("index", str(plain), "--store", url)
-    assert api.stats(url)["rules_in_effect"]["threshold"] is None  # stored unchecked: read again
+    assert api.stats(url)["rules_from"]["threshold"] == how
+    neardup("tune", "--store", url)
+    assert api.stats(url)["rules_from"]["threshold"] != how
 
 
 def test_skip_duplicates_stores_an_edited_record_over_its_own_version(tmp_path: Path) -> None:

@@ -423,6 +423,35 @@ def test_a_small_stores_fallback_is_read_again_as_records_arrive(tmp_path: Path)
     assert not api.stats(fed)["rules_from"]["threshold"].endswith("the fallback")
 
 
+def test_records_added_one_by_one_keep_the_threshold_until_the_store_doubles(
+    tmp_path: Path,
+) -> None:
+    """A threshold read from a store's records holds while records are added one by one, until
+    the store holds twice the records it was read from: the next command then reads it again.
+    Records checked at it (``if_unique``) keep it for good."""
+    path = tmp_path / "people.tsv"
+    write_corpus(path, None, 1_000, kind="people", seed=7)
+    records = list(RecordReader(path))
+    url = f"sqlite:///{tmp_path / 'fed.db'}"
+
+    def threshold_source() -> str:
+        return api.stats(url)["rules_from"]["threshold"]
+
+    api.add(records[:110], url)
+    api.lookup(url, id=records[0].id)
+    read = threshold_source()
+    api.add(records[110:219], url)
+    assert threshold_source() == read
+    api.add(records[219:220], url)  # twice the 110 it was read from
+    assert threshold_source() == "auto: read from the records by the next command that needs it"
+    api.lookup(url, id=records[0].id)
+    again = threshold_source()
+    assert again.startswith("auto: ") and "next command" not in again
+    api.add(records[220:230], url, if_unique=True)  # checked at it: kept from now on
+    api.add(records[230:], url)
+    assert threshold_source() == again
+
+
 def test_lookups_use_the_threshold_the_report_chose(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'auto.db'}"
     api.index([corpus(tmp_path / "records.txt")], url)
