@@ -225,7 +225,7 @@ def _choice_forgotten_if_changed(target: Store, summary: IndexSummary) -> Iterat
         yield
     finally:
         if summary.indexed:
-            _forget_choice_if(target, lambda choice: not _kept_for_good(choice))
+            _forget_choice_if(target, lambda _, choice: not _kept_for_good(choice))
 
 
 @contextmanager
@@ -409,20 +409,20 @@ def _kept_for_good(choice: Mapping[str, Any]) -> bool:
     return bool(choice.get("checked"))
 
 
-def _outgrown(store: Store) -> Callable[[Mapping[str, Any]], bool]:
-    """What tells whether a remembered choice was read from half the store's records or
-    fewer: records added one by one keep it until then, so that a store fed through the
-    service reads its threshold from at least half its records (a store asked first at 110
-    generated people read 0.38 and kept it past 3,000, where their records read 0.55), at a
-    report's cost each time the store doubles."""
+def _outgrown(store: Store, choice: Mapping[str, Any]) -> bool:
+    """Whether the remembered ``choice`` was read from half the store's records or fewer:
+    records added one by one keep it until then, so that a store fed through the service reads
+    its threshold from at least half its records (a store asked first at 110 generated people
+    read 0.38 and kept it past 3,000, where their records read 0.55), at a report's cost each
+    time the store doubles."""
     held = store.count()
-    return lambda choice: not _kept_for_good(choice) and held >= 2 * choice.get("records", held)
+    return not _kept_for_good(choice) and held >= 2 * choice.get("records", held)
 
 
-def _forget_choice_if(store: Store, stale: Callable[[Mapping[str, Any]], bool]) -> None:
+def _forget_choice_if(store: Store, stale: Callable[[Store, Mapping[str, Any]], bool]) -> None:
     """Forget the store's remembered threshold choice, if it has one that is ``stale``."""
     choice = (store.settings or {}).get("threshold_choice")
-    if choice and stale(choice):
+    if choice and stale(store, choice):
         store.update_settings({"threshold_choice": None})
 
 
@@ -772,7 +772,7 @@ def add(
         if not if_unique:
             index_records(target, storable, params)
             result.added = list(dict.fromkeys(r.id for r in storable))
-            _forget_choice_if(target, _outgrown(target))
+            _forget_choice_if(target, _outgrown)
         elif storable:
             _add_if_unique(target, params, (rules, preset), storable, result, every_duplicate)
         result.replaced = [i for i in result.added if i in held]
