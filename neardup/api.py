@@ -54,6 +54,7 @@ from .indexer import (
     index_records,
 )
 from .output import record_writer
+from .phrases import counted
 from .progress import progress_bar
 from .readers import FORMATS, Format, Record, RecordReader, SkipLog
 from .report import (
@@ -67,7 +68,15 @@ from .report import (
     shingle_weights,
 )
 from .report import for_review as for_review  # re-exported: the CLI flags pairs with it
-from .searcher import MAX_CANDIDATES, SIMILARITIES, Match, MatchRules, Searcher, collapse_copies
+from .searcher import (
+    MAX_CANDIDATES,
+    SIMILARITIES,
+    CheckedPairs,
+    Match,
+    MatchRules,
+    Searcher,
+    collapse_copies,
+)
 from .selfjoin import LeftOut
 from .settings import (
     AUTO,
@@ -91,7 +100,9 @@ from .tuning import (
     ThresholdChoice,
     Tuning,
     candidate_probability,
+    choose_threshold,
     estimated_candidate_recall,
+    similarity_histogram,
 )
 from .tuning import tune as tune_bands
 
@@ -220,12 +231,12 @@ def index(
 def _choice_forgotten_if_changed(target: Store, summary: IndexSummary) -> Iterator[None]:
     """Forget the store's automatic threshold when the run stores records, failed or not: it
     was read from other records, and the next command that needs it reads it again; unless
-    records were checked at it (:func:`_kept_for_good`)."""
+    records were checked at it (:func:`_records_checked_at`)."""
     try:
         yield
     finally:
         if summary.indexed:
-            _forget_choice_if(target, lambda _, choice: not _kept_for_good(choice))
+            _forget_choice_if(target, lambda _, choice: not _records_checked_at(choice))
 
 
 @contextmanager
@@ -361,12 +372,16 @@ def rules_for(
     every candidate pair as a report measures them, and remembered: lookup, explain, dedup,
     ``index --skip-duplicates`` and report then agree, whichever runs first. An index run that
     changes the records forgets it; records added one by one (:func:`add`) keep it until the
-    store holds twice the records it was read from; a threshold records were checked at
-    (``if_unique``, ``index --skip-duplicates``) is kept for good (:func:`_kept_for_good`)."""
+    store holds twice the records it was read from. A threshold records were checked at
+    (``if_unique``, ``index --skip-duplicates``) is kept by both (:func:`_records_checked_at`),
+    and a store whose records were checked reads it from what its checks measured, again each
+    time they have seen twice the records (:func:`_read_from_checks`)."""
     with opened(store) as source:
         chosen = match_rules(source.params, source.settings, rules, preset_name=preset)
         if not chosen.to_choose:
             return chosen
+        if checked := _read_from_checks(source, chosen):
+            return replace(chosen, threshold=checked.threshold)
         try:
             return _remembered(source, find_pairs(source, source.params, chosen)).rules
         except TooManyPairs as error:  # a lookup still answers; the report says what to do
@@ -401,11 +416,12 @@ def _remember_choice(
         store.remember({"threshold_choice": entry})
 
 
-def _kept_for_good(choice: Mapping[str, Any]) -> bool:
+def _records_checked_at(choice: Mapping[str, Any]) -> bool:
     """Whether records were checked at the remembered ``choice``: the store then holds no two
     records that similar, so its records alone would read another threshold (the Kijiji ads
     checked at 0.89 read 0.36 after, where 1,379 pairs of ads the check kept apart lie), and
-    the next check would refuse records this one stored. ``neardup tune --store`` reads it."""
+    the next check would refuse records this one stored. Index runs and adds keep it; checks
+    read it again from what they measured (:func:`_outgrown_by_checks`)."""
     return bool(choice.get("checked"))
 
 
@@ -416,7 +432,7 @@ def _outgrown(store: Store, choice: Mapping[str, Any]) -> bool:
     read 0.38 and kept it past 3,000, where their records read 0.55), at a report's cost each
     time the store doubles."""
     held = store.count()
-    return not _kept_for_good(choice) and held >= 2 * choice.get("records", held)
+    return not _records_checked_at(choice) and held >= 2 * choice.get("records", held)
 
 
 def _forget_choice_if(store: Store, stale: Callable[[Store, Mapping[str, Any]], bool]) -> None:
@@ -557,11 +573,14 @@ def report(
         if exact:
             return _exact_report(source, rules, preset, progress)
         chosen = match_rules(source.params, source.settings, rules, preset_name=preset)
+        checked = _read_from_checks(source, chosen) if chosen.to_choose else None
+        if checked:
+            chosen = replace(chosen, threshold=checked.threshold)
         found = _remembered(
             source, find_pairs(source, source.params, chosen, strategy, progress=progress)
         )
-        if found.choice:  # made now: it says how, remembered or not (see _remember_choice)
-            how = f"auto: {_how(found.choice)}"
+        if choice := found.choice or checked:  # made now: said, remembered or not
+            how = f"auto: {_how(choice)}"
         else:
             how = _threshold_source(source, preset, rules, found.rules)
         left_out = asdict(found.left_out) if found.left_out else None
@@ -791,17 +810,20 @@ def _add_if_unique(
     the store's lock: the rules too are read under it, since an automatic threshold not chosen
     yet is read from every record, which another writer must not change meanwhile."""
     with target.exclusive():
+        target.reload_settings()  # as the writer before this one left them
         chosen, how = _checking_rules(target, params, asked, storable)
         result.checked = f"near-duplicates checked at threshold {chosen.threshold:g} ({how})"
         remembered = threshold_choice(target.settings, chosen) if chosen.auto_threshold else None
-        if remembered and not _kept_for_good(remembered):
+        if remembered and not _records_checked_at(remembered):
             target.update_settings({"threshold_choice": {**remembered, "checked": True}})
         fps = fingerprint_batch([r.text for r in storable], params)
         # Every candidate, as a report and the check among the records themselves take:
         # a lookup's ten would miss stored duplicates the records' own check found.
         every = replace(chosen, candidates=MAX_CANDIDATES)
         searcher = Searcher(target, params, every)
-        new, found = searcher.unique([r.id for r in storable], fps, every_duplicate)
+        new, found, measured = searcher.unique([r.id for r in storable], fps, every_duplicate)
+        if chosen.auto_threshold:
+            _count_checks(target, chosen, measured, len(storable))
         for record, is_new, matches in zip(storable, new, found, strict=True):
             if is_new:
                 result.added.append(record.id)
@@ -825,6 +847,10 @@ def _checking_rules(
     first ``index --skip-duplicates`` run checks its file by the threshold of its first batch,
     not by the fallback."""
     chosen = match_rules(params, target.settings, asked[0], preset_name=asked[1])
+    if chosen.auto_threshold and not chosen.to_choose and _outgrown_by_checks(target, chosen):
+        chosen = replace(chosen, threshold=None)
+    if chosen.to_choose and (checked := _read_from_checks(target, chosen)):
+        return replace(chosen, threshold=checked.threshold), f"auto: {_how(checked)}"
     if chosen.to_choose and _too_small_to_read(target):
         with (
             tempfile.TemporaryDirectory(prefix="neardup-") as folder,
@@ -834,7 +860,7 @@ def _checking_rules(
             stored = [Record(r.id, r.content) for batch in target.iter_records() for r in batch]
             index_records(trial, [*stored, *records], params)
             found = find_pairs(trial, params, chosen)
-        added = f"the {len(records):,} records being added"
+        added = f"the {counted(len(records), 'record')} being added"
         if stored:
             added += f" and the {len(stored):,} stored"
         choice = replace(found.choice, reason=f"read from {added}: {found.choice.reason}")
@@ -842,6 +868,56 @@ def _checking_rules(
         return found.rules, f"auto: {_how(choice)}"
     chosen = rules_for(target, *asked)
     return chosen, rule_sources(target.settings, chosen)["threshold"]
+
+
+def _count_checks(target: Store, rules: MatchRules, measured: CheckedPairs, records: int) -> None:
+    """Add what a check of ``records`` records measured to what the store's checks measured
+    before (for ``rules``' similarity: another similarity starts again)."""
+    before = (target.settings or {}).get("checked_pairs") or {}
+    if before.get("for") != choice_key(rules):
+        before = {"histogram": 0, "nearest": 0, "records": 0}
+    nearest = similarity_histogram(np.fromiter(measured.nearest.values(), dtype=np.float64))
+    counted = {
+        "for": choice_key(rules),
+        "histogram": (measured.histogram + before["histogram"]).tolist(),
+        "nearest": (nearest + before["nearest"]).tolist(),
+        "records": before["records"] + records,
+    }
+    target.update_settings({"checked_pairs": counted})
+
+
+def _read_from_checks(store: Store, rules: MatchRules) -> ThresholdChoice | None:
+    """The threshold read from every pair the store's checks measured, for a store whose
+    records were checked as they arrived (``if_unique``), remembered when read from data; None
+    for a store never checked. Its records alone would not do: the checks stored no two of
+    them that similar, so they have lost the duplicates' hump (a store fed one person at a time
+    read 0.26 from its first 46 records and refused 1,553 of 2,702 people wrongly; the pairs
+    its checks measured hold each refused record's similarity to what it duplicates)."""
+    checked = (store.settings or {}).get("checked_pairs")
+    if not checked or checked.get("for") != choice_key(rules):
+        return None
+    histogram = np.array(checked["histogram"])
+    read = choose_threshold(histogram, FALLBACK_THRESHOLD, np.array(checked["nearest"]))
+    if histogram.sum() < MIN_TAIL_PAIRS:  # a few hundred read anything: 0.38 of 77 ads
+        few = f"{counted(int(histogram.sum()), 'candidate pair')}, too few to read"
+        read = ThresholdChoice(FALLBACK_THRESHOLD, False, few)
+    source = f"read from the pairs the checks of {counted(checked['records'], 'record')} measured"
+    choice = replace(read, reason=f"{source}: {read.reason}")
+    if choice.from_data:
+        entry = {"threshold": choice.threshold, "how": _how(choice), "for": choice_key(rules)}
+        store.remember({"threshold_choice": entry | {"records": checked["records"]}})
+    return choice
+
+
+def _outgrown_by_checks(store: Store, rules: MatchRules) -> bool:
+    """Whether the store's checks have measured twice the records its threshold was read from:
+    it is read again from them, so that a store checked as records arrive reads it from at
+    least half of them, at no cost (their histograms are in its settings)."""
+    checked = (store.settings or {}).get("checked_pairs") or {}
+    remembered = threshold_choice(store.settings, rules) or {}
+    if checked.get("for") != choice_key(rules) or "records" not in remembered:
+        return False
+    return checked["records"] >= 2 * remembered["records"]
 
 
 def report_page(

@@ -4,6 +4,7 @@ verified and ranked by word-level edit distance and shingle-set Jaccard similari
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -29,6 +30,7 @@ from .fingerprint import (
 )
 from .selfjoin import pairs_sharing_keys
 from .stores import Candidate, CandidateQuery, Store, StoredRecord
+from .tuning import similarity_histogram
 
 MAX_CANDIDATES = 10_000
 # The candidates, with their texts, that a batch of lookups holds at once: batches of 10,000
@@ -148,6 +150,25 @@ def collapse_copies(matches: Sequence[Match]) -> list[Match]:
     return collapsed
 
 
+class CheckedPairs:
+    """What a check measured before its threshold applied (see :meth:`Searcher.unique`): the
+    similarity of every candidate pair of a new record and a record before it, stored or new,
+    exact copies aside, and each new content's nearest of them; a store checked as records
+    arrive reads its threshold from these (its records alone have lost their duplicates)."""
+
+    def __init__(self) -> None:
+        self.histogram = similarity_histogram(np.empty(0))
+        self.nearest: dict[str, float] = {}  # by MD5
+
+    def add(self, fps: Sequence[Fingerprint], new: np.ndarray, similarities: np.ndarray) -> None:
+        """The similarities of pairs whose new record is ``fps[new[i]]``."""
+        self.histogram += similarity_histogram(similarities)
+        nearest = np.zeros(len(fps))
+        np.maximum.at(nearest, new, similarities)
+        for fp, value in zip(fps, nearest.tolist(), strict=True):
+            self.nearest[fp.md5] = max(self.nearest.get(fp.md5, 0.0), value)
+
+
 class Searcher:
     """Finds the stored near-duplicates of a record or a text. Talks only to the Store interface."""
 
@@ -157,6 +178,7 @@ class Searcher:
         self.rules = rules
         # Records about to be stored, counted into the store's shingle counts (see unique).
         self.pending: Frequencies | None = None
+        self.measured: CheckedPairs | None = None  # during unique: what it measured
         self.field = TokenField(rules.method)
         if self.field not in params.fields:
             raise NeardupError(
@@ -223,20 +245,27 @@ class Searcher:
 
     def unique(
         self, ids: Sequence[str], fps: Sequence[Fingerprint], every_duplicate: bool = True
-    ) -> tuple[list[bool], list[list[Match]]]:
+    ) -> tuple[list[bool], list[list[Match]], CheckedPairs]:
         """For each record (``ids`` and their ``fps``), in order, whether it is new, and if not
         its duplicates: the stored records a lookup finds (one batch of lookups), else the new
         records before it that share a token and pass the rules (every such candidate, with
         the weights of a store holding them all). What ``add(if_unique=True)`` stores, in a few
         round trips. Without ``every_duplicate``, a record whose content is stored is answered
         with the records holding it, as a lookup lists them first, and not looked up. A
-        record's own stored version is no duplicate of it (:func:`_apart_from_itself`)."""
+        record's own stored version is no duplicate of it (:func:`_apart_from_itself`). Also
+        what the check measured (:class:`CheckedPairs`)."""
         # Weighed as in a store that holds each of their contents too: weights from the store
         # alone would change as new records come in, and a second run of the same records would
         # judge otherwise. Contents the store holds already count once, as they will.
         held = self.store.ids_by_md5(list(dict.fromkeys(fp.md5 for fp in fps)))
         fresh = list({fp.md5: fp for fp in reversed(fps) if not held.get(fp.md5)}.values())
         self.pending = Frequencies(len(fresh), *frequency_counts(fresh)) if fresh else None
+        measured = self.measured = CheckedPairs()
+        # A content with copies is nearest at 1, as a report counts it; one no pair names, at 0.
+        copies = Counter(fp.md5 for fp in fps)
+        measured.nearest = {
+            md5: 1.0 if held.get(md5) or count > 1 else 0.0 for md5, count in copies.items()
+        }
         stored = [
             _apart_from_itself(record_id, fp, matches, held)
             for record_id, fp, matches in zip(
@@ -247,7 +276,8 @@ class Searcher:
         among = self._among([ids[k] for k in unmatched], [fps[k] for k in unmatched])
         for k, matches in zip(unmatched, among, strict=True):
             stored[k] = matches
-        return [not matches for matches in stored], stored
+        self.measured = None
+        return [not matches for matches in stored], stored, measured
 
     def _stored_duplicates(
         self, fps: Sequence[Fingerprint], held: Mapping[str, list[str]], every_duplicate: bool
@@ -284,6 +314,8 @@ class Searcher:
         similarities = self._similarities(contents, low, high)
         md5s = np.unique([fp.md5 for fp in fps], return_inverse=True)[1]
         exact = md5s[low] == md5s[high]
+        if self.measured is not None:
+            self.measured.add(fps, high[~exact], similarities[~exact])
         threshold = self.rules.threshold
         checked = exact | (True if threshold is None else similarities >= threshold)
         near = np.flatnonzero(checked & ~exact)
@@ -378,7 +410,10 @@ class Searcher:
         contents = [fp.content for fp in fps] + list(records.values())
         left = np.repeat(np.arange(len(fps)), [len(found) for found in heads])
         right = np.array([number[c.id] for found in heads for c in found])
-        passes = iter((self._similarities(contents, left, right) >= threshold).tolist())
+        similarities = self._similarities(contents, left, right)
+        if self.measured is not None:
+            self.measured.add(fps, left, similarities)
+        passes = iter((similarities >= threshold).tolist())
         return [[c for c in found if next(passes)] for found in heads]
 
     def _weights(self, shingles: np.ndarray) -> np.ndarray:

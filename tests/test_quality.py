@@ -452,6 +452,31 @@ def test_records_added_one_by_one_keep_the_threshold_until_the_store_doubles(
     assert threshold_source() == again
 
 
+def test_a_store_checked_as_records_arrive_reads_its_threshold_from_its_checks(
+    tmp_path: Path,
+) -> None:
+    """Records checked 50 at a time as they arrive (the service's ``if_unique`` add): the store
+    keeps no two records that similar, so its records alone read a threshold far too low
+    (402 of 1,346 people refused as duplicates of others); what the checks measured holds
+    each refused record's similarity to the one it duplicates, and reads the valley."""
+    path, truth = tmp_path / "people.tsv", tmp_path / "truth.tsv"
+    write_corpus(path, truth, 1_500, kind="people", seed=12)
+    records = list(RecordReader(path))
+    url = f"sqlite:///{tmp_path / 'arriving.db'}"
+    for start in range(0, len(records), 50):
+        api.add(records[start : start + 50], url, if_unique=True)
+    with api.opened(url) as store:
+        kept = set(store.iter_ids())
+    pairs = [Pair(a, b, 0, 1.0, 0, "near") for a, b in read_pairs(truth)]
+    people = [set(group) for group in api.clusters(pairs)]
+    alone = len(records) - sum(len(group) for group in people)
+    assert all(len(group & kept) == 1 for group in people)  # one record of each family
+    assert len(kept) >= (len(people) + alone) * 0.99  # and the others, all but a few
+    how = api.stats(url)["rules_from"]["threshold"]
+    assert how.startswith("auto: read from the pairs the checks of")
+    assert "the valley" in how
+
+
 def test_lookups_use_the_threshold_the_report_chose(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'auto.db'}"
     api.index([corpus(tmp_path / "records.txt")], url)
