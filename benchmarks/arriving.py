@@ -1,6 +1,6 @@
 """Records as they arrive: `neardup index --skip-duplicates` of generated people into a new store.
 
-    python benchmarks/arriving.py [--records 5000 30000 100000] [--folder .bench]
+    python benchmarks/arriving.py [--records 5000 30000 100000] [--folder .bench] [--arrive-by N]
 
 For each size, generates person records with their truth (`neardup generate N --kind people`,
 kept in --folder for the next run), then runs `neardup index FILE --skip-duplicates` into a new
@@ -8,7 +8,9 @@ embedded store as a user would, in its own process, its memory sampled as in sca
 table: time, peak memory, the threshold the run checked at, and how well the store it leaves
 holds one record of each person: the records kept, the duplicates left (a true pair both of
 whose records were kept), and the records removed that have no duplicate among those kept (a
-person lost, or different people taken for one).
+person lost, or different people taken for one). With ``--arrive-by N`` the records arrive N
+at a time instead, each lot checked and added by the library's ``add(if_unique=True)``, as
+the service's ``POST /records`` with ``if_unique`` does, in a process of their own.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from scale import NEARDUP, run_sampled
 
 from neardup import api
 from neardup.evaluate import read_pairs
+from neardup.readers import RecordReader
 from neardup.report import Pair
 
 
@@ -31,7 +34,16 @@ def families(truth: Path) -> list[set[str]]:
     return [set(group) for group in api.clusters(pairs)]
 
 
-def measure(records: int, folder: Path) -> str:
+def feed(corpus: str, url: str, lot: int) -> None:
+    """Check and add the records of ``corpus`` ``lot`` at a time; say the last check's line."""
+    records = list(RecordReader(Path(corpus)))
+    with api.opened(url, create=True) as store:
+        for start in range(0, len(records), lot):
+            checked = api.add(records[start : start + lot], store, if_unique=True).checked
+    print(checked, file=sys.stderr)
+
+
+def measure(records: int, folder: Path, lot: int | None) -> str:
     """One size's row: generate if needed, index with the check, judge what was kept."""
     corpus = folder / f"arriving-people-{records}.tsv"
     truth = corpus.with_suffix(".truth.tsv")
@@ -41,9 +53,12 @@ def measure(records: int, folder: Path) -> str:
     store = folder / f"arriving-{records}.db"
     store.unlink(missing_ok=True)
     url = f"sqlite:///{store.resolve()}"
-    seconds, peak, _, errors = run_sampled(
-        [*NEARDUP, "index", str(corpus), "--store", url, "--skip-duplicates"]
-    )
+    command = [*NEARDUP, "index", str(corpus), "--store", url, "--skip-duplicates"]
+    if lot:
+        here = str(Path(__file__).parent)
+        feeding = f"import sys; sys.path.insert(0, {here!r}); import arriving; arriving.feed"
+        command = [sys.executable, "-c", f"{feeding}(*sys.argv[1:3], {lot})", str(corpus), url]
+    seconds, peak, _, errors = run_sampled(command)
     checked = next(line for line in errors.splitlines() if line.startswith("near-duplicates"))
     with api.opened(url) as opened:
         kept = set(opened.iter_ids())
@@ -53,9 +68,10 @@ def measure(records: int, folder: Path) -> str:
     wanted = len(groups) + records - in_groups  # one record of each person
     removed = wanted - (len(kept) - left)
     threshold = checked.split("threshold ")[1].split(" ")[0]
+    arriving = f"{lot:,} at a time" if lot else "one file"
     return (
-        f"| {records:,} | {seconds:.1f} | {peak:,.0f} | {threshold} | {len(kept):,} of "
-        f"{wanted:,} | {left:,} | {removed:,} |"
+        f"| {records:,} | {arriving} | {seconds:.1f} | {peak:,.0f} | {threshold} | "
+        f"{len(kept):,} of {wanted:,} | {left:,} | {removed:,} |"
     )
 
 
@@ -63,15 +79,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, nargs="+", default=[5_000, 30_000, 100_000])
     parser.add_argument("--folder", type=Path, default=Path(".bench"))
+    parser.add_argument(
+        "--arrive-by", type=int, metavar="N", help="records checked and added N at a time"
+    )
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
     print(
-        "| records | index --skip-duplicates s | peak RSS MB | threshold | kept (of one per "
-        "person) | duplicates left | removed with no duplicate kept |"
+        "| records | arriving | checked and added s | peak RSS MB | threshold | kept (of one "
+        "per person) | duplicates left | removed with no duplicate kept |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for records in args.records:
-        print(measure(records, args.folder), flush=True)
+        print(measure(records, args.folder, args.arrive_by), flush=True)
     print(f"files in {args.folder}", file=sys.stderr)
 
 
