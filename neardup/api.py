@@ -877,13 +877,13 @@ def _count_checks(target: Store, rules: MatchRules, measured: CheckedPairs, reco
     if before.get("for") != choice_key(rules):
         before = {"histogram": 0, "nearest": 0, "records": 0}
     nearest = similarity_histogram(np.fromiter(measured.nearest.values(), dtype=np.float64))
-    counted = {
+    totals = {
         "for": choice_key(rules),
         "histogram": (measured.histogram + before["histogram"]).tolist(),
         "nearest": (nearest + before["nearest"]).tolist(),
         "records": before["records"] + records,
     }
-    target.update_settings({"checked_pairs": counted})
+    target.update_settings({"checked_pairs": totals})
 
 
 def _read_from_checks(store: Store, rules: MatchRules) -> ThresholdChoice | None:
@@ -897,15 +897,16 @@ def _read_from_checks(store: Store, rules: MatchRules) -> ThresholdChoice | None
     if not checked or checked.get("for") != choice_key(rules):
         return None
     histogram = np.array(checked["histogram"])
-    read = choose_threshold(histogram, FALLBACK_THRESHOLD, np.array(checked["nearest"]))
-    if histogram.sum() < MIN_TAIL_PAIRS:  # a few hundred read anything: 0.38 of 77 ads
-        few = f"{counted(int(histogram.sum()), 'candidate pair')}, too few to read"
-        read = ThresholdChoice(FALLBACK_THRESHOLD, False, few)
+    if (pairs := int(histogram.sum())) < MIN_TAIL_PAIRS:  # a few hundred read 0.38 of 77 ads
+        read = ThresholdChoice(
+            FALLBACK_THRESHOLD, False, f"{counted(pairs, 'candidate pair')}, too few to read"
+        )
+    else:
+        read = choose_threshold(histogram, FALLBACK_THRESHOLD, np.array(checked["nearest"]))
     source = f"read from the pairs the checks of {counted(checked['records'], 'record')} measured"
     choice = replace(read, reason=f"{source}: {read.reason}")
     if choice.from_data:
-        entry = {"threshold": choice.threshold, "how": _how(choice), "for": choice_key(rules)}
-        store.remember({"threshold_choice": entry | {"records": checked["records"]}})
+        _remember_choice(store, rules, choice, records=checked["records"])
     return choice
 
 
