@@ -16,6 +16,7 @@ from neardup import api
 from neardup.errors import TooManyPairs
 from neardup.fingerprint import TOKEN_FIELDS
 from neardup.generate import write_corpus
+from neardup.readers import RecordReader
 from neardup.report import Strategy, find_pairs
 from neardup.searcher import MatchRules
 from neardup.settings import RulesRequest
@@ -66,6 +67,35 @@ def test_engine_report_equals_the_embedded_report(
     try:
         engine = report_of(server.new_store_url(), records, rules, engine_strategy(rules))
         assert engine == expected
+    finally:
+        server.drop_made()
+
+
+def arrived(url: str, records: list) -> tuple[list[str], list[str], tuple]:
+    """Check and add ``records`` 40 at a time: each lot's check line, the ids stored, and the
+    store's threshold with where it comes from."""
+    lots = range(0, len(records), 40)
+    lines = [api.add(records[at : at + 40], url, if_unique=True).checked for at in lots]
+    with open_store(url, create=False) as store:
+        kept = list(store.iter_ids())
+    stats = api.stats(url)
+    return lines, kept, (stats["rules_in_effect"]["threshold"], stats["rules_from"]["threshold"])
+
+
+@pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
+def test_records_checked_as_they_arrive_are_judged_alike_on_every_store(
+    request, kind, sqlite_url, tmp_path
+) -> None:
+    """The threshold a store checked as records arrive reads from its checks, each check's
+    threshold and the records kept: the same on an engine as on the embedded store."""
+    server = request.getfixturevalue(f"{kind}_server")
+    path = tmp_path / "people.tsv"
+    write_corpus(path, None, 600, kind="people", seed=8)
+    records = list(RecordReader(path))
+    expected = arrived(sqlite_url, records)
+    assert "read from the pairs the checks of" in expected[2][1]
+    try:
+        assert arrived(server.new_store_url(), records) == expected
     finally:
         server.drop_made()
 
