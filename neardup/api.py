@@ -329,7 +329,7 @@ def _add_unique(
         replacing = {id(r) for r in admitted.replacing}
         for part in _runs_of_distinct_ids([r for r in admitted.records if r]):
             result = add(part, target, if_unique=True, preset=preset, every_duplicate=False)
-            summary.checked = summary.checked or result.checked
+            summary.checked = _checked_so_far(summary.checked, result.checked, part[0].line)
             summary.indexed += len(result.added)
             lines = {r.id: r.line for r in part}
             for record_id, reason in result.skipped.items():
@@ -346,6 +346,20 @@ def _add_unique(
         on_batch()
     summary.documents = target.count()
     summary.seconds += time.perf_counter() - started
+
+
+CHECKED_AT = "near-duplicates checked at "
+
+
+def _checked_so_far(said: str, checked: str, line: int) -> str:
+    """The run's line on the thresholds it checked at (``said``), with a part's (``checked``,
+    from ``line`` on) where it reads another: a store checked as records arrive reads its
+    threshold again as its checks grow."""
+    if not said or not checked:
+        return said or checked
+    if said == checked or said.endswith(f": {checked.removeprefix(CHECKED_AT)}"):
+        return said
+    return f"{said}; from line {line:,}: {checked.removeprefix(CHECKED_AT)}"
 
 
 def _runs_of_distinct_ids(records: list[Record]) -> Iterator[list[Record]]:
@@ -812,7 +826,7 @@ def _add_if_unique(
     with target.exclusive():
         target.reload_settings()  # as the writer before this one left them
         chosen, how = _checking_rules(target, params, asked, storable)
-        result.checked = f"near-duplicates checked at threshold {chosen.threshold:g} ({how})"
+        result.checked = f"{CHECKED_AT}threshold {chosen.threshold:g} ({how})"
         remembered = threshold_choice(target.settings, chosen) if chosen.auto_threshold else None
         if remembered and not _records_checked_at(remembered):
             target.update_settings({"threshold_choice": {**remembered, "checked": True}})

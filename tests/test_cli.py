@@ -780,6 +780,21 @@ def test_a_checked_store_keeps_the_threshold_it_was_checked_at(tmp_path: Path) -
     assert api.stats(url)["rules_from"]["threshold"] != how
 
 
+def test_a_checked_run_says_where_it_reads_its_threshold_again(tmp_path: Path) -> None:
+    """A run checked in batches reads its threshold from its first batch, then again from
+    what its checks measured once they have seen twice those records, and says both."""
+    path = tmp_path / "people.tsv"
+    write_corpus(path, None, 2_000, kind="people", seed=2)
+    url = f"sqlite:///{tmp_path / 'batches.db'}"
+    summary = json.loads(neardup("index", str(path), "--store", url, "--skip-duplicates",
+                                 "--batch-size", "500", "--json").stdout)  # fmt: skip
+    first, then = summary["checked"].split("; from line 1,002: ")
+    assert first.startswith("near-duplicates checked at threshold ")
+    assert "read from the 500 records being added" in first
+    assert "read from the pairs the checks of 1,000 records measured" in then
+    assert api.stats(url)["rules_from"]["threshold"] == f"auto: {then.split('(auto: ')[1][:-1]}"
+
+
 def test_skip_duplicates_stores_an_edited_record_over_its_own_version(tmp_path: Path) -> None:
     """A record indexed again with a small edit is no near-duplicate of what it was: it
     replaces its stored version, where a record that copies another stored one is refused."""
