@@ -323,13 +323,16 @@ def _add_unique(
     """Store the records that have no near-duplicate in the store, counting the others; a
     repeated id goes as ``on_duplicate_id`` says, a replacing record only if it is unique."""
     started = time.perf_counter()
+    last_checked = ""  # the threshold the last part was checked at, and why
     for batch in batches(records, batch_size):
         admitted = summary.admit(batch, on_duplicate_id)
         summary.read += len(batch)
         replacing = {id(r) for r in admitted.replacing}
         for part in _runs_of_distinct_ids([r for r in admitted.records if r]):
             result = add(part, target, if_unique=True, preset=preset, every_duplicate=False)
-            summary.checked = _checked_so_far(summary.checked, result.checked, part[0].line)
+            if result.checked and result.checked != last_checked:
+                summary.checked = _checked_so_far(summary.checked, result.checked, part[0].line)
+                last_checked = result.checked
             summary.indexed += len(result.added)
             lines = {r.id: r.line for r in part}
             for record_id, reason in result.skipped.items():
@@ -352,14 +355,10 @@ CHECKED_AT = "near-duplicates checked at "
 
 
 def _checked_so_far(said: str, checked: str, line: int) -> str:
-    """The run's line on the thresholds it checked at (``said``), with a part's (``checked``,
-    from ``line`` on) where it reads another: a store checked as records arrive reads its
-    threshold again as its checks grow."""
-    if not said or not checked:
-        return said or checked
-    if said == checked or said.endswith(f": {checked.removeprefix(CHECKED_AT)}"):
-        return said
-    return f"{said}; from line {line:,}: {checked.removeprefix(CHECKED_AT)}"
+    """The run's line on the thresholds it checked at (``said``), with another it checks at
+    from ``line`` on (``checked``): a store checked as records arrive reads its threshold
+    again as its checks grow."""
+    return f"{said}; from line {line:,}: {checked.removeprefix(CHECKED_AT)}" if said else checked
 
 
 def _runs_of_distinct_ids(records: list[Record]) -> Iterator[list[Record]]:
@@ -439,14 +438,18 @@ def _records_checked_at(choice: Mapping[str, Any]) -> bool:
     return bool(choice.get("checked"))
 
 
+def _read_from_half_or_fewer(choice: Mapping[str, Any], records: int) -> bool:
+    """Whether the remembered ``choice`` was read from half of ``records`` records or fewer:
+    it is read again then, so that it comes from at least half of them, once each time they
+    double (a store asked first at 110 generated people read 0.38 and kept it past 3,000,
+    where their records read 0.55)."""
+    return "records" in choice and records >= 2 * choice["records"]
+
+
 def _outgrown(store: Store, choice: Mapping[str, Any]) -> bool:
-    """Whether the remembered ``choice`` was read from half the store's records or fewer:
-    records added one by one keep it until then, so that a store fed through the service reads
-    its threshold from at least half its records (a store asked first at 110 generated people
-    read 0.38 and kept it past 3,000, where their records read 0.55), at a report's cost each
-    time the store doubles."""
-    held = store.count()
-    return not _records_checked_at(choice) and held >= 2 * choice.get("records", held)
+    """Whether records added one by one have doubled the store since ``choice`` was read from
+    it, at a report's cost each time; a threshold records were checked at is kept."""
+    return not _records_checked_at(choice) and _read_from_half_or_fewer(choice, store.count())
 
 
 def _forget_choice_if(store: Store, stale: Callable[[Store, Mapping[str, Any]], bool]) -> None:
@@ -910,13 +913,13 @@ def _read_from_checks(store: Store, rules: MatchRules) -> ThresholdChoice | None
     checked = (store.settings or {}).get("checked_pairs")
     if not checked or checked.get("for") != choice_key(rules):
         return None
-    histogram = np.array(checked["histogram"])
-    if (pairs := int(histogram.sum())) < MIN_TAIL_PAIRS:  # a few hundred read 0.38 of 77 ads
-        read = ThresholdChoice(
-            FALLBACK_THRESHOLD, False, f"{counted(pairs, 'candidate pair')}, too few to read"
-        )
-    else:
-        read = choose_threshold(histogram, FALLBACK_THRESHOLD, np.array(checked["nearest"]))
+    # From MIN_TAIL_PAIRS pairs: a few hundred read anything (0.38 of the first 77 ads).
+    read = choose_threshold(
+        np.array(checked["histogram"]),
+        FALLBACK_THRESHOLD,
+        np.array(checked["nearest"]),
+        least=MIN_TAIL_PAIRS,
+    )
     source = f"read from the pairs the checks of {counted(checked['records'], 'record')} measured"
     choice = replace(read, reason=f"{source}: {read.reason}")
     if choice.from_data:
@@ -930,9 +933,9 @@ def _outgrown_by_checks(store: Store, rules: MatchRules) -> bool:
     least half of them, at no cost (their histograms are in its settings)."""
     checked = (store.settings or {}).get("checked_pairs") or {}
     remembered = threshold_choice(store.settings, rules) or {}
-    if checked.get("for") != choice_key(rules) or "records" not in remembered:
+    if checked.get("for") != choice_key(rules):
         return False
-    return checked["records"] >= 2 * remembered["records"]
+    return _read_from_half_or_fewer(remembered, checked["records"])
 
 
 def report_page(

@@ -156,9 +156,9 @@ class CheckedPairs:
     exact copies aside, and each new content's nearest of them; a store checked as records
     arrive reads its threshold from these (its records alone have lost their duplicates)."""
 
-    def __init__(self) -> None:
+    def __init__(self, nearest: dict[str, float]) -> None:
         self.histogram = similarity_histogram(np.empty(0))
-        self.nearest: dict[str, float] = {}  # by MD5
+        self.nearest = nearest  # by MD5
 
     def add(self, fps: Sequence[Fingerprint], new: np.ndarray, similarities: np.ndarray) -> None:
         """The similarities of pairs whose new record is ``fps[new[i]]``."""
@@ -260,12 +260,11 @@ class Searcher:
         held = self.store.ids_by_md5(list(dict.fromkeys(fp.md5 for fp in fps)))
         fresh = list({fp.md5: fp for fp in reversed(fps) if not held.get(fp.md5)}.values())
         self.pending = Frequencies(len(fresh), *frequency_counts(fresh)) if fresh else None
-        measured = self.measured = CheckedPairs()
         # A content with copies is nearest at 1, as a report counts it; one no pair names, at 0.
         copies = Counter(fp.md5 for fp in fps)
-        measured.nearest = {
-            md5: 1.0 if held.get(md5) or count > 1 else 0.0 for md5, count in copies.items()
-        }
+        measured = self.measured = CheckedPairs(
+            {md5: 1.0 if held.get(md5) or count > 1 else 0.0 for md5, count in copies.items()}
+        )
         stored = [
             _apart_from_itself(record_id, fp, matches, held)
             for record_id, fp, matches in zip(

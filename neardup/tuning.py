@@ -155,7 +155,10 @@ KNEE = "no valley; where the falling tail bends into a plateau"
 
 
 def choose_threshold(
-    histogram: np.ndarray, fallback: float, nearest: np.ndarray | None = None
+    histogram: np.ndarray,
+    fallback: float,
+    nearest: np.ndarray | None = None,
+    least: int = MIN_CANDIDATES,
 ) -> ThresholdChoice:
     """The threshold in the valley between two humps of candidate similarities: near-duplicates
     high up, and records that merely share common shingles (a street, a template) lower down.
@@ -198,7 +201,8 @@ def choose_threshold(
     listed 93 pairs of 10,000 generated people with their copies taken out, where the tail's
     end lists 1, and 5 copies put back are 5 of 98 pairs at 0.5 against 5 of 6. The tail is
     read from MIN_TAIL_PAIRS pairs or more (a report of a small store reads every pair of it
-    then). Pairs that never thin out on their way to 1, or fewer, give ``fallback``.
+    then). Pairs that never thin out on their way to 1, or fewer than ``least``, give
+    ``fallback``.
     Measured on Febrl 1, 3, 4, the Kijiji ads, generated documents, 13 public benchmarks and
     the same with their duplicates taken out (benchmarks/README.md).
     """
@@ -207,7 +211,7 @@ def choose_threshold(
     too_few = ThresholdChoice(
         fallback, False, f"{counted(int(total), 'candidate pair')}, too few to read"
     )
-    if total < MIN_CANDIDATES:
+    if total < least:
         return too_few
     smooth = _smoothed(counts)
     below = int(MIN_HUMP * bins)
