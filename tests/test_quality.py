@@ -428,7 +428,7 @@ def test_records_added_one_by_one_keep_the_threshold_until_the_store_doubles(
 ) -> None:
     """A threshold read from a store's records holds while records are added one by one, until
     the store holds twice the records it was read from: the next command then reads it again.
-    Records checked at it (``if_unique``) keep it for good."""
+    Once records are checked at it (``if_unique``), adds keep it."""
     path = tmp_path / "people.tsv"
     write_corpus(path, None, 1_000, kind="people", seed=7)
     records = list(RecordReader(path))
@@ -447,7 +447,7 @@ def test_records_added_one_by_one_keep_the_threshold_until_the_store_doubles(
     api.lookup(url, id=records[0].id)
     again = threshold_source()
     assert again.startswith("auto: ") and "next command" not in again
-    api.add(records[220:230], url, if_unique=True)  # checked at it: kept from now on
+    api.add(records[220:230], url, if_unique=True)  # checked at it: adds keep it now
     api.add(records[230:], url)
     assert threshold_source() == again
 
