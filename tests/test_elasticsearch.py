@@ -1,4 +1,5 @@
-"""What only the Elasticsearch store does: mapping and _meta, bulk failures, server errors."""
+"""What only the Elasticsearch store does: mapping, _meta and the settings document, bulk
+failures, server errors."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import pytest
 from neardup import api
 from neardup.errors import NeardupError, StoreUnavailable
 from neardup.fingerprint import FingerprintParams, fingerprint
+from neardup.readers import Record
 from neardup.stores import Document, TokenField, open_store
-from neardup.stores.base import LAYOUT
+from neardup.stores.base import LAYOUT, MEASURED_SETTINGS
+from neardup.stores.elasticsearch import SETTINGS_INDEX
 from neardup.stores.schema import elasticsearch_mapping
 from tests.corpora import corpus
 
@@ -30,6 +33,69 @@ def test_parameters_live_in_the_mapping_meta(elasticsearch_server, elasticsearch
     assert mapping[index]["mappings"]["properties"]["signature"]["type"] == "keyword"
     with open_store(url) as store:
         assert store.read_params() == params
+
+
+def _mapping_version(server, index: str) -> int:
+    state = server.request("GET", f"_cluster/state/metadata/{index}").json()
+    return state["metadata"]["indices"][index]["mapping_version"]
+
+
+def test_checked_adds_count_their_pairs_without_changing_the_mapping(
+    elasticsearch_server, elasticsearch_url, tmp_path
+) -> None:
+    """What commands measure (here the pairs each check counts) lives in a document of
+    neardup-settings: a change of mapping per add is a change of the cluster's state."""
+    index = elasticsearch_url.rsplit("/", 1)[-1]
+    lines = corpus(tmp_path / "records.txt", size=60).read_text().splitlines()[-60:]
+    records = [Record(f"r{n}", line) for n, line in enumerate(lines)]
+    api.add(records[:30], elasticsearch_url, if_unique=True)
+    before = _mapping_version(elasticsearch_server, index)
+    for record in records[30:]:
+        api.add([record], elasticsearch_url, if_unique=True)
+    assert _mapping_version(elasticsearch_server, index) == before
+    document = elasticsearch_server.request("GET", f"{SETTINGS_INDEX}/_doc/{index}").json()
+    assert document["_source"]["settings"]["checked_pairs"]["records"] == 60
+    meta = elasticsearch_server.request("GET", f"{index}/_mapping").json()[index]["mappings"]
+    assert set(meta["_meta"]["neardup_params"]) & MEASURED_SETTINGS == set()
+
+
+def test_measured_settings_kept_in_the_mapping_are_read_and_moved(
+    elasticsearch_server, elasticsearch_url
+) -> None:
+    """A store whose mapping's _meta holds what commands measured, as stores were written
+    before the settings document: read from there, moved into the document at the next
+    write, the configuration left in place."""
+    index = elasticsearch_url.rsplit("/", 1)[-1]
+    with open_store(elasticsearch_url) as store:
+        params = store.ensure_params(None)
+    choice = {"threshold": 0.7, "reason": "as an earlier neardup chose it"}
+    settings = params.to_dict() | {"layout": LAYOUT, "threshold_choice": choice}
+    meta = {"neardup_params": settings}
+    elasticsearch_server.request("PUT", f"{index}/_mapping", json={"_meta": meta})
+    with open_store(elasticsearch_url) as store:
+        assert store.settings["threshold_choice"] == choice
+        store.update_settings({"last_report": {"pairs": 3}})
+    with open_store(elasticsearch_url) as store:
+        assert store.settings["threshold_choice"] == choice
+        assert store.settings["last_report"] == {"pairs": 3}
+    document = elasticsearch_server.request("GET", f"{SETTINGS_INDEX}/_doc/{index}").json()
+    assert document["_source"]["settings"]["threshold_choice"] == choice
+
+
+def test_an_index_deleted_behind_the_store_forgets_what_was_measured(
+    elasticsearch_server, elasticsearch_url
+) -> None:
+    """Its settings document names the index it was written for: an index of the same name
+    made again does not read another index's threshold."""
+    index = elasticsearch_url.rsplit("/", 1)[-1]
+    with open_store(elasticsearch_url) as store:
+        store.ensure_params(None)
+        store.update_settings({"threshold_choice": {"threshold": 0.7}})
+    elasticsearch_server.request("DELETE", index)
+    with open_store(elasticsearch_url) as store:
+        assert store.read_settings() is None
+        store.ensure_params(None)
+        assert "threshold_choice" not in store.settings
 
 
 def test_bulk_failures_name_the_record(elasticsearch_url) -> None:

@@ -4,6 +4,7 @@ brute-force reference, so all stores agree exactly (same candidates, same order)
 from __future__ import annotations
 
 import random
+import threading
 
 import numpy as np
 import pytest
@@ -117,6 +118,31 @@ def test_settings_written_by_two_handles_keep_both_changes(store_url_factory) ->
         assert third.settings["last_report"] == {"threshold": 0.6}
         assert third.settings["threshold_choice"] is None
         assert third.read_params() == PARAMS
+
+
+def test_settings_merged_at_once_by_two_writers_lose_nothing(store_url_factory) -> None:
+    """Two writers merging into one store's settings at the same moment (a service's checked
+    adds and a report of another process): each write lands on what the other wrote, however
+    they interleave, so neither's last value is undone by a stale copy of the other's."""
+    url = store_url_factory()
+    with open_store(url) as store:
+        store.ensure_params(PARAMS)
+    writes = 25
+
+    def write(key: str) -> None:
+        with open_store(url) as own:
+            for n in range(writes):
+                own.update_settings({key: {"n": n}})
+
+    threads = [threading.Thread(target=write, args=(k,)) for k in ("last_report", "checked_pairs")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    with open_store(url) as store:
+        assert store.settings["last_report"] == {"n": writes - 1}
+        assert store.settings["checked_pairs"] == {"n": writes - 1}
+        assert store.read_params() == PARAMS
 
 
 def test_new_store_without_params_uses_defaults(store: Store) -> None:

@@ -47,6 +47,8 @@ R = TypeVar("R")
 # store after LEASE_SECONDS, and another waits up to LOCK_WAIT_SECONDS for a live one.
 LEASE_SECONDS = 600
 LOCK_WAIT_SECONDS = 120
+# Times a settings write is tried while other processes write them (see _rewrite_settings).
+SETTINGS_ATTEMPTS = 20
 
 # The longest id every store holds, in UTF-8 bytes (Elasticsearch's limit; Solr's is 32 KB).
 MAX_ID_BYTES = 512
@@ -69,6 +71,10 @@ def id_problem(record_id: str) -> str | None:
 LAYOUT = 3
 NAMED_FIELDS_LAYOUT = 2
 FREQUENCIES_LAYOUT = 3
+# The settings commands measure and write again often (a check-then-add counts its pairs each
+# time), apart from the configuration the store was indexed with: an engine may keep them
+# elsewhere (Elasticsearch does, see neardup.stores.elasticsearch).
+MEASURED_SETTINGS = frozenset({"threshold_choice", "last_report", "checked_pairs"})
 
 
 @dataclass(slots=True)  # one per record indexed: see StoredRecord
@@ -247,6 +253,7 @@ class Store(ABC):
     writable = True  # False: open read-only (an embedded store on a full disk)
     _settings: dict[str, Any] | None = None
     _settings_read_at = 0.0  # time.monotonic() when they were read
+    _schema_applied = False  # by this handle, before its first settings write
 
     # --- settings ---------------------------------------------------------------------------------
 
@@ -304,14 +311,25 @@ class Store(ABC):
         read it (another process may have written it since: merged into a stale copy, its
         change was lost, and a threshold it had forgotten came back), and write it (creating
         the schema)."""
-        self._settings = self._merged_settings(changes)
+        self._settings = self._rewrite_settings(lambda stored: stored | dict(changes))
         self._settings_read_at = time.monotonic()
 
-    def _merged_settings(self, changes: Mapping[str, Any]) -> dict[str, Any]:
-        """The stored settings with ``changes``, written; a store that can, in one transaction."""
-        merged = (self.read_settings() or {}) | dict(changes)
-        self.write_settings(merged)
-        return merged
+    def _rewrite_settings(self, new: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+        """Write ``new(the stored settings)`` over exactly the settings read: where another
+        process wrote them in between, the write is refused (a transaction holds them, or the
+        engine checks their version) and they are read and merged again. Written over a stale
+        copy, a service's checked adds and another process's report undid each other's."""
+        if not self._schema_applied:  # once a handle: what a store made earlier lacks
+            self.apply_schema()
+            self._schema_applied = True
+        for _ in range(SETTINGS_ATTEMPTS):
+            stored, version = self._stored_settings()
+            settings = new(stored or {})
+            if self._put_settings(settings, version):
+                return settings
+        raise StoreUnavailable(
+            f"{self.url}: its settings changed {SETTINGS_ATTEMPTS} times while being written"
+        )
 
     def remember(self, changes: Mapping[str, Any]) -> None:
         """Merge what a command measured (a threshold read from the records, a report's
@@ -322,13 +340,23 @@ class Store(ABC):
         else:
             self._settings = (self.settings or {}) | dict(changes)
 
-    @abstractmethod
     def read_settings(self) -> dict[str, Any] | None:
         """The stored settings object, or None for a store with no schema yet."""
+        return self._stored_settings()[0]
+
+    def write_settings(self, settings: dict[str, Any]) -> None:
+        """Create the schema if needed and store the settings object in place of the stored."""
+        self._rewrite_settings(lambda _: dict(settings))
 
     @abstractmethod
-    def write_settings(self, settings: dict[str, Any]) -> None:
-        """Create the schema if needed and store the settings object."""
+    def _stored_settings(self) -> tuple[dict[str, Any] | None, Any]:
+        """The stored settings (None for a store with no settings or no schema yet) and the
+        version :meth:`_put_settings` writes over (None: no schema)."""
+
+    @abstractmethod
+    def _put_settings(self, settings: dict[str, Any], version: Any) -> bool:
+        """Store ``settings`` in place of those of ``version``; False, writing nothing, where
+        they changed since ``version`` was read (or the schema was gone: it is made again)."""
 
     @abstractmethod
     def apply_schema(self) -> None:

@@ -1,11 +1,14 @@
 """Elasticsearch 8 behind ``elasticsearch://host:port/INDEX``, with the client of the same major.
 
-The index uses ``schema/elasticsearch/mapping.json``; the store's settings are kept in the
-mapping's ``_meta.neardup_params`` and checked on every use. A candidate query is a ``bool``
-``should`` of ``constant_score`` term clauses, so a hit's score is exactly the number of tokens it
-shares, whatever the shard statistics; hits are sorted by score, then id. Many candidate queries go
-out as one ``_msearch``. Records are written with ``streaming_bulk`` and refreshed once, at
-:meth:`flush`; walks over all ids use a point in time with ``search_after``.
+The index uses ``schema/elasticsearch/mapping.json``; the store's configuration (fingerprint
+parameters, layout, rules) is kept in the mapping's ``_meta.neardup_params`` and checked on every
+use, and what commands measured (a threshold read, a report's histogram, the pairs checks
+counted) in a document of the ``neardup-settings`` index: those are written again as often as
+each check-then-add, and a change of mapping is a change of the cluster's state. A candidate
+query is a ``bool`` ``should`` of ``constant_score`` term clauses, so a hit's score is exactly the
+number of tokens it shares, whatever the shard statistics; hits are sorted by score, then id. Many
+candidate queries go out as one ``_msearch``. Records are written with ``streaming_bulk`` and
+refreshed once, at :meth:`flush`; walks over all ids use a point in time with ``search_after``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import elastic_transport
@@ -30,6 +34,7 @@ from elasticsearch import (
 from ..errors import NeardupError, StoreUnavailable
 from ..fingerprint import FingerprintParams, TokenField
 from .base import (
+    MEASURED_SETTINGS,
     Buckets,
     Candidate,
     CandidateQuery,
@@ -64,6 +69,8 @@ BUCKET_CONTENTS = 100
 CONCURRENT_PREFIXES = 2
 # Where the leases of check-then-adds live, one document per store index (see Store.exclusive).
 LOCKS_INDEX = "neardup-locks"
+# Where what commands measured of each store index lives, one document per index.
+SETTINGS_INDEX = "neardup-settings"
 # How long a read waits for a lost node's shards to answer from their other copies.
 FAILOVER_SECONDS = 60
 
@@ -211,49 +218,104 @@ class ElasticsearchStore(Store):
 
     def apply_schema(self) -> None:
         mapping = elasticsearch_mapping()
+        if not self._exists():
+            # number_of_replicas counts the extra copies of a shard
+            copies = {"number_of_shards": self.shards, "number_of_replicas": self.replicas - 1}
+            self._create_index(self.index, mapping, copies)
+            return
+        # only what the index lacks: a field's doc values cannot change in place
+        have = self._mappings()["properties"]
+        missing = {k: v for k, v in mapping["properties"].items() if k not in have}
+        if missing:
+            with self._errors():
+                self.es.indices.put_mapping(index=self.index, properties=missing)
+
+    def _create_index(self, name: str, mappings: dict[str, Any], settings: dict[str, Any]) -> None:
+        """Make index ``name``, or use the one another process made first."""
         with self._errors():
-            if not self._exists():
-                try:
-                    self.es.indices.create(
-                        index=self.index,
-                        mappings=mapping,
-                        # number_of_replicas counts the extra copies of a shard
-                        settings={
-                            "number_of_shards": self.shards,
-                            "number_of_replicas": self.replicas - 1,
-                        },
-                        wait_for_active_shards="all",
-                    )
-                except BadRequestError as exc:  # another process made it first: use theirs
-                    if "resource_already_exists_exception" not in str(exc.body):
-                        raise
-            else:  # only what the index lacks: a field's doc values cannot change in place
-                have = self._mappings()["properties"]
-                missing = {k: v for k, v in mapping["properties"].items() if k not in have}
-                if missing:
-                    self.es.indices.put_mapping(index=self.index, properties=missing)
+            try:
+                self.es.indices.create(
+                    index=name, mappings=mappings, settings=settings, wait_for_active_shards="all"
+                )
+            except BadRequestError as exc:
+                if "resource_already_exists_exception" not in str(exc.body):
+                    raise
 
     def _mappings(self) -> dict[str, Any]:
         with self._errors():
             return self.es.indices.get_mapping(index=self.index)[self.index]["mappings"]
 
-    def _meta(self) -> dict[str, Any]:
-        return dict(self._mappings().get("_meta", {}))
-
-    def read_settings(self) -> dict[str, Any] | None:
-        if not self._exists():
-            return None
-        return self._meta().get("neardup_params")
-
-    def write_settings(self, settings: dict[str, Any]) -> None:
-        self.apply_schema()
-        meta = self._meta() | {"neardup_params": settings}
+    def _stored_settings(self) -> tuple[dict[str, Any] | None, _StoredSettings | None]:
+        """The index's settings as stored, in two requests."""
         with self._errors():
-            self.es.indices.put_mapping(index=self.index, meta=meta)
+            try:
+                answer = self.es.indices.get(
+                    index=self.index, filter_path=["*.mappings._meta", "*.settings.index.uuid"]
+                )
+            except NotFoundError:
+                return None, None
+            found = self._failover(self._settings_document)
+        index = next(iter(answer.values()))
+        meta = index.get("mappings", {}).get("_meta", {})
+        uuid = index["settings"]["index"]["uuid"]
+        # Measured settings too, in a store written before they had a document of their own.
+        written = meta.get("neardup_params") or {}
+        configuration = {k: v for k, v in written.items() if k not in MEASURED_SETTINGS}
+        measured = {k: v for k, v in written.items() if k in MEASURED_SETTINGS}
+        version, documented = None, False
+        if found is not None:
+            version = {"if_seq_no": found["_seq_no"], "if_primary_term": found["_primary_term"]}
+            documented = found["_source"]["index_uuid"] == uuid  # else of an index dropped since
+            if documented:
+                measured = found["_source"]["settings"]
+        return configuration | measured or None, _StoredSettings(
+            meta, uuid, configuration, measured, documented, version
+        )
+
+    def _settings_document(self) -> Any:
+        try:
+            return self.es.get(index=SETTINGS_INDEX, id=self.index)
+        except NotFoundError:
+            return None
+
+    def _put_settings(self, settings: dict[str, Any], stored: _StoredSettings | None) -> bool:
+        """Only what changed: the mapping's _meta where the configuration did (last writer
+        wins: it changes when a store is made or its rules set), the document over the version
+        read where the measured settings did."""
+        if stored is None:
+            self.apply_schema()
+            return False
+        configuration = {k: v for k, v in settings.items() if k not in MEASURED_SETTINGS}
+        measured = {k: v for k, v in settings.items() if k in MEASURED_SETTINGS}
+        if configuration != stored.configuration:
+            with self._errors():
+                self.es.indices.put_mapping(
+                    index=self.index, meta=stored.meta | {"neardup_params": configuration}
+                )
+        if measured == stored.measured and (stored.documented or not measured):
+            return True
+        document = {"index_uuid": stored.uuid, "settings": measured}
+        if stored.version is None:
+            # Kept, not indexed (a mapping of their keys would grow), a copy on every node.
+            copies = {"number_of_shards": 1, "auto_expand_replicas": "0-all"}
+            self._create_index(SETTINGS_INDEX, {"enabled": False}, copies)
+        with self._errors():
+            try:
+                if stored.version is None:
+                    self.es.create(index=SETTINGS_INDEX, id=self.index, document=document)
+                else:
+                    self.es.index(
+                        index=SETTINGS_INDEX, id=self.index, document=document, **stored.version
+                    )
+            except ConflictError:
+                return False
+        return True
 
     def drop(self) -> None:
         with self._errors():
             self.es.indices.delete(index=self.index, ignore_unavailable=True)
+            with contextlib.suppress(NotFoundError):
+                self.es.delete(index=SETTINGS_INDEX, id=self.index)
         self._settings = None
 
     # --- writing ----------------------------------------------------------------------------------
@@ -595,6 +657,16 @@ class ElasticsearchStore(Store):
 
     def close(self) -> None:
         self.es.close()
+
+
+@dataclass(frozen=True)
+class _StoredSettings:
+    meta: dict[str, Any]  # the mapping's _meta
+    uuid: str  # the index's: a settings document names it
+    configuration: dict[str, Any]
+    measured: dict[str, Any]  # MEASURED_SETTINGS
+    documented: bool  # whether the measured settings are the document's (else _meta's, or none)
+    version: dict[str, int] | None  # of the settings document, None without one
 
 
 class _ShardsMissing(Exception):

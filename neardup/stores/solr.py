@@ -465,18 +465,35 @@ class SolrStore(Store):
 
     # --- settings ---------------------------------------------------------------------------------
 
-    def read_settings(self) -> dict[str, Any] | None:
+    def _stored_settings(self) -> tuple[dict[str, Any] | None, int | None]:
+        """The settings document and its version; -1 where there is none, as Solr writes a
+        document of version -1 only where none is."""
         if not self._exists():
-            return None
+            return None, None
         stored = self._real_time_get([PARAMS_ID]).get(PARAMS_ID)
-        return json.loads(stored["neardup_params"]) if stored else None
+        if not stored:
+            return None, -1
+        return json.loads(stored["neardup_params"]), stored["_version_"]
 
-    def write_settings(self, settings: dict[str, Any]) -> None:
-        self.apply_schema()
+    def _put_settings(self, settings: dict[str, Any], version: int | None) -> bool:
+        if version is None:
+            self.apply_schema()
+            return False
         document = {"id": PARAMS_ID, "neardup_params": json.dumps(settings, sort_keys=True)}
         # Read by real-time get, which sees it at once, and kept by the update log: a commit
         # here cost each checked add 15 ms more, where its records' commit follows anyway.
-        self._add([document])
+        return self._added_over(document, version)
+
+    def _added_over(self, document: dict[str, Any], version: int) -> bool:
+        """Add ``document`` only over the stored one of ``version`` (-1: none): False, adding
+        nothing, where Solr holds another (optimistic concurrency, HTTP 409)."""
+        try:
+            self._add([{**document, "_version_": version}])
+        except _Refused as refused:
+            if refused.status == 409:
+                return False
+            raise
+        return True
 
     # --- writing ----------------------------------------------------------------------------------
 
@@ -501,15 +518,7 @@ class SolrStore(Store):
 
     def _take_lease(self, holder: str, until: float) -> bool:
         lease = {"holder": holder, "until": until}
-        # _version_ -1: only if no such document exists (optimistic concurrency), else 409.
-        document = {"id": LOCK_ID, "neardup_params": json.dumps(lease), "_version_": -1}
-        try:
-            self._add([document])
-        except _Refused as refused:
-            if refused.status == 409:
-                return False
-            raise
-        return True
+        return self._added_over({"id": LOCK_ID, "neardup_params": json.dumps(lease)}, -1)
 
     def _lease(self) -> dict[str, Any] | None:
         found = self._real_time_get([LOCK_ID]).get(LOCK_ID)

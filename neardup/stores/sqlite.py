@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
@@ -121,6 +121,7 @@ def _nothing_pending(path: str) -> bool:
 
 class SQLiteStore(Store):
     local = True
+    _schema_applied = True  # as each connection is opened (see _prepare)
 
     def __init__(self, path: str, *, create: bool = True) -> None:
         self.url = f"sqlite:///{path}"
@@ -223,17 +224,18 @@ class SQLiteStore(Store):
     def _set_meta(self, key: str, value: str) -> None:
         self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
-    def read_settings(self) -> dict[str, Any] | None:
+    def _stored_settings(self) -> tuple[dict[str, Any] | None, None]:
         stored = self._meta("params")
-        return json.loads(stored) if stored else None
+        return (json.loads(stored) if stored else None), None
 
-    def write_settings(self, settings: dict[str, Any]) -> None:
+    def _put_settings(self, settings: dict[str, Any], version: None) -> bool:
         self._writing_allowed()
         self._set_meta("params", json.dumps(settings, sort_keys=True))
+        return True
 
-    def _merged_settings(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+    def _rewrite_settings(self, new: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
         with self._transaction():  # no other writer between the read and the write
-            return super()._merged_settings(changes)
+            return super()._rewrite_settings(new)
 
     # --- writing --------------------------------------------------------------------------------
 
