@@ -176,6 +176,8 @@ class ElasticsearchStore(Store):
         )
 
     # --- the lease of a check-then-add (Store.exclusive) ------------------------------------------
+    # Read and written by id only (a get is real-time, a create conflicts by id): never
+    # refreshed, which cost each checked add 25 ms.
 
     def _take_lease(self, holder: str, until: float) -> bool:
         with self._errors():
@@ -184,7 +186,6 @@ class ElasticsearchStore(Store):
                     index=LOCKS_INDEX,
                     id=self.index,
                     document={"holder": holder, "until": until},
-                    refresh=True,
                 )
             except ConflictError:  # a document of that id exists
                 return False
@@ -207,7 +208,6 @@ class ElasticsearchStore(Store):
                     id=self.index,
                     if_seq_no=current["seq_no"],
                     if_primary_term=current["term"],
-                    refresh=True,
                 )
 
     def _exists(self) -> bool:
