@@ -1,6 +1,7 @@
 """Records as they arrive: `neardup index --skip-duplicates` of generated people into a new store.
 
     python benchmarks/arriving.py [--records 5000 30000 100000] [--folder .bench] [--arrive-by N]
+        [--store URL]
 
 For each size, generates person records with their truth (`neardup generate N --kind people`,
 kept in --folder for the next run), then runs `neardup index FILE --skip-duplicates` into a new
@@ -10,7 +11,10 @@ holds one record of each person: the records kept, the duplicates left (a true p
 whose records were kept), and the records removed that have no duplicate among those kept (a
 person lost, or different people taken for one). With ``--arrive-by N`` the records arrive N
 at a time instead, each lot checked and added by the library's ``add(if_unique=True)``, as
-the service's ``POST /records`` with ``if_unique`` does, in a process of their own.
+the service's ``POST /records`` with ``if_unique`` does, in a process of their own, and the
+table gives the median and 90th percentile of a lot's check-then-add. ``--store URL`` checks
+into that store (dropped first: a Solr core or an Elasticsearch index) instead of a new
+embedded one.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 from scale import NEARDUP, run_sampled
 
 from neardup import api
@@ -35,24 +41,33 @@ def families(truth: Path) -> list[set[str]]:
 
 
 def feed(corpus: str, url: str, lot: int) -> None:
-    """Check and add the records of ``corpus`` ``lot`` at a time; say the last check's line."""
+    """Check and add the records of ``corpus`` ``lot`` at a time; say the last check's line
+    and how long a lot took."""
     records = list(RecordReader(Path(corpus)))
+    took = []
     with api.opened(url, create=True) as store:
         for start in range(0, len(records), lot):
+            began = time.perf_counter()
             checked = api.add(records[start : start + lot], store, if_unique=True).checked
+            took.append(1000 * (time.perf_counter() - began))
     print(checked, file=sys.stderr)
+    print(f"a lot: {np.median(took):.1f} / {np.percentile(took, 90):.1f} ms", file=sys.stderr)
 
 
-def measure(records: int, folder: Path, lot: int | None) -> str:
+def measure(records: int, folder: Path, lot: int | None, url: str | None) -> str:
     """One size's row: generate if needed, index with the check, judge what was kept."""
     corpus = folder / f"arriving-people-{records}.tsv"
     truth = corpus.with_suffix(".truth.tsv")
     if not corpus.exists():
         generate = [*NEARDUP, "generate", str(records), "--kind", "people", "-o", str(corpus)]
         subprocess.run([*generate, "--truth", str(truth)], check=True, capture_output=True)
-    store = folder / f"arriving-{records}.db"
-    store.unlink(missing_ok=True)
-    url = f"sqlite:///{store.resolve()}"
+    if url is None:
+        store = folder / f"arriving-{records}.db"
+        store.unlink(missing_ok=True)
+        url = f"sqlite:///{store.resolve()}"
+    else:
+        with api.opened(url, create=True) as dropped:
+            dropped.drop()
     command = [*NEARDUP, "index", str(corpus), "--store", url, "--skip-duplicates"]
     if lot:
         here = str(Path(__file__).parent)
@@ -69,8 +84,9 @@ def measure(records: int, folder: Path, lot: int | None) -> str:
     removed = wanted - (len(kept) - left)
     threshold = checked.split("threshold ")[1].split(" ")[0]
     arriving = f"{lot:,} at a time" if lot else "one file"
+    a_lot = next((line[len("a lot: ") :] for line in errors.splitlines() if "a lot:" in line), "")
     return (
-        f"| {records:,} | {arriving} | {seconds:.1f} | {peak:,.0f} | {threshold} | "
+        f"| {records:,} | {arriving} | {seconds:.1f} | {a_lot} | {peak:,.0f} | {threshold} | "
         f"{len(kept):,} of {wanted:,} | {left:,} | {removed:,} |"
     )
 
@@ -82,15 +98,16 @@ def main() -> None:
     parser.add_argument(
         "--arrive-by", type=int, metavar="N", help="records checked and added N at a time"
     )
+    parser.add_argument("--store", metavar="URL", help="check into this store, dropped first")
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
     print(
-        "| records | arriving | checked and added s | peak RSS MB | threshold | kept (of one "
-        "per person) | duplicates left | removed with no duplicate kept |"
+        "| records | arriving | checked and added s | a lot p50 / p90 | peak RSS MB | threshold "
+        "| kept (of one per person) | duplicates left | removed with no duplicate kept |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for records in args.records:
-        print(measure(records, args.folder, args.arrive_by), flush=True)
+        print(measure(records, args.folder, args.arrive_by, args.store), flush=True)
     print(f"files in {args.folder}", file=sys.stderr)
 
 

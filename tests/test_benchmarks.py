@@ -57,10 +57,11 @@ def test_the_arriving_benchmark_judges_what_a_checked_index_keeps(
     options = ["--arrive-by", *lots] if lots else []
     table = run("arriving.py", "--records", "2000", "--folder", str(tmp_path), *options)
     row = table.splitlines()[-1].strip("| ").split(" | ")
-    kept, wanted = (int(n.replace(",", "")) for n in row[5].split(" of "))
-    assert row[:2] == ["2,000", arriving] and float(row[4]) != api.FALLBACK_THRESHOLD
-    assert abs(kept - wanted) <= wanted // 100 and int(row[6]) <= 5  # a person in a hundred
-    assert int(row[7]) <= wanted // 100
+    kept, wanted = (int(n.replace(",", "")) for n in row[6].split(" of "))
+    assert row[:2] == ["2,000", arriving] and float(row[5]) != api.FALLBACK_THRESHOLD
+    assert abs(kept - wanted) <= wanted // 100 and int(row[7]) <= 5  # a person in a hundred
+    assert int(row[8]) <= wanted // 100
+    assert (row[3] != "") == bool(lots)  # a lot's time, where records arrive in lots
 
 
 def test_the_large_group_benchmark_reports_every_pair_of_a_group_within_the_budget() -> None:
