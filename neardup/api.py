@@ -909,9 +909,14 @@ def _read_from_checks(store: Store, rules: MatchRules) -> ThresholdChoice | None
     for a store never checked. Its records alone would not do: the checks stored no two of
     them that similar, so they have lost the duplicates' hump (a store fed one person at a time
     read 0.26 from its first 46 records and refused 1,553 of 2,702 people wrongly; the pairs
-    its checks measured hold each refused record's similarity to what it duplicates)."""
+    its checks measured hold each refused record's similarity to what it duplicates). None too
+    where the checks saw fewer than half the records the store holds: those indexed since
+    without a check keep their duplicates, and read it (a store that checked one record
+    before 3,000 were indexed read the checks' fallback 0.5 where its records read 0.55)."""
     checked = (store.settings or {}).get("checked_pairs")
     if not checked or checked.get("for") != choice_key(rules):
+        return None
+    if 2 * checked["records"] < store.count():
         return None
     # From MIN_TAIL_PAIRS pairs: a few hundred read anything (0.38 of the first 77 ads).
     read = choose_threshold(

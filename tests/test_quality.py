@@ -477,6 +477,29 @@ def test_a_store_checked_as_records_arrive_reads_its_threshold_from_its_checks(
     assert "the valley" in how
 
 
+def test_a_store_mostly_indexed_without_a_check_reads_its_threshold_from_its_records(
+    tmp_path: Path,
+) -> None:
+    """One record checked before thousands are indexed plainly: the checks no longer speak for
+    the store, whose records hold their duplicates, so it reads its threshold as a store
+    never checked does, not the checks' fallback."""
+    path = tmp_path / "people.tsv"
+    write_corpus(path, None, 3_000, kind="people", seed=5)
+    records = list(RecordReader(path))
+    plain, mixed = f"sqlite:///{tmp_path / 'plain.db'}", f"sqlite:///{tmp_path / 'mixed.db'}"
+    api.add([Record("early", "a record checked before the others came")], mixed, if_unique=True)
+    for url in (plain, mixed):
+        api.add(records, url)
+    with api.opened(mixed) as store:
+        assert store.settings["checked_pairs"]["records"] == 1
+    assert api.stats(mixed)["rules_from"] == api.stats(plain)["rules_from"]
+    for url in (plain, mixed):
+        api.report(url)
+    unchecked, checked = (api.last_report(url) for url in (plain, mixed))
+    assert checked.threshold == unchecked.threshold != api.FALLBACK_THRESHOLD
+    assert checked.how == unchecked.how
+
+
 def test_lookups_use_the_threshold_the_report_chose(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'auto.db'}"
     api.index([corpus(tmp_path / "records.txt")], url)
