@@ -1037,8 +1037,9 @@ class DedupSummary:
 
     def describe(self) -> str:
         return (
-            f"read {self.read:,}, wrote {self.written:,}, removed {self.removed:,} near-duplicates "
-            f"from {self.groups:,} groups (kept the {self.keep} record of each); "
+            f"read {self.read:,}, wrote {self.written:,}, removed "
+            f"{counted(self.removed, 'near-duplicate')} from {counted(self.groups, 'group')} "
+            f"(kept the {self.keep} record of each); "
             f"skipped {self.skipped.summary()}"
         )
 

@@ -112,3 +112,8 @@ def test_a_file_read_with_other_settings_is_an_error_and_writes_nothing(folder: 
     assert result.returncode == 2
     assert "read it with the settings it was indexed with" in result.stderr
     assert not (folder / "kept.csv").exists()
+
+
+def test_the_summary_counts_one_group_in_the_singular() -> None:
+    summary = api.DedupSummary(read=3, written=2, removed=1, groups=1)
+    assert summary.describe().startswith("read 3, wrote 2, removed 1 near-duplicate from 1 group (")
