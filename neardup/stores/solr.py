@@ -313,7 +313,9 @@ class SolrStore(Store):
         have no leader yet) is asked again, with backoff, for up to FAILOVER_SECONDS: the
         cluster's other nodes take its shards over once ZooKeeper sees it gone. Every request
         may be repeated: writes replace documents by id."""
-        ask = partial(self._once, request, *args, **kwargs)
+        return self._retried(partial(self._once, request, *args, **kwargs))
+
+    def _retried(self, ask: Callable[[], T]) -> T:
         return retried(ask, self._lost_node, FAILOVER_SECONDS, (0.5, 4.0))
 
     def _lost_node(self, error: Exception) -> bool:
@@ -346,17 +348,23 @@ class SolrStore(Store):
         self, method: str, path: str, *, params: Mapping[str, Any] | None = None, **body: Any
     ) -> dict[str, Any]:
         """An admin, Schema or Collections API request (``path`` below /solr), on a live node;
-        ``body`` is requests' ``json`` or ``data``."""
-        base = self.base if self.zookeeper is None else self._live_node()
-        answer = self._call(
-            self.session.request,
-            method,
-            f"{base}/{path}",
-            params={**(params or {}), "wt": "json"},
-            timeout=self.timeout,
-            **body,
-        )
-        return answer.json()
+        ``body`` is requests' ``json`` or ``data``. Through ZooKeeper each try asks a node
+        chosen again: one killed stays in ZooKeeper's list until its session expires (30 s),
+        and asked again and again, it held the request (and the service's settings read) for
+        as long as the backoff lasted."""
+
+        def on_a_node() -> requests.Response:
+            base = self.base if self.zookeeper is None else self._live_node()
+            return self._once(
+                self.session.request,
+                method,
+                f"{base}/{path}",
+                params={**(params or {}), "wt": "json"},
+                timeout=self.timeout,
+                **body,
+            )
+
+        return self._retried(on_a_node).json()
 
     def _core(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         """A request to this core or collection that pysolr has no call for."""
