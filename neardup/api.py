@@ -12,6 +12,7 @@ lookups and reports use them when they are not given again.
 from __future__ import annotations
 
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -395,12 +396,23 @@ def rules_for(
             return chosen
         if checked := _read_from_checks(source, chosen):
             return replace(chosen, threshold=checked.threshold)
-        try:
-            return _remembered(source, find_pairs(source, source.params, chosen)).rules
-        except TooManyPairs as error:  # a lookup still answers; the report says what to do
-            choice = ThresholdChoice(FALLBACK_THRESHOLD, False, f"{error}")
-            _remember_choice(source, chosen, choice)
-            return replace(chosen, threshold=choice.threshold)
+        with _READING.setdefault(source.url, threading.RLock()):
+            source.reload_settings()  # read by another thread while this one waited?
+            chosen = match_rules(source.params, source.settings, rules, preset_name=preset)
+            if not chosen.to_choose:
+                return chosen
+            try:
+                return _remembered(source, find_pairs(source, source.params, chosen)).rules
+            except TooManyPairs as error:  # a lookup still answers; the report says what to do
+                choice = ThresholdChoice(FALLBACK_THRESHOLD, False, f"{error}")
+                _remember_choice(source, chosen, choice)
+                return replace(chosen, threshold=choice.threshold)
+
+
+# One thread of a process at a time reads a store's automatic threshold (by store URL); the
+# others then use what it remembered: the service's first lookups each read it, a report's
+# work each, before one of them had remembered it.
+_READING: dict[str, threading.RLock] = {}
 
 
 def _remembered(store: Store, found: Found) -> Found:

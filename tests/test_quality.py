@@ -7,6 +7,7 @@ import io
 import json
 import random
 import sys
+import threading
 from collections import Counter
 from itertools import combinations
 from pathlib import Path
@@ -30,7 +31,7 @@ from neardup.generate import write_corpus
 from neardup.indexer import index_records
 from neardup.output import histogram_text, write_pairs
 from neardup.readers import Record, RecordReader
-from neardup.report import Pair
+from neardup.report import Pair, find_pairs
 from neardup.searcher import MatchRules
 from neardup.stores import StoredRecord
 from neardup.tuning import (
@@ -498,6 +499,34 @@ def test_a_store_mostly_indexed_without_a_check_reads_its_threshold_from_its_rec
     unchecked, checked = (api.last_report(url) for url in (plain, mixed))
     assert checked.threshold == unchecked.threshold != api.FALLBACK_THRESHOLD
     assert checked.how == unchecked.how
+
+
+def test_lookups_at_once_on_a_new_store_read_its_threshold_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service's first lookups arrive together: one reads the store's threshold (a
+    report's work) and the others use what it remembered, each on its own connection."""
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    api.index([corpus(tmp_path / "records.txt")], url)
+    readings = []
+
+    def counted(*args, **kwargs):
+        readings.append(1)
+        return find_pairs(*args, **kwargs)
+
+    monkeypatch.setattr(api, "find_pairs", counted)
+    answers: list[float] = []
+
+    def look_up() -> None:
+        with api.opened(url) as own:
+            answers.append(api.rules_for(own).threshold)
+
+    threads = [threading.Thread(target=look_up) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(readings) == 1 and len(set(answers)) == 1 and len(answers) == 4
 
 
 def test_lookups_use_the_threshold_the_report_chose(tmp_path: Path) -> None:
