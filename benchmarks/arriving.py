@@ -1,7 +1,7 @@
 """Records as they arrive: `neardup index --skip-duplicates` of generated people into a new store.
 
     python benchmarks/arriving.py [--records 5000 30000 100000] [--folder .bench] [--arrive-by N]
-        [--store URL]
+        [--store URL] [--kind people|documents]
 
 For each size, generates person records with their truth (`neardup generate N --kind people`,
 kept in --folder for the next run), then runs `neardup index FILE --skip-duplicates` into a new
@@ -14,7 +14,8 @@ at a time instead, each lot checked and added by the library's ``add(if_unique=T
 the service's ``POST /records`` with ``if_unique`` does, in a process of their own, and the
 table gives the median and 90th percentile of a lot's check-then-add. ``--store URL`` checks
 into that store (dropped first: a Solr core or an Elasticsearch index) instead of a new
-embedded one.
+embedded one. ``--kind documents`` generates documents instead (paragraphs of words, 30% of
+them edited copies: a document and its copies stand for a person).
 """
 
 from __future__ import annotations
@@ -54,12 +55,12 @@ def feed(corpus: str, url: str, lot: int) -> None:
     print(f"a lot: {np.median(took):.1f} / {np.percentile(took, 90):.1f} ms", file=sys.stderr)
 
 
-def measure(records: int, folder: Path, lot: int | None, url: str | None) -> str:
+def measure(records: int, folder: Path, lot: int | None, url: str | None, kind: str) -> str:
     """One size's row: generate if needed, index with the check, judge what was kept."""
-    corpus = folder / f"arriving-people-{records}.tsv"
+    corpus = folder / f"arriving-{kind}-{records}.tsv"
     truth = corpus.with_suffix(".truth.tsv")
     if not corpus.exists():
-        generate = [*NEARDUP, "generate", str(records), "--kind", "people", "-o", str(corpus)]
+        generate = [*NEARDUP, "generate", str(records), "--kind", kind, "-o", str(corpus)]
         subprocess.run([*generate, "--truth", str(truth)], check=True, capture_output=True)
     if url is None:
         store = folder / f"arriving-{records}.db"
@@ -99,6 +100,7 @@ def main() -> None:
         "--arrive-by", type=int, metavar="N", help="records checked and added N at a time"
     )
     parser.add_argument("--store", metavar="URL", help="check into this store, dropped first")
+    parser.add_argument("--kind", choices=["people", "documents"], default="people")
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
     print(
@@ -107,7 +109,7 @@ def main() -> None:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for records in args.records:
-        print(measure(records, args.folder, args.arrive_by, args.store), flush=True)
+        print(measure(records, args.folder, args.arrive_by, args.store, args.kind), flush=True)
     print(f"files in {args.folder}", file=sys.stderr)
 
 
