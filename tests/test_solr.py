@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from neardup import api
@@ -97,3 +99,20 @@ def test_an_unreachable_zookeeper_is_one_line(monkeypatch) -> None:
 def test_a_zookeeper_url_names_a_collection() -> None:
     with pytest.raises(NeardupError, match=r"solr\+zk://zk1:2181,zk2:2181\[/chroot\]/NAME"):
         open_store("solr+zk://127.0.0.1:2181/")
+
+
+def test_through_zookeeper_each_try_asks_a_node_drawn_again(solr_server, monkeypatch) -> None:
+    """A node killed stays in ZooKeeper's live list until its session expires: a request that
+    drew it is asked again of a node drawn again, not of the same one until the backoff ends."""
+    monkeypatch.setattr(solr, "FAILOVER_SECONDS", 30)
+    live = solr_server.base.split("://", 1)[1].replace("/solr", "_solr")
+    drawn = iter(["127.0.0.1:9_solr", live])  # the killed node first, then one that answers
+
+    keeper = SimpleNamespace(liveNodes=["127.0.0.1:9_solr", live])
+    monkeypatch.setattr(solr.random, "choice", lambda nodes: next(drawn))
+    with open_store(solr_server.new_store_url()) as store:
+        store.zookeeper, store._node_scheme = keeper, "http"
+        try:
+            assert store._request("GET", "admin/info/system")["mode"] == "std"
+        finally:
+            store.zookeeper = None  # a stand-in: nothing to close
