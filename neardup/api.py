@@ -902,9 +902,7 @@ def _checking_rules(
 def _count_checks(target: Store, rules: MatchRules, measured: CheckedPairs, records: int) -> None:
     """Add what a check of ``records`` records measured to what the store's checks measured
     before (for ``rules``' similarity: another similarity starts again)."""
-    before = (target.settings or {}).get("checked_pairs") or {}
-    if before.get("for") != choice_key(rules):
-        before = {"histogram": 0, "nearest": 0, "records": 0}
+    before = _checks_for(target, rules) or {"histogram": 0, "nearest": 0, "records": 0}
     nearest = similarity_histogram(np.fromiter(measured.nearest.values(), dtype=np.float64))
     totals = {
         "for": choice_key(rules),
@@ -925,10 +923,8 @@ def _read_from_checks(store: Store, rules: MatchRules) -> ThresholdChoice | None
     where the checks saw fewer than half the records the store holds: those indexed since
     without a check keep their duplicates, and read it (a store that checked one record
     before 3,000 were indexed read the checks' fallback 0.5 where its records read 0.55)."""
-    checked = (store.settings or {}).get("checked_pairs")
-    if not checked or checked.get("for") != choice_key(rules):
-        return None
-    if 2 * checked["records"] < store.count():
+    checked = _checks_for(store, rules)
+    if not checked or 2 * checked["records"] < store.count():
         return None
     # From MIN_TAIL_PAIRS pairs: a few hundred read anything (0.38 of the first 77 ads).
     read = choose_threshold(
@@ -948,11 +944,16 @@ def _outgrown_by_checks(store: Store, rules: MatchRules) -> bool:
     """Whether the store's checks have measured twice the records its threshold was read from:
     it is read again from them, so that a store checked as records arrive reads it from at
     least half of them, at no cost (their histograms are in its settings)."""
-    checked = (store.settings or {}).get("checked_pairs") or {}
+    checked = _checks_for(store, rules)
     remembered = threshold_choice(store.settings, rules) or {}
-    if checked.get("for") != choice_key(rules):
-        return False
-    return _read_from_half_or_fewer(remembered, checked["records"])
+    return bool(checked) and _read_from_half_or_fewer(remembered, checked["records"])
+
+
+def _checks_for(store: Store, rules: MatchRules) -> dict[str, Any] | None:
+    """What the store's checks measured (:func:`_count_checks`), if they measured it for
+    ``rules``' similarity: another similarity's counts are none of its own."""
+    checked = (store.settings or {}).get("checked_pairs")
+    return checked if checked and checked.get("for") == choice_key(rules) else None
 
 
 def report_page(

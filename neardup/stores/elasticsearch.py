@@ -259,9 +259,7 @@ class ElasticsearchStore(Store):
         meta = index.get("mappings", {}).get("_meta", {})
         uuid = index["settings"]["index"]["uuid"]
         # Measured settings too, in a store written before they had a document of their own.
-        written = meta.get("neardup_params") or {}
-        configuration = {k: v for k, v in written.items() if k not in MEASURED_SETTINGS}
-        measured = {k: v for k, v in written.items() if k in MEASURED_SETTINGS}
+        configuration, measured = _apart(meta.get("neardup_params") or {})
         version, documented = None, False
         if found is not None:
             version = {"if_seq_no": found["_seq_no"], "if_primary_term": found["_primary_term"]}
@@ -285,8 +283,7 @@ class ElasticsearchStore(Store):
         if stored is None:
             self.apply_schema()
             return False
-        configuration = {k: v for k, v in settings.items() if k not in MEASURED_SETTINGS}
-        measured = {k: v for k, v in settings.items() if k in MEASURED_SETTINGS}
+        configuration, measured = _apart(settings)
         if configuration != stored.configuration:
             with self._errors():
                 self.es.indices.put_mapping(
@@ -657,6 +654,12 @@ class ElasticsearchStore(Store):
 
     def close(self) -> None:
         self.es.close()
+
+
+def _apart(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``settings`` as (the configuration, kept in _meta; what commands measured)."""
+    configuration = {k: v for k, v in settings.items() if k not in MEASURED_SETTINGS}
+    return configuration, {k: v for k, v in settings.items() if k in MEASURED_SETTINGS}
 
 
 @dataclass(frozen=True)
