@@ -106,3 +106,37 @@ def test_the_public_baseline_takes_the_best_threshold_of_every_pair_sharing_a_wo
     )  # fmt: skip
     scores, threshold = baseline(Dataset(records, truth, sources if linked else None))
     assert (scores.f1, threshold) == best
+
+
+def test_the_fallback_benchmark_draws_small_stores_and_scores_every_threshold() -> None:
+    """A small store holds the share asked for in true pairs, a linkage set's across its two
+    sources; each threshold's F1 is that of the pairs at or above it."""
+    import random
+
+    sys.path.insert(0, str(BENCHMARKS / "quality"))
+    from fallback import THRESHOLDS, Judged, small_store
+    from few_duplicates import true_groups
+    from public import Dataset
+
+    from neardup.readers import Record
+
+    records = [Record(f"r{n}", f"text {n}") for n in range(200)]
+    truth = {(f"r{n}", f"r{n + 1}") for n in range(0, 100, 4)}  # 25 pairs
+    truth |= {(f"r{n}", f"r{n + 2}") for n in range(0, 100, 4)}  # groups of three
+    truth |= {(f"r{n + 1}", f"r{n + 2}") for n in range(0, 100, 4)}
+    sources = {r.id: "left" if int(r.id[1:]) % 2 else "right" for r in records}
+    data = Dataset(records, truth, sources)
+    drawn = small_store(data, true_groups(records, truth), 40, 0.5, random.Random(1))
+    held = {r.id for r in drawn}
+    linked = {(a, b) for a, b in truth if a in held and b in held}
+    assert len(drawn) == len(held) == 40
+    assert len(linked) == 10 and all(sources[a] != sources[b] for a, b in linked)
+
+    judged = Judged()
+    judged.similarity, judged.true, judged.right = [0.3, 0.5, 0.5, 0.9], [0, 1, 0, 1], [0, 1, 1, 1]
+    judged.wanted = 3
+    at = {round(t, 2): f for t, f in zip(THRESHOLDS.tolist(), judged.f1().tolist(), strict=True)}
+    assert at[0.3] == pytest.approx(2 * (3 / 4) * (2 / 3) / (3 / 4 + 2 / 3))
+    assert at[0.5] == pytest.approx(2 * 1 * (2 / 3) / (1 + 2 / 3))
+    assert at[0.9] == pytest.approx(2 * 1 * (1 / 3) / (1 + 1 / 3))
+    assert at[0.95] == 0.0
