@@ -101,6 +101,27 @@ def test_a_zookeeper_url_names_a_collection() -> None:
         open_store("solr+zk://127.0.0.1:2181/")
 
 
+def test_through_zookeeper_a_replica_of_a_node_not_live_is_never_drawn() -> None:
+    """A node killed leaves its replicas "active" in the collection's state; only ZooKeeper's
+    live list says it is gone. pysolr read the state alone and kept drawing the lost node."""
+    keeper = object.__new__(solr._LiveZooKeeper)  # the watch's state, without a ZooKeeper
+
+    def replica(port: int, leader: bool) -> dict[str, str]:
+        node = f"127.0.0.1:{port}"
+        return {"state": "active", "base_url": f"http://{node}/solr", "node_name": f"{node}_solr",
+                "leader": str(leader).lower()}  # fmt: skip
+
+    shard = {"state": "active", "replicas": {"a": replica(8983, True), "b": replica(8984, False)}}
+    keeper.collections = {"people": {"shards": {"shard1": shard}}}
+    keeper.aliases = {}
+    keeper.liveNodes = ["127.0.0.1:8984_solr", "127.0.0.1:8985_solr"]
+    assert keeper.getHosts("people") == ["http://127.0.0.1:8984/solr"]
+    assert keeper.getRandomURL("people") == "http://127.0.0.1:8984/solr/people"
+    assert keeper.getHosts("people", only_leader=True) == []  # its leader is not elected yet
+    keeper.liveNodes.append("127.0.0.1:8983_solr")
+    assert keeper.getHosts("people") == ["http://127.0.0.1:8983/solr", "http://127.0.0.1:8984/solr"]
+
+
 def test_through_zookeeper_each_try_asks_a_node_drawn_again(solr_server, monkeypatch) -> None:
     """A node killed stays in ZooKeeper's live list until its session expires: a request that
     drew it is asked again of a node drawn again, not of the same one until the backoff ends."""
