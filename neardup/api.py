@@ -714,6 +714,9 @@ class StoreTuning(Measured):
     bands: int = 0
     rows: int = 0  # LSH rows per band
     candidate_probability: float | None = None  # at the threshold, for the bands method
+    # Where the threshold is read from the pairs the store's checks measured (records checked
+    # as they arrived): how many records they saw; the histogram is then theirs.
+    checked_records: int | None = None
 
 
 def tune_store(store: StoreRef = None, *, preset: str | None = None) -> StoreTuning:
@@ -728,17 +731,22 @@ def tune_store(store: StoreRef = None, *, preset: str | None = None) -> StoreTun
         chance = None
         # Only the bands' candidates miss pairs: a store that remembers the signature or
         # shingles as its method compares every record that shares one.
-        method = rules_for(source, {"threshold": AUTO}, preset).method
-        if measured.threshold is not None and method == TokenField.BANDS:
+        rules = rules_for(source, {"threshold": AUTO}, preset)
+        if measured.threshold is not None and rules.method == TokenField.BANDS:
             chance = float(candidate_probability(measured.threshold, bands, rows))
             if measured.estimated_candidate_recall is None:  # the report found it not worth it
                 measured.estimated_candidate_recall = _candidate_recall(source, pairs)
+        candidate_pairs = sum(measured.histogram)
+        # The pairs the threshold was read from: the checks' where they speak for the store.
+        if checked := _checks_speaking_for(source, rules):
+            measured.histogram, measured.nearest = checked["histogram"], checked["nearest"]
     return StoreTuning(
         **asdict(measured),
-        candidate_pairs=sum(measured.histogram),
+        candidate_pairs=candidate_pairs,
         bands=bands,
         rows=rows,
         candidate_probability=chance,
+        checked_records=checked["records"] if checked else None,
     )
 
 
@@ -923,8 +931,8 @@ def _read_from_checks(store: Store, rules: MatchRules) -> ThresholdChoice | None
     where the checks saw fewer than half the records the store holds: those indexed since
     without a check keep their duplicates, and read it (a store that checked one record
     before 3,000 were indexed read the checks' fallback 0.5 where its records read 0.55)."""
-    checked = _checks_for(store, rules)
-    if not checked or 2 * checked["records"] < store.count():
+    checked = _checks_speaking_for(store, rules)
+    if not checked:
         return None
     # From MIN_TAIL_PAIRS pairs: a few hundred read anything (0.38 of the first 77 ads).
     read = choose_threshold(
@@ -938,6 +946,13 @@ def _read_from_checks(store: Store, rules: MatchRules) -> ThresholdChoice | None
     if choice.from_data:
         _remember_choice(store, rules, choice, records=checked["records"])
     return choice
+
+
+def _checks_speaking_for(store: Store, rules: MatchRules) -> dict[str, Any] | None:
+    """What the store's checks measured (:func:`_checks_for`), when they saw at least half
+    the records it holds: what its automatic threshold is read from then."""
+    checked = _checks_for(store, rules)
+    return checked if checked and 2 * checked["records"] >= store.count() else None
 
 
 def _outgrown_by_checks(store: Store, rules: MatchRules) -> bool:

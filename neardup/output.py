@@ -13,6 +13,7 @@ from typing import IO, TYPE_CHECKING, Literal
 
 from .evaluate import SPREADSHEET_UNSAFE_CELL, Evaluation, spreadsheet_safe, tsv_escape
 from .explain import Explanation
+from .phrases import counted
 from .readers import Format, Record
 from .report import PHASES, Pair, for_review
 from .searcher import Match
@@ -167,7 +168,15 @@ def store_tuning(tuning: StoreTuning) -> str:
     """``tune --store``: the histogram and the threshold read from it, how many candidate pairs
     the report measured, and what the store's bands promise at that threshold."""
     lines = [histogram_text(tuning.histogram, tuning.threshold, tuning.how, tuning.nearest)]
-    lines.append(f"{tuning.candidate_pairs:,} candidate pairs of records measured")
+    if tuning.checked_records is None:
+        lines.append(f"{tuning.candidate_pairs:,} candidate pairs of records measured")
+    else:
+        lines.append(
+            f"{sum(tuning.histogram):,} pairs measured by the checks of "
+            f"{counted(tuning.checked_records, 'record')} as they arrived, which the threshold "
+            f"is read from (a report measures {tuning.candidate_pairs:,} candidate pairs of the "
+            "records kept)"
+        )
     if left_out := tuning.left_out_text():
         lines.append(left_out)
     if tuning.candidate_probability is not None:
@@ -332,10 +341,10 @@ def histogram_text(
     return "\n".join(lines)
 
 
-def _histogram_rows(histogram: Sequence[int], threshold: float | None, counted: str) -> list[str]:
+def _histogram_rows(histogram: Sequence[int], threshold: float | None, what: str) -> list[str]:
     rows = [(2 * i, sum(histogram[2 * i : 2 * i + 2])) for i in range((len(histogram) + 1) // 2)]
     largest = math.log1p(max((n for _, n in rows), default=0)) or 1.0
-    lines = [f"similarity  {counted} (log scale)"]
+    lines = [f"similarity  {what} (log scale)"]
     step = 1 / len(histogram) if len(histogram) else 0.02
     for first, count in rows:
         low, high = first * step, (first + 2) * step

@@ -29,7 +29,7 @@ from neardup.fingerprint import (
 )
 from neardup.generate import write_corpus
 from neardup.indexer import index_records
-from neardup.output import histogram_text, write_pairs
+from neardup.output import histogram_text, store_tuning, write_pairs
 from neardup.readers import Record, RecordReader
 from neardup.report import Pair, find_pairs
 from neardup.searcher import MatchRules
@@ -476,6 +476,17 @@ def test_a_store_checked_as_records_arrive_reads_its_threshold_from_its_checks(
     how = api.stats(url)["rules_from"]["threshold"]
     assert how.startswith("auto: read from the pairs the checks of")
     assert "the valley" in how
+    # tune --store shows the pairs the threshold was read from: the checks', not the records'
+    # kept, which have lost the duplicates' hump.
+    tuned = api.tune_store(url)
+    with api.opened(url) as store:
+        checked = store.settings["checked_pairs"]
+    assert (tuned.histogram, tuned.checked_records) == (checked["histogram"], len(records))
+    kept_pairs = api.last_report(url).histogram
+    assert tuned.candidate_pairs == sum(kept_pairs) != sum(tuned.histogram)
+    at = int(tuned.threshold * len(kept_pairs))  # the hump above the threshold: the checks' alone
+    assert sum(tuned.histogram[at:]) > 10 * sum(kept_pairs[at:])
+    assert f"by the checks of {len(records):,} records" in store_tuning(tuned)
 
 
 def test_a_store_mostly_indexed_without_a_check_reads_its_threshold_from_its_records(
