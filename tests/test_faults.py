@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from neardup import api
+from neardup.fingerprint import FingerprintParams
+from neardup.stores import open_store
 from tests.corpora import corpus
 from tests.runner import neardup
 
@@ -235,6 +237,22 @@ def test_two_skip_duplicates_runs_at_once_store_each_text_once(
         stored = [r for batch in store.iter_records(1000) for r in batch]
     assert len({r.md5 for r in stored}) == len(stored)  # no text twice
     assert sum(s["indexed"] for s in summaries) == len(stored)
+
+
+@pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
+def test_an_engine_store_dropped_by_another_process_has_no_settings_to_read(
+    request, kind: str
+) -> None:
+    """What another process dropped reads as a store with no schema yet, not as an error (a
+    Solr core is asked for its settings document alone: a core that is not there answers
+    404). An embedded store's other handle reads the file it opened, unlinked or not."""
+    server = request.getfixturevalue(f"{kind}_server")
+    url = server.new_store_url()
+    with open_store(url) as writer, open_store(url) as reader:
+        writer.ensure_params(FingerprintParams())
+        assert reader.read_settings() is not None
+        writer.drop()
+        assert reader.read_settings() is None
 
 
 @pytest.mark.parametrize("kind", ["solr", "elasticsearch"])

@@ -502,10 +502,17 @@ class SolrStore(Store):
 
     def _stored_settings(self) -> tuple[dict[str, Any] | None, int | None]:
         """The settings document and its version; -1 where there is none, as Solr writes a
-        document of version -1 only where none is."""
-        if not self._exists():
+        document of version -1 only where none is. A core that is not there answers the read
+        404, which spares every read a request of its own to ask (a check-then-add reads the
+        settings twice); a collection is looked up in ZooKeeper's list first."""
+        if self.cloud and not self._exists():
             return None, None
-        stored = self._real_time_get([PARAMS_ID]).get(PARAMS_ID)
+        try:
+            stored = self._real_time_get([PARAMS_ID]).get(PARAMS_ID)
+        except _Refused as error:
+            if error.status == 404 and not self.cloud:
+                return None, None
+            raise
         if not stored:
             return None, -1
         return json.loads(stored["neardup_params"]), stored["_version_"]
