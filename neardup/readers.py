@@ -315,9 +315,10 @@ class RecordReader:
         one_field = fields[0] if len(fields) == 1 else None  # most files: one text, no join
         for values, count, line in chain(first, rows):  # no call a record: this runs per line
             if id_field:
-                record_id = _text(values.get(id_field)).strip()
+                record_id = _text(raw := values.get(id_field)).strip()
                 if not record_id:
-                    skipped.add(line, "empty id")
+                    nested = isinstance(raw, dict | list)
+                    skipped.add(line, "id is a list or an object" if nested else "empty id")
                     continue
             else:
                 record_id = f"{self.number_prefix}{count}"

@@ -271,6 +271,8 @@ def test_json_lines_of_every_wrong_kind_are_counted(tmp_path: Path) -> None:
         '{"id": null, "text": "x"}',
         '{"id": "3", "text": ["a", "list"]}',
         '{"id": "4", "text": "good four"}',
+        '{"id": [5], "text": "an id in a list"}',
+        '{"id": {"n": 6}, "text": "an id in an object"}',
     ]
     records, reader = read(write(tmp_path / "a.jsonl", "\n".join(lines) + "\n"))
     assert [r.id for r in records] == ["2", "4"]
@@ -279,6 +281,7 @@ def test_json_lines_of_every_wrong_kind_are_counted(tmp_path: Path) -> None:
         "no text": 2,
         "invalid JSON": 1,
         "empty id": 1,
+        "id is a list or an object": 2,
     }
 
 
