@@ -110,9 +110,10 @@ def _rule_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--similarity",
         choices=api.SIMILARITIES,
-        help="what the threshold bounds: jaccard of the shingle sets, or weighted, their cosine "
-        "with each shingle weighing its rarity in the store (IDF) (default: "
-        f"{defaults.similarity})",
+        help="what the threshold bounds: jaccard of the shingle sets; weighted, their cosine "
+        "with each shingle weighing its rarity in the store (IDF); or numerals, that cosine "
+        "times the agreement of the records' runs of digits, for records whose numbers name "
+        f"things (house, model, page numbers) (default: {defaults.similarity})",
     )
     parser.add_argument(
         "--max-edit-distance", type=int, help="most word-level edit distance (default: no limit)"

@@ -27,8 +27,10 @@ import numpy as np
 from . import _kernels
 from .fingerprint import (
     FingerprintParams,
+    Numerals,
     TokenField,
     pair_similarities,
+    shared_counts,
     shingle_numbers,
     token_keys,
     word_edit_distances,
@@ -70,7 +72,7 @@ def exact_pairs(
     contents = [records[n].content for n in heads]
     numbers, offsets, distinct = shingle_numbers(contents, params)
     weights = None
-    if rules.similarity == "weighted":
+    if rules.similarity != "jaccard":
         if weigh is None:
             raise ValueError("the weighted similarity needs the store's weights")
         weights = weigh(distinct)
@@ -79,8 +81,9 @@ def exact_pairs(
         first_words = np.unique([records[n].first_word for n in heads], return_inverse=True)[1]
     with progress_bar(progress, total=len(contents), desc="joining", unit=" contents") as bar:
         low, high, similarities = _passing_pairs(
-            numbers, offsets, len(distinct), weights, threshold, first_words, bar
-        )
+            numbers, offsets, len(distinct), weights, threshold, first_words, bar,
+            rules.numerals_of(contents),
+        )  # fmt: skip
     shared, held = _shared_tokens(contents, params, TokenField(rules.method), low, high)
     distances = word_edit_distances(contents, low.tolist(), high.tolist())
     members = list(groups.values())
@@ -111,10 +114,12 @@ def _passing_pairs(
     threshold: float,
     first_words: np.ndarray | None,
     bar: Bar,
+    numerals: Numerals | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(low, high, similarity) of every pair of sets at or above ``threshold`` (with equal
     ``first_words``, when given), low < high; ``bar`` counts the sets whose pairs are
-    measured."""
+    measured. With ``numerals`` the weighted similarity is multiplied by their agreement, at
+    most 1, so the prefixes of the shingles' weights alone find every pair that reaches it."""
     prefixes, totals = _prefixes(numbers, offsets, distinct, weights, threshold)
     share = threshold if weights is None else threshold * threshold
     found_low, found_high, found = [], [], []
@@ -125,7 +130,7 @@ def _passing_pairs(
         if first_words is not None:
             kept &= first_words[low] == first_words[high]
         low, high = low[kept], high[kept]
-        similarities = pair_similarities(numbers, distinct, weights, offsets, low, high)
+        similarities = pair_similarities(numbers, distinct, weights, offsets, low, high, numerals)
         passing = similarities >= threshold
         found_low.append(low[passing])
         found_high.append(high[passing])
@@ -218,6 +223,4 @@ def _shared_tokens(
     keys, held = token_keys(contents, params, field)
     distinct, numbers = np.unique(keys, return_inverse=True)
     offsets = np.concatenate([[0], np.cumsum(held)])
-    jaccard = pair_similarities(numbers, len(distinct), None, offsets, low, high)
-    shared = np.rint(jaccard * (held[low] + held[high]) / (1 + jaccard)).astype(np.int64)
-    return shared, held
+    return shared_counts(numbers, len(distinct), offsets, low, high), held

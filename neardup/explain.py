@@ -15,6 +15,8 @@ from .fingerprint import (
     TokenField,
     estimated_jaccard,
     jaccard,
+    numeral_agreement,
+    numerals,
     shared_count,
     shingle_texts,
     weighted_similarity,
@@ -53,6 +55,8 @@ class Explanation:
     similarity: float  # the rules' similarity: one of the two below
     jaccard: float  # exact Jaccard of the shingle sets
     weighted: float | None  # the shingles weighing their rarity (None: a store that cannot)
+    numerals: tuple[tuple[str, ...], tuple[str, ...]]  # A's and B's runs of digits
+    numeral_agreement: float  # what --similarity numerals multiplies the weighted one by
     rarest_shared: tuple[tuple[str, int], ...]  # shared shingles held by fewest records
     shingles_shared: int
     shingles_only_a: int
@@ -115,14 +119,18 @@ def explain(
     bands = tuple(int(n) for n in np.flatnonzero(a.bands == b.bands))
     signature_shared = int(np.count_nonzero(a.signature == b.signature))
     plain = jaccard(a.shingles, b.shingles)
-    weighted, rarest = None, ()
+    weighted, rarest, similarity = None, (), plain
     if frequencies is not None:
         weights = frequencies.weights(a.shingles), frequencies.weights(b.shingles)
-        weighted = weighted_similarity(a.shingles, weights[0], b.shingles, weights[1])
+        weighted = weighted_similarity(a.shingles, weights[0], b.shingles, weights[1], 1.0)
         rarest = _rarest_shared(a, b, params, frequencies)
-    if rules.similarity == "weighted" and weighted is None:
+        if rules.similarity != "jaccard":  # the bits a lookup measures
+            agreement = rules.numeral_agreement(a.content, b.content)
+            similarity = weighted_similarity(
+                a.shingles, weights[0], b.shingles, weights[1], agreement
+            )
+    else:
         rules = replace(rules, similarity="jaccard")  # nothing to weigh the shingles by
-    similarity = weighted if rules.similarity == "weighted" else plain
     shared_tokens = {
         TokenField.SHINGLES: shared,
         TokenField.SIGNATURE: signature_shared,
@@ -150,6 +158,8 @@ def explain(
         similarity=similarity,
         jaccard=plain,
         weighted=weighted,
+        numerals=(numerals(a.content), numerals(b.content)),
+        numeral_agreement=numeral_agreement(a.content, b.content),
         rarest_shared=rarest,
         shingles_shared=shared,
         shingles_only_a=len(a.shingles) - shared,

@@ -255,7 +255,12 @@ def explanation_table(e: Explanation) -> str:
             f"{f'Jaccard ({e.shingle})':<20}{e.jaccard:.3f}  ({e.shingles_shared} shingles "
             f"shared, {e.shingles_only_a} only in A, {e.shingles_only_b} only in B)",
             *(
-                [f"{'weighted':<20}{e.weighted:.3f}  (each shingle weighing its rarity)"]
+                [
+                    f"{'weighted':<20}{e.weighted:.3f}  (each shingle weighing its rarity)",
+                    f"{'numerals':<20}{e.numeral_agreement:.3f}  (A: "
+                    f"{' '.join(e.numerals[0]) or 'none'}; B: {' '.join(e.numerals[1]) or 'none'}"
+                    "; --similarity numerals multiplies weighted by it)",
+                ]
                 if e.weighted is not None
                 else []
             ),

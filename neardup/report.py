@@ -418,6 +418,7 @@ def _every_pair_histograms(
     texts = [held[content][1] for content in chosen.tolist()]
     numbers, offsets, shingles = shingle_numbers(texts, params)
     weights = None if rules.similarity == "jaccard" else shingle_weights(store, shingles)
+    numerals = None if weights is None else rules.numerals_of(texts)
     first_words = np.unique([first_word(text) for text in texts], return_inverse=True)[1]
     histogram = similarity_histogram(np.empty(0))
     nearest = NearestSimilarity(copies[chosen])
@@ -425,7 +426,9 @@ def _every_pair_histograms(
         if rules.first_word:  # the candidates the rules allow
             same = first_words[left] == first_words[right]
             left, right = left[same], right[same]
-        similarities = pair_similarities(numbers, len(shingles), weights, offsets, left, right)
+        similarities = pair_similarities(
+            numbers, len(shingles), weights, offsets, left, right, numerals
+        )
         histogram += _histogram(similarities, nearest.copies, left, right)
         nearest.add(left, right, similarities)
     return EveryPair(histogram, nearest.histogram(), len(chosen), len(copies))
@@ -666,9 +669,9 @@ def _similarities(
         return jaccard_pairs(texts, left, right, params)
     # Each distinct shingle is looked up and weighed once: the texts share most of theirs.
     numbers, offsets, distinct = shingle_numbers(texts, params)
-    return pair_similarities(
-        numbers, len(distinct), shingle_weights(store, distinct), offsets, left, right
-    )
+    weights = shingle_weights(store, distinct)
+    numerals = rules.numerals_of(texts)
+    return pair_similarities(numbers, len(distinct), weights, offsets, left, right, numerals)
 
 
 def shingle_weights(store: Store, distinct: np.ndarray) -> np.ndarray:

@@ -18,10 +18,12 @@ from .fingerprint import (
     Fingerprint,
     FingerprintParams,
     Frequencies,
+    Numerals,
     TokenField,
     fingerprint,
     frequency_counts,
     jaccard,
+    numeral_agreement,
     pair_similarities,
     shingle_numbers,
     shingle_sets,
@@ -36,9 +38,10 @@ MAX_CANDIDATES = 10_000
 # The candidates, with their texts, that a batch of lookups holds at once: batches of 10,000
 # person records checked with every candidate held 3.4 GB in a run of 30,000, 13 GB of 100,000.
 HELD_CANDIDATES = 5_000_000
-Similarity = Literal["jaccard", "weighted"]
-SIMILARITIES: tuple[Similarity, ...] = ("jaccard", "weighted")
-Measure = Callable[[np.ndarray, np.ndarray], float]
+Similarity = Literal["jaccard", "weighted", "numerals"]
+SIMILARITIES: tuple[Similarity, ...] = ("jaccard", "weighted", "numerals")
+# The rules' similarity of a query and one of its candidates.
+Measure = Callable[[Fingerprint, Candidate], float]
 
 
 @lru_cache(maxsize=1 << 18)  # a report orders each id many times over; ~50 MB at most
@@ -57,8 +60,10 @@ class MatchRules:
     Every rule that is set is a filter: a candidate is accepted when it passes all of them.
     ``method`` is the token field the candidate query ORs over: ``signature`` (the recipe's
     MinHash query), ``bands`` (LSH) or ``shingles``. ``similarity`` is what the threshold
-    bounds: ``jaccard`` of the shingle sets, or ``weighted``, the cosine of the sets with each
-    shingle weighing its rarity in the store (see :func:`neardup.fingerprint.idf`).
+    bounds: ``jaccard`` of the shingle sets; ``weighted``, the cosine of the sets with each
+    shingle weighing its rarity in the store (see :func:`neardup.fingerprint.idf`); or
+    ``numerals``, that cosine times the agreement of the two records' numerals (see
+    :class:`neardup.fingerprint.Numerals`).
     """
 
     method: str = TokenField.BANDS
@@ -76,7 +81,7 @@ class MatchRules:
             raise InvalidParameter(f"unknown method {self.method!r}: use {', '.join(TOKEN_FIELDS)}")
         if self.similarity not in SIMILARITIES:
             raise InvalidParameter(
-                f"unknown similarity {self.similarity!r}: use {' or '.join(SIMILARITIES)}"
+                f"unknown similarity {self.similarity!r}: use {', '.join(SIMILARITIES)}"
             )
         object.__setattr__(self, "method", TokenField(self.method))
         if not 1 <= self.candidates <= MAX_CANDIDATES:  # an engine allocates a queue this size
@@ -89,6 +94,14 @@ class MatchRules:
             raise InvalidParameter(
                 f"max edit distance must be 0 or more, not {self.max_edit_distance}"
             )
+
+    def numerals_of(self, contents: Sequence[str]) -> Numerals | None:
+        """The contents' numerals where the similarity weighs them, else None."""
+        return Numerals(contents) if self.similarity == "numerals" else None
+
+    def numeral_agreement(self, a: str, b: str) -> float:
+        """What the similarity of contents ``a`` and ``b`` is multiplied by for their numerals."""
+        return numeral_agreement(a, b) if self.similarity == "numerals" else 1.0
 
     @property
     def to_choose(self) -> bool:
@@ -221,7 +234,7 @@ class Searcher:
                 found.setdefault(candidate.md5, []).append(candidate)
             heads = [copies[0] for md5, copies in found.items() if md5 != fp.md5]
             shingles = self.shingled(heads)
-            near = self.accepted(fp, heads, shingles, self.measure([fp], shingles))
+            near = self.accepted(fp, heads, self.measure([fp], shingles))
             groups = {md5: [c.id for c in copies] for md5, copies in found.items()}
         else:
             near = self.near_duplicates(fp)
@@ -354,10 +367,11 @@ class Searcher:
         all at once, the same floats as one pair at a time; weighed by the store's counts with
         the records about to be stored."""
         numbers, offsets, shingles = shingle_numbers(contents, self.params)
-        weights = None
-        if self.rules.similarity != "jaccard" and len(left):
-            weights = self._weights(shingles)
-        return pair_similarities(numbers, len(shingles), weights, offsets, left, right)
+        if self.rules.similarity == "jaccard" or not len(left):
+            return pair_similarities(numbers, len(shingles), None, offsets, left, right)
+        weights = self._weights(shingles)
+        numerals = self.rules.numerals_of(contents)
+        return pair_similarities(numbers, len(shingles), weights, offsets, left, right, numerals)
 
     def _every_record(
         self,
@@ -389,10 +403,7 @@ class Searcher:
         heads = self._passing(fps, self.distinct_candidates_many(fps))
         shingles = self.shingled([c for found in heads for c in found])
         measure = self.measure(fps, shingles)
-        return [
-            self.accepted(fp, found, shingles, measure)
-            for fp, found in zip(fps, heads, strict=True)
-        ]
+        return [self.accepted(fp, found, measure) for fp, found in zip(fps, heads, strict=True)]
 
     def _passing(
         self, fps: Sequence[Fingerprint], heads: list[list[Candidate]]
@@ -429,22 +440,22 @@ class Searcher:
         return dict(zip(records, shingle_sets(list(records.values()), self.params), strict=True))
 
     def measure(self, fps: Sequence[Fingerprint], shingles: Mapping[str, np.ndarray]) -> Measure:
-        """The rules' similarity, ready for pairs among these fingerprints and candidates: for
-        ``weighted``, the store's frequencies of all their shingles, in one request."""
+        """The rules' similarity, ready for pairs of these fingerprints and their candidates
+        (``shingles`` holds each candidate's shingle set, by id): for ``weighted``, the store's
+        frequencies of all their shingles, in one request."""
         if self.rules.similarity == "jaccard" or not shingles:  # no candidate: nothing to weigh
-            return jaccard
-        return self._weighing([fp.shingles for fp in fps] + list(shingles.values()))
-
-    def _weighing(self, sets: Sequence[np.ndarray]) -> Measure:
-        """The weighted similarity, for pairs among the shingle ``sets``."""
+            return lambda fp, candidate: jaccard(fp.shingles, shingles[candidate.id])
+        sets = [fp.shingles for fp in fps] + list(shingles.values())
         # Each set's weights once, however many pairs it is in, all sets' in one search: a set
         # is one of ``sets``, held for the measure's life, so its id names it.
-        every = self._weights(np.concatenate(sets)) if sets else np.empty(0)
+        every = self._weights(np.concatenate(sets))
         bounds = np.cumsum([len(a) for a in sets])[:-1]
         weights = {id(a): w for a, w in zip(sets, np.split(every, bounds), strict=True)}
 
-        def weighted(a: np.ndarray, b: np.ndarray) -> float:
-            return weighted_similarity(a, weights[id(a)], b, weights[id(b)])
+        def weighted(fp: Fingerprint, candidate: Candidate) -> float:
+            a, b = fp.shingles, shingles[candidate.id]
+            agreement = self.rules.numeral_agreement(fp.content, candidate.record.content)
+            return weighted_similarity(a, weights[id(a)], b, weights[id(b)], agreement)
 
         return weighted
 
@@ -452,19 +463,16 @@ class Searcher:
         self,
         fp: Fingerprint,
         candidates: Sequence[Candidate],
-        shingles: Mapping[str, np.ndarray],
         measure: Measure,
     ) -> list[Match]:
         """The candidates the rules accept, measured and ranked: fewest word edits, then the
         highest similarity, then id. The word edit distance, which costs most, only of those
         whose similarity passes the threshold."""
         if (threshold := self.rules.threshold) is not None:
-            candidates = [
-                c for c in candidates if measure(fp.shingles, shingles[c.id]) >= threshold
-            ]
+            candidates = [c for c in candidates if measure(fp, c) >= threshold]
         matches = [
             m
-            for m in self.verify(fp, candidates, shingles, measure)
+            for m in self.verify(fp, candidates, measure)
             if self.rules.accepts(m.edit_distance, m.similarity)
         ]
         return sorted(matches, key=lambda m: (m.edit_distance, -m.similarity, natural_key(m.id)))
@@ -503,11 +511,10 @@ class Searcher:
         self,
         fp: Fingerprint,
         candidates: Sequence[Candidate],
-        shingles: Mapping[str, np.ndarray],
         measure: Measure,
     ) -> list[Match]:
-        """Measure each candidate against the query: word edit distance and the ``measure`` of
-        the shingle sets (``shingles`` holds each candidate's, by id). The edit distances are
+        """Measure each candidate against the query: word edit distance and the rules'
+        similarity (``measure``). The edit distances are
         computed in one call: a call per candidate cost ~10 µs more than the distance."""
         contents = [fp.content, *(c.record.content for c in candidates)]
         distances = word_edit_distances(
@@ -520,7 +527,7 @@ class Searcher:
                 md5=c.md5,
                 exact=False,
                 edit_distance=distance,
-                similarity=measure(fp.shingles, shingles[c.id]),
+                similarity=measure(fp, c),
                 shared_tokens=c.score,
             )
             for c, distance in zip(candidates, distances, strict=True)

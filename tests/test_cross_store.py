@@ -71,6 +71,24 @@ def test_engine_report_equals_the_embedded_report(
         server.drop_made()
 
 
+@pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
+def test_an_engine_weighs_numerals_as_the_embedded_store_does(
+    request, kind, sqlite_url, tmp_path
+) -> None:
+    """People of one street at other house numbers: the same pairs and similarities with
+    ``--similarity numerals`` on every store, the threshold read from them alike."""
+    server = request.getfixturevalue(f"{kind}_server")
+    path = tmp_path / "people.tsv"
+    write_corpus(path, None, 400, kind="people", seed=3)
+    rules = {"threshold": "auto", "similarity": "numerals"}
+    expected = report_of(sqlite_url, path, rules, "join")
+    assert len(expected[1]) > 20 and expected[2].how.startswith("auto")
+    try:
+        assert report_of(server.new_store_url(), path, rules, "buckets") == expected
+    finally:
+        server.drop_made()
+
+
 def arrived(url: str, records: list) -> tuple[list[str], list[str], tuple]:
     """Check and add ``records`` 40 at a time: each lot's check line, the ids stored, and the
     store's threshold with where it comes from."""

@@ -14,11 +14,13 @@ import pytest
 from neardup.errors import InvalidParameter
 from neardup.fingerprint import (
     FREQUENCY_POWER,
+    NUMERAL_WEIGHT,
     PRIOR_RECORDS,
     REFERENCE_RECORDS,
     TOKEN_FIELDS,
     Fingerprint,
     FingerprintParams,
+    Numerals,
     TokenField,
     estimated_jaccard,
     fingerprint,
@@ -30,6 +32,7 @@ from neardup.fingerprint import (
     md5_digests,
     normalize,
     normalize_batch,
+    numeral_agreement,
     pair_similarities,
     parse_shingle,
     shingle_numbers,
@@ -434,25 +437,30 @@ def test_weighted_similarity_of_many_pairs_has_the_bits_of_one_pair_at_a_time(mo
             weights[numbers[offsets[a] : offsets[a + 1]]],
             sets[offsets[b] : offsets[b + 1]],
             weights[numbers[offsets[b] : offsets[b + 1]]],
+            numeral_agreement(contents[a], contents[b]),
         )
         for a, b in zip(left, right, strict=True)
     ]
-    measured = pair_similarities(numbers, len(distinct), weights, offsets, left, right)
+    numerals = Numerals(contents)  # "w12 w3" holds 12 and 3: the words' numerals differ
+    measured = pair_similarities(numbers, len(distinct), weights, offsets, left, right, numerals)
     assert measured.tolist() == one_at_a_time
     with monkeypatch.context() as halved:  # half the pairs on a second thread: the same floats
         halved.setattr(importlib.import_module("neardup.fingerprint"), "PARALLEL_PAIRS", 2)
         assert pair_similarities(
-            numbers, len(distinct), weights, offsets, left, right
+            numbers, len(distinct), weights, offsets, left, right, numerals
         ).tolist() == (one_at_a_time)
     assert {0.0, 1.0} < set(one_at_a_time) and len(set(one_at_a_time)) > 100
+    assert (numerals.agreement(left, right) < 1).sum() > 100
     # Past 65,536 distinct shingles the sets are read as 32-bit numbers: the same floats.
     wide = np.concatenate([np.zeros(70_000), weights])
     assert (
-        pair_similarities(numbers + 70_000, len(wide), wide, offsets, left, right).tolist()
+        pair_similarities(
+            numbers + 70_000, len(wide), wide, offsets, left, right, numerals
+        ).tolist()
         == one_at_a_time
     )
     with pytest.raises(ValueError, match="must index the weights"):
-        pair_similarities(numbers, len(distinct), weights[:-1], offsets, left, right)
+        pair_similarities(numbers, len(distinct), weights[:-1], offsets, left, right, numerals)
     with pytest.raises(ValueError, match="must be below distinct"):
         pair_similarities(numbers, len(distinct) - 1, None, offsets, left, right)
     with pytest.raises(ValueError, match="must name sets below"):
@@ -587,3 +595,30 @@ def test_idf_is_lucenes_below_the_reference_size_and_by_share_above_it() -> None
         idf(np.array([0, 1, 50, reference // 2]), reference).tolist()
     )
     assert idf(np.array([1, 3]), larger).tolist() == idf(np.array([1, 1]), reference).tolist()
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "lacking"),
+    [
+        ("12 main st 90210", "12 main st 90210", 0),
+        ("12 main st 90210", "14 main st 90210", 1 / 2),  # another house of the street
+        ("12 main st 90210", "main st 90210", 0),  # a copy that drops its house number
+        ("12 main st", "main st", 0),  # no numeral on one side says nothing
+        ("main st", "elm st", 0),
+        ("lenovo x1 carbon 20kh006m", "lenovo x1 carbon 20kh007m", 1 / 3),  # another model
+        ("310 456-0488 12th st", "12th st 456 0488 310", 0),  # the same numerals, reordered
+        ("1994 1995", "1996 1997 1998", 1),
+    ],
+)
+def test_numerals_that_disagree_lower_the_weighted_similarity(a: str, b: str, lacking: float):
+    """Runs of digits (house and model numbers, years, phones) tell records apart that share
+    their words: the weighted similarity falls by NUMERAL_WEIGHT of the share of the fewer
+    numerals that the other record lacks."""
+    assert numeral_agreement(a, b) == pytest.approx(1 - NUMERAL_WEIGHT * lacking)
+    assert numeral_agreement(b, a) == numeral_agreement(a, b)
+    many = Numerals([a, b, a])
+    assert many.agreement(np.array([0, 1, 0]), np.array([1, 2, 2])).tolist() == [
+        numeral_agreement(a, b),
+        numeral_agreement(b, a),
+        1.0,
+    ]

@@ -17,7 +17,7 @@ import pytest
 from neardup import api, cli
 from neardup.errors import NeardupError, ParameterMismatch, TooManyPairs, UnknownRecord
 from neardup.fingerprint import TOKEN_FIELDS, FingerprintParams
-from neardup.generate import near_copies
+from neardup.generate import near_copies, write_corpus
 from neardup.indexer import SeenIds, index_records
 from neardup.readers import Record, RecordReader
 from neardup.report import (
@@ -262,6 +262,32 @@ def test_a_report_holds_every_pair_a_lookup_with_no_limit_finds(
         assert api.report(sqlite_url, rules=rules, strategy="join") == joined
     if rules.method == "bands":
         assert joined == api.report(sqlite_url, rules=rules, strategy="buckets")
+
+
+def test_numerals_weigh_alike_in_a_report_a_lookup_and_explain(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """With ``--similarity numerals`` a report, a lookup and explain measure one pair alike, to
+    the bit, and two people of one street at other house numbers fall below the weighted
+    similarity."""
+    path = tmp_path / "people.tsv"
+    write_corpus(path, None, 400, kind="people", seed=3)
+    api.index([path], sqlite_url)
+    rules = MatchRules(threshold=0.3, similarity="numerals")
+    numerals = api.report(sqlite_url, rules=rules, strategy="join")
+    assert without_tokens(numerals) == every_lookup(sqlite_url, rules)
+    weighted = {
+        (p.left_id, p.right_id): p.similarity
+        for p in api.report(sqlite_url, rules=replace(rules, similarity="weighted"))
+    }
+    lower = [p for p in numerals if p.similarity < weighted[(p.left_id, p.right_id)]]
+    assert len(lower) > 10 and all(
+        p.similarity <= weighted[(p.left_id, p.right_id)] for p in numerals
+    )
+    pair = lower[0]
+    explained = api.explain(sqlite_url, ids=[pair.left_id, pair.right_id], rules=rules)
+    assert explained.similarity == pair.similarity and explained.numeral_agreement < 1
+    assert explained.weighted == weighted[(pair.left_id, pair.right_id)]
 
 
 def near_copy_records(count: int) -> list[Record]:

@@ -21,6 +21,7 @@ from neardup.evaluate import evaluate, pairs_of, read_pairs
 from neardup.exact import exact_pairs
 from neardup.fingerprint import (
     FingerprintParams,
+    Numerals,
     fingerprint_batch,
     jaccard,
     pair_similarities,
@@ -32,7 +33,7 @@ from neardup.indexer import index_records
 from neardup.output import histogram_text, store_tuning, write_pairs
 from neardup.readers import Record, RecordReader
 from neardup.report import Pair, find_pairs
-from neardup.searcher import MatchRules
+from neardup.searcher import SIMILARITIES, MatchRules
 from neardup.stores import StoredRecord
 from neardup.tuning import (
     HISTOGRAM_BINS,
@@ -603,7 +604,7 @@ def _records(texts: dict[str, str], params: FingerprintParams) -> list[StoredRec
     ]
 
 
-@pytest.mark.parametrize("similarity", ["jaccard", "weighted"])
+@pytest.mark.parametrize("similarity", SIMILARITIES)
 @pytest.mark.parametrize("threshold", [0.3, 0.5, 0.8])
 @pytest.mark.parametrize(
     "params", [FingerprintParams("word", 1, 8, 2), FingerprintParams("char", 3, 8, 2)]
@@ -626,8 +627,10 @@ def test_exact_report_equals_brute_force(
         return np.array([by_hash[h] for h in hashes.tolist()])
 
     left, right = np.triu_indices(len(records), 1)
-    weighed = weights if similarity == "weighted" else None
-    every = pair_similarities(numbers, len(distinct), weighed, offsets, left, right)
+    weighed = None if similarity == "jaccard" else weights
+    # "w12 w3" holds the numerals 12 and 3: the words' numerals differ as the words do.
+    numerals = Numerals([r.content for r in records]) if similarity == "numerals" else None
+    every = pair_similarities(numbers, len(distinct), weighed, offsets, left, right, numerals)
     expected = {
         tuple(sorted((records[a].id, records[b].id))): 1.0 if same else value
         for a, b, value in zip(left.tolist(), right.tolist(), every.tolist(), strict=True)

@@ -32,7 +32,7 @@ from kijiji import load as load_kijiji
 from public import Dataset
 
 from neardup import api
-from neardup.fingerprint import pair_similarities, shingle_numbers
+from neardup.fingerprint import Numerals, pair_similarities, shingle_numbers
 from neardup.report import NearestSimilarity, Pair, every_pair, shingle_weights
 from neardup.settings import FALLBACK_THRESHOLD
 from neardup.tuning import choose_threshold, similarity_histogram
@@ -70,6 +70,7 @@ def candidate_recall(data: Dataset, bands: int | None = None) -> Measured:
             contents = sorted({r.content for r in stored})
             numbers, offsets, distinct = shingle_numbers(contents, store.params)
             weights = shingle_weights(store, distinct)
+            numerals = Numerals(contents)
     content_of = {r.id: r.content for r in stored}
     index = {c: n for n, c in enumerate(contents)}
     copies = np.bincount([index[r.content] for r in stored], minlength=len(contents))
@@ -87,7 +88,7 @@ def candidate_recall(data: Dataset, bands: int | None = None) -> Measured:
     histogram = similarity_histogram(np.empty(0))
     nearest = NearestSimilarity(copies)
     for a, b in every_pair(len(contents)):
-        similarities = pair_similarities(numbers, len(distinct), weights, offsets, a, b)
+        similarities = pair_similarities(numbers, len(distinct), weights, offsets, a, b, numerals)
         similar = similarities >= threshold
         above.update(zip(a[similar].tolist(), b[similar].tolist(), strict=True))
         histogram += similarity_histogram(similarities, copies[a] * copies[b])
