@@ -85,7 +85,7 @@ class Rules(BaseModel):
     threshold: float | Literal["auto"] | None = Field(
         None, description='0 turns it off; "auto": the threshold the last report chose'
     )
-    similarity: str | None = Field(None, description="weighted or jaccard")
+    similarity: str | None = Field(None, description="weighted, numerals or jaccard")
     max_edit_distance: int | None = None
 
     def request(self) -> dict[str, Any]:
