@@ -414,8 +414,8 @@ class SolrStore(Store):
         query = params.pop("q")
         return self._call(self._pysolr.search, query, **params).raw_response
 
-    def _add(self, documents: list[dict[str, Any]], commit: bool = False) -> None:
-        self._call(self._pysolr.add, documents, commit=commit)
+    def _add(self, documents: list[dict[str, Any]]) -> None:
+        self._call(self._pysolr.add, documents, commit=False)
 
     # --- schema -----------------------------------------------------------------------------------
 
