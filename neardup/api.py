@@ -76,6 +76,7 @@ from .searcher import (
     Match,
     MatchRules,
     Searcher,
+    Similarity,
     collapse_copies,
 )
 from .selfjoin import LeftOut
@@ -150,6 +151,7 @@ def index(
     preset: str | None = None,
     params: ParamsRequest = None,
     threshold: float | None = None,
+    similarity: Similarity | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     on_duplicate_id: OnDuplicateId = "replace",
     skip_duplicates: bool = False,
@@ -159,10 +161,11 @@ def index(
 
     ``threshold`` is the least similarity the store is for: the LSH bands are tuned for it
     (unless ``params`` gives them), and later lookups and reports use it, as they use the
-    ``preset``'s rules. A record whose id came earlier in the run replaces the earlier one and
-    is counted (``on_duplicate_id="replace"``), is skipped and counted (``"skip"``), is kept
-    under its id numbered, ``ID#2``, ``ID#3``, and counted (``"keep"``), or stops the run before
-    anything is written (``"error"``). With ``skip_duplicates``, a record that
+    ``preset``'s rules and ``similarity`` (what the threshold bounds: ``numerals`` for records
+    whose numbers name things). A record whose id came earlier in the run replaces the earlier
+    one and is counted (``on_duplicate_id="replace"``), is skipped and counted (``"skip"``), is
+    kept under its id numbered, ``ID#2``, ``ID#3``, and counted (``"keep"``), or stops the run
+    before anything is written (``"error"``). With ``skip_duplicates``, a record that
     has a near-duplicate in the store or earlier in the files is not stored; the summary counts
     it and ``summary.duplicates`` says of what.
     """
@@ -187,9 +190,11 @@ def index(
         chosen = target.ensure_params(asked)
         if not new:
             _refuse_renumbering(target, files)
-        if preset or threshold is not None:
-            rules = {"threshold": threshold} if threshold is not None else None
-            remembered = match_rules(chosen, None, rules, preset_name=preset)
+        given = {"threshold": threshold, "similarity": similarity}
+        rules = {name: value for name, value in given.items() if value is not None}
+        if preset or rules:
+            # The rules given now, over what the store remembers of earlier runs' rules.
+            remembered = match_rules(chosen, target.settings, rules, preset_name=preset)
             settings: dict[str, object] = {"rules": remembered_rules(remembered)}
             if new and remembered.similarity == "jaccard":  # no weights to count shingles for
                 settings["frequencies"] = False

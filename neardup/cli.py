@@ -177,6 +177,7 @@ def _index(args: argparse.Namespace) -> int:
         preset=args.preset,
         params=_given(args, PARAM_FLAGS),
         threshold=args.threshold,
+        similarity=args.similarity,
         batch_size=args.batch_size,
         on_duplicate_id=args.on_duplicate_id,
         skip_duplicates=args.skip_duplicates,
@@ -527,6 +528,12 @@ def _parser() -> argparse.ArgumentParser:
         type=_threshold,
         help="least similarity the store is for: a number tunes the bands, and later lookups "
         "and reports use it (default: auto, see report --threshold)",
+    )
+    index.add_argument(
+        "--similarity",
+        choices=api.SIMILARITIES,
+        help="what the threshold bounds, which later lookups and reports use (see report "
+        "--similarity; default: weighted)",
     )
     _preset_option(index)
     index.add_argument(

@@ -810,6 +810,22 @@ def test_a_store_remembers_its_preset_and_threshold(tmp_path: Path) -> None:
     pairs = api.report(tuned)
     assert pairs and min(p.similarity for p in pairs) >= 0.8
     assert min(p.similarity for p in api.report(tuned, rules={"threshold": 0.5})) < 0.8
+    # --similarity too; a later index run's rule flags change those rules alone.
+    people = tmp_path / "people.tsv"
+    write_corpus(people, None, 300, kind="people", seed=2)
+    numerals = f"sqlite:///{tmp_path / 'numerals.db'}"
+    assert neardup("index", str(people), "--store", numerals, "--threshold", "0.5").returncode == 0
+    assert (
+        neardup("index", str(people), "--store", numerals, "--similarity", "numerals").returncode
+        == 0
+    )
+    assert api.stats(numerals)["rules_from"] == {
+        **api.stats(tuned)["rules_from"],
+        "threshold": "index",
+        "similarity": "index",
+    }
+    assert api.report(numerals) == api.report(numerals, rules={"similarity": "numerals"})
+    assert api.report(numerals) != api.report(numerals, rules={"similarity": "weighted"})
 
 
 def test_the_exact_report_needs_no_token_field(tmp_path: Path) -> None:
