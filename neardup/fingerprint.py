@@ -805,8 +805,7 @@ def shared_counts(
     numbers: np.ndarray, distinct: int, offsets: np.ndarray, left: np.ndarray, right: np.ndarray
 ) -> np.ndarray:
     """How many members sets left[i] and right[i] share, sets as :func:`pair_similarities`
-    takes them: from their exact Jaccard J, shared = J (|a| + |b|) / (1 + J), rounded (exact
-    for sets of fewer than 2**26 members)."""
+    takes them: from their exact Jaccard J, shared = J (|a| + |b|) / (1 + J), rounded."""
     sizes = np.diff(offsets)
     jaccard = pair_similarities(numbers, distinct, None, offsets, left, right)
     return np.rint(jaccard * (sizes[left] + sizes[right]) / (1 + jaccard)).astype(np.int64)
