@@ -816,6 +816,27 @@ def shared_counts(
 # A numeral: a run of digits in a normalised content ("12th st" holds 12, "456-0488" 456 and 0488).
 _NUMERAL = re.compile(r"\d+")
 
+
+class _DecimalDigits(dict[int, str]):
+    """Each decimal digit of any script as its ASCII digit, for str.translate: filled as the
+    digits are met, since NFKC leaves ٣ and ३ as they are."""
+
+    def __missing__(self, code: int) -> str:
+        self[code] = digit = str(unicodedata.decimal(chr(code)))
+        return digit
+
+
+_DIGITS = _DecimalDigits()
+
+
+def _numeral_value(numeral: str) -> str:
+    """A numeral by its value: ``01060`` is ``1060`` (a zip code a spreadsheet read as a
+    number) and ``٣٤`` is ``34``."""
+    if not numeral.isascii():
+        numeral = numeral.translate(_DIGITS)
+    return numeral.lstrip("0") or "0"
+
+
 # How much of a pair's similarity rests on their numerals agreeing, with --similarity numerals.
 # House numbers, zip codes, pages, phone and model numbers tell records apart that share most of
 # their words: a few shingles of a differing number weigh little against a street and a city.
@@ -835,7 +856,12 @@ class Numerals:
     def __init__(self, contents: Sequence[str]) -> None:
         numbered: dict[str, int] = {}
         sets = [
-            sorted({numbered.setdefault(n, len(numbered)) for n in _NUMERAL.findall(content)})
+            sorted(
+                {
+                    numbered.setdefault(_numeral_value(n), len(numbered))
+                    for n in _NUMERAL.findall(content)
+                }
+            )
             for content in contents
         ]
         self.sizes = np.array([len(held) for held in sets], dtype=np.int64)
@@ -845,8 +871,9 @@ class Numerals:
 
     def agreement(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         """For each pair of contents left[i] and right[i]: 1 less NUMERAL_WEIGHT times the
-        share of the numerals of the one with fewer that the other lacks; 1 where either holds
-        none (a copy that drops a number, or a record with none, says nothing against it)."""
+        share of the numerals of the one with fewer that the other lacks, numerals compared by
+        their value; 1 where either holds none (a copy that drops a number, or a record with
+        none, says nothing against it)."""
         shared = shared_counts(self.members, self.distinct, self.offsets, left, right)
         fewer = np.minimum(self.sizes[left], self.sizes[right])
         lacking = np.where(fewer > 0, 1 - shared / np.maximum(fewer, 1), 0.0)

@@ -609,6 +609,10 @@ def test_idf_is_lucenes_below_the_reference_size_and_by_share_above_it() -> None
         ("lenovo x1 carbon 20kh006m", "lenovo x1 carbon 20kh007m", 1 / 3),  # another model
         ("310 456-0488 12th st", "12th st 456 0488 310", 0),  # the same numerals, reordered
         ("1994 1995", "1996 1997 1998", 1),
+        ("northampton ma 01060", "northampton ma 1060", 0),  # a zip a spreadsheet read as a number
+        ("٣٤ شارع", "34 شارع", 0),  # the same number in Arabic-Indic and ASCII digits
+        ("unit ०७", "unit 8", 1),
+        ("9" * 5000, "9" * 5000, 0),  # past the digits Python's int() reads
     ],
 )
 def test_numerals_that_disagree_lower_the_weighted_similarity(a: str, b: str, lacking: float):
