@@ -467,12 +467,13 @@ class Searcher:
     ) -> list[Match]:
         """The candidates the rules accept, measured and ranked: fewest word edits, then the
         highest similarity, then id. The word edit distance, which costs most, only of those
-        whose similarity passes the threshold."""
+        whose similarity passes the threshold; each similarity measured once."""
+        measured = [(c, measure(fp, c)) for c in candidates]
         if (threshold := self.rules.threshold) is not None:
-            candidates = [c for c in candidates if measure(fp, c) >= threshold]
+            measured = [(c, similarity) for c, similarity in measured if similarity >= threshold]
         matches = [
             m
-            for m in self.verify(fp, candidates, measure)
+            for m in self.verify(fp, measured)
             if self.rules.accepts(m.edit_distance, m.similarity)
         ]
         return sorted(matches, key=lambda m: (m.edit_distance, -m.similarity, natural_key(m.id)))
@@ -510,15 +511,14 @@ class Searcher:
     def verify(
         self,
         fp: Fingerprint,
-        candidates: Sequence[Candidate],
-        measure: Measure,
+        measured: Sequence[tuple[Candidate, float]],
     ) -> list[Match]:
-        """Measure each candidate against the query: word edit distance and the rules'
-        similarity (``measure``). The edit distances are
-        computed in one call: a call per candidate cost ~10 µs more than the distance."""
-        contents = [fp.content, *(c.record.content for c in candidates)]
+        """Each candidate with its similarity to the query (``measured``) as a match, with its
+        word edit distance. The edit distances are computed in one call: a call per candidate
+        cost ~10 µs more than the distance."""
+        contents = [fp.content, *(c.record.content for c, _ in measured)]
         distances = word_edit_distances(
-            contents, [0] * len(candidates), list(range(1, len(contents)))
+            contents, [0] * len(measured), list(range(1, len(contents)))
         )
         return [
             Match(
@@ -527,8 +527,8 @@ class Searcher:
                 md5=c.md5,
                 exact=False,
                 edit_distance=distance,
-                similarity=measure(fp, c),
+                similarity=similarity,
                 shared_tokens=c.score,
             )
-            for c, distance in zip(candidates, distances, strict=True)
+            for (c, similarity), distance in zip(measured, distances, strict=True)
         ]
