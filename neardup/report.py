@@ -418,7 +418,7 @@ def _every_pair_histograms(
     texts = [held[content][1] for content in chosen.tolist()]
     numbers, offsets, shingles = shingle_numbers(texts, params)
     weights = None if rules.similarity == "jaccard" else shingle_weights(store, shingles)
-    numerals = None if weights is None else rules.numerals_of(texts)
+    numerals = rules.numerals_of(texts)
     first_words = np.unique([first_word(text) for text in texts], return_inverse=True)[1]
     histogram = similarity_histogram(np.empty(0))
     nearest = NearestSimilarity(copies[chosen])
