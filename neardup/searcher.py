@@ -415,11 +415,11 @@ class Searcher:
         threshold = self.rules.threshold
         if threshold is None or not any(heads):
             return heads
-        records = {c.id: c.record.content for found in heads for c in found}
+        records = {c.record.id: c.record.content for found in heads for c in found}
         number = {record_id: n for n, record_id in enumerate(records, start=len(fps))}
         contents = [fp.content for fp in fps] + list(records.values())
         left = np.repeat(np.arange(len(fps)), [len(found) for found in heads])
-        right = np.array([number[c.id] for found in heads for c in found])
+        right = np.array([number[c.record.id] for found in heads for c in found])
         similarities = self._similarities(contents, left, right)
         if self.measured is not None:
             self.measured.add(fps, left, similarities)
@@ -496,8 +496,8 @@ class Searcher:
             next_round = []
             for i, query, found in zip(pending, queries, answers, strict=True):
                 for candidate in found:
-                    if candidate.md5 not in seen[i]:
-                        seen[i].add(candidate.md5)
+                    if (md5 := candidate.record.md5) not in seen[i]:
+                        seen[i].add(md5)
                         heads[i].append(candidate)
                 if len(heads[i]) < rows and len(found) == query.rows:
                     next_round.append(i)

@@ -614,16 +614,16 @@ class SQLiteStore(Store):
         ):
             read[doc] = StoredRecord(*fields)
         excluded = set(q.exclude_md5)
-        passing = [
-            (doc, record)
-            for doc in score
+        # By score, then by id as ORDER BY orders them: SQLite compares UTF-8 bytes, which
+        # order as code points. Ids are unique, so the records themselves are never compared.
+        passing = sorted(
+            (-held, record.id, record)
+            for doc, held in score.items()
             if (record := read.get(doc)) is not None
             and record.md5 not in excluded
             and (q.first_word is None or record.first_word == q.first_word)
-        ]
-        # By id as ORDER BY orders them: SQLite compares UTF-8 bytes, which order as code points.
-        passing.sort(key=lambda held: (-score[held[0]], held[1].id))
-        return [Candidate(record, score[doc]) for doc, record in passing]
+        )
+        return [Candidate(record, -negative) for negative, _, record in passing]
 
     def _scores(self, field: TokenField, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(record numbers, how many of ``keys`` each holds), by that number, highest first."""
