@@ -315,7 +315,8 @@ class RecordReader:
         one_field = fields[0] if len(fields) == 1 else None  # most files: one text, no join
         for values, count, line in chain(first, rows):  # no call a record: this runs per line
             if id_field:
-                record_id = _text(raw := values.get(id_field)).strip()
+                raw = values.get(id_field)
+                record_id = "" if isinstance(raw, dict | list) else _text(raw).strip()
                 if not record_id:
                     nested = isinstance(raw, dict | list)
                     skipped.add(line, "id is a list or an object" if nested else "empty id")
@@ -391,8 +392,12 @@ def _with_skips(
 
 
 def _text(value: object) -> str:
+    """A field's value as text: a JSON list's values joined by spaces (tags, authors, a
+    product's features), nothing for null or an object."""
     if type(value) is str:  # every TSV and CSV value: the quickest test first
         return value
-    if value is None or isinstance(value, dict | list):
+    if isinstance(value, list):
+        return " ".join(filter(None, (_text(item).strip() for item in value)))
+    if value is None or isinstance(value, dict):
         return ""
     return str(value)

@@ -269,8 +269,9 @@ def test_json_lines_of_every_wrong_kind_are_counted(tmp_path: Path) -> None:
         '{"id": "2", "text": "good two"}',
         "not json",
         '{"id": null, "text": "x"}',
-        '{"id": "3", "text": ["a", "list"]}',
+        '{"id": "3", "text": {"an": "object"}}',
         '{"id": "4", "text": "good four"}',
+        '{"id": "5", "text": [null, [], {"n": 1}]}',
         '{"id": [5], "text": "an id in a list"}',
         '{"id": {"n": 6}, "text": "an id in an object"}',
     ]
@@ -278,7 +279,7 @@ def test_json_lines_of_every_wrong_kind_are_counted(tmp_path: Path) -> None:
     assert [r.id for r in records] == ["2", "4"]
     assert reader.skipped.reasons == {
         "not a JSON object": 4,
-        "no text": 2,
+        "no text": 3,
         "invalid JSON": 1,
         "empty id": 1,
         "id is a list or an object": 2,
@@ -329,3 +330,20 @@ def test_a_row_with_more_fields_than_the_header_is_a_counted_skip(
     ]
     assert reader.skipped.reasons == {"more fields than the header": 1}
     assert reader.skipped.examples == [(3, "more fields than the header")]
+
+
+def test_a_json_list_is_text_of_its_values(tmp_path: Path) -> None:
+    """Tags, authors and features come as lists: their values are the record's words, joined
+    by spaces, with numbers as written; a text field of such lists is not left out."""
+    lines = [
+        '{"id": "1", "title": "Nikon D750", "features": ["24 MP", 1080, ["wifi"], null]}',
+        '{"id": "2", "title": "Canon EOS", "features": []}',
+        '{"id": "3", "features": ["only", "features"]}',
+    ]
+    records, reader = read(write(tmp_path / "a.jsonl", "\n".join(lines) + "\n"))
+    assert [r.text for r in records] == [
+        "Nikon D750 24 MP 1080 wifi",
+        "Canon EOS",
+        "only features",
+    ]
+    assert not reader.skipped.total
