@@ -185,13 +185,21 @@ class CheckedPairs:
 class Searcher:
     """Finds the stored near-duplicates of a record or a text. Talks only to the Store interface."""
 
-    def __init__(self, store: Store, params: FingerprintParams, rules: MatchRules) -> None:
+    def __init__(
+        self,
+        store: Store,
+        params: FingerprintParams,
+        rules: MatchRules,
+        pending: Frequencies | None = None,
+        measured: CheckedPairs | None = None,
+    ) -> None:
         self.store = store
         self.params = params
         self.rules = rules
-        # Records about to be stored, counted into the store's shingle counts (see unique).
-        self.pending: Frequencies | None = None
-        self.measured: CheckedPairs | None = None  # during unique: what it measured
+        # A check's (see unique): the records about to be stored, counted into the store's
+        # shingle counts, and what it measures.
+        self.pending = pending
+        self.measured = measured
         self.field = TokenField(rules.method)
         if self.field not in params.fields:
             raise NeardupError(
@@ -272,23 +280,23 @@ class Searcher:
         # judge otherwise. Contents the store holds already count once, as they will.
         held = self.store.ids_by_md5(list(dict.fromkeys(fp.md5 for fp in fps)))
         fresh = list({fp.md5: fp for fp in reversed(fps) if not held.get(fp.md5)}.values())
-        self.pending = Frequencies(len(fresh), *frequency_counts(fresh)) if fresh else None
+        pending = Frequencies(len(fresh), *frequency_counts(fresh)) if fresh else None
         # A content with copies is nearest at 1, as a report counts it; one no pair names, at 0.
         copies = Counter(fp.md5 for fp in fps)
-        measured = self.measured = CheckedPairs(
+        measured = CheckedPairs(
             {md5: 1.0 if held.get(md5) or count > 1 else 0.0 for md5, count in copies.items()}
         )
+        check = Searcher(self.store, self.params, self.rules, pending, measured)
         stored = [
             _apart_from_itself(record_id, fp, matches, held)
             for record_id, fp, matches in zip(
-                ids, fps, self._stored_duplicates(fps, held, every_duplicate), strict=True
+                ids, fps, check._stored_duplicates(fps, held, every_duplicate), strict=True
             )
         ]
         unmatched = [k for k, matches in enumerate(stored) if not matches]
-        among = self._among([ids[k] for k in unmatched], [fps[k] for k in unmatched])
+        among = check._among([ids[k] for k in unmatched], [fps[k] for k in unmatched])
         for k, matches in zip(unmatched, among, strict=True):
             stored[k] = matches
-        self.measured = None
         return [not matches for matches in stored], stored, measured
 
     def _stored_duplicates(
