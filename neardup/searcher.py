@@ -3,6 +3,7 @@ verified and ranked by word-level edit distance and shingle-set Jaccard similari
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +22,7 @@ from .fingerprint import (
     Numerals,
     TokenField,
     fingerprint,
+    first_word,
     frequency_counts,
     jaccard,
     numeral_agreement,
@@ -30,7 +32,7 @@ from .fingerprint import (
     weighted_similarity,
     word_edit_distances,
 )
-from .selfjoin import pairs_sharing_keys
+from .selfjoin import Contents, pairs_across, pairs_sharing_keys, read_contents
 from .stores import Candidate, CandidateQuery, Store, StoredRecord
 from .tuning import similarity_histogram
 
@@ -38,6 +40,9 @@ MAX_CANDIDATES = 10_000
 # The candidates, with their texts, that a batch of lookups holds at once: batches of 10,000
 # person records checked with every candidate held 3.4 GB in a run of 30,000, 13 GB of 100,000.
 HELD_CANDIDATES = 5_000_000
+# A batch being checked is joined with the store's contents, read once, rather than looked up a
+# record at a time, where the store holds at most this many records per record of the batch.
+JOIN_RECORDS = 50
 Similarity = Literal["jaccard", "weighted", "numerals"]
 SIMILARITIES: tuple[Similarity, ...] = ("jaccard", "weighted", "numerals")
 # The rules' similarity of a query and one of its candidates.
@@ -304,16 +309,106 @@ class Searcher:
     ) -> list[list[Match]]:
         """Each record's duplicates in the store: a lookup's, or without ``every_duplicate``
         the exact ones alone where the store holds the record's content."""
-        if not self.store.count():
+        if not (stored := self.store.count()):
             return [[] for _ in fps]
         if every_duplicate:
-            return self.lookup_many(fps)
+            return self._looked_up(fps, stored)
         # Each content not stored looked up once, however many records of the batch hold it.
         looked_up = list({fp.md5: fp for fp in fps if not held.get(fp.md5)}.values())
-        answers = dict(zip((fp.md5 for fp in looked_up), self.lookup_many(looked_up), strict=True))
+        answers = dict(
+            zip((fp.md5 for fp in looked_up), self._looked_up(looked_up, stored), strict=True)
+        )
         return [
             self._every_record(fp, [], held) if held.get(fp.md5) else answers[fp.md5] for fp in fps
         ]
+
+    def _looked_up(self, fps: Sequence[Fingerprint], stored: int) -> list[list[Match]]:
+        """:meth:`lookup_many`'s answers for a batch being checked: where the store holds at
+        most JOIN_RECORDS records per record of the batch, from its contents read once and
+        joined with the batch (:meth:`_joined`), the same matches in the same order."""
+        if not fps or stored > JOIN_RECORDS * len(fps):
+            return self.lookup_many(fps)
+        contents = read_contents(
+            self.store.iter_records(),
+            self.params,
+            self.field,
+            self.rules.first_word,
+            records=stored,
+        )
+        if contents.texts is None:  # past KEPT_CHARACTERS: too much to hold
+            return self.lookup_many(fps)
+        return self._joined(fps, contents)
+
+    def _joined(self, fps: Sequence[Fingerprint], contents: Contents) -> list[list[Match]]:
+        """:meth:`lookup_many`'s answers from the store's ``contents``: each record's candidates
+        are the contents that share a key with it (:func:`neardup.selfjoin.pairs_across`), its
+        own aside, filtered by first word where the rules are, ranked by the keys they share
+        then by id (contents are numbered in id order) and cut at ``rows``, as the store's
+        OR-query returns them; then measured at once and accepted as a lookup accepts them. A
+        batch of 10,000 short records looked up one at a time made a candidate object of every
+        record that shares a band with each: 30,000 generated people checked in 27 s."""
+        texts: list[str] = contents.texts or []
+        own = {text: group for group, text in enumerate(texts)}
+        own_group = np.array([own.get(fp.content, -1) for fp in fps], dtype=np.int64)
+        words = None
+        if self.rules.first_word:
+            every = np.array([*contents.first_words, *(fp.first_word for fp in fps)], dtype=object)
+            numbered = np.unique(every, return_inverse=True)[1]
+            words = (numbered[: len(texts)], numbered[len(texts) :])
+        keys, sizes = self.field.keys_of(fps)
+        found: list[list[Match]] = []
+        for start, end, record, group, shared in pairs_across(keys, sizes, contents):
+            kept = group != own_group[start + record]
+            if words is not None:
+                kept &= words[0][group] == words[1][start + record]
+            record, group, shared = record[kept], group[kept], shared[kept]
+            if np.bincount(record).max(initial=0) > self.rules.candidates:
+                record, group, shared = self._top(record, group, shared)
+            found += self._measured_joined(fps[start:end], contents, record, group, shared)
+        md5s = {fp.md5: int(g) for fp, g in zip(fps, own_group.tolist(), strict=True) if g >= 0}
+        groups = {md5: contents.ids(g) for md5, g in md5s.items()}
+        for matches in found:
+            groups.update((m.md5, contents.ids(own[m.content])) for m in matches)
+        return [self._every_record(fp, ms, groups) for fp, ms in zip(fps, found, strict=True)]
+
+    def _top(
+        self, record: np.ndarray, group: np.ndarray, shared: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each record's first ``rows`` candidates, by the keys they share, then by id."""
+        order = np.lexsort((group, -shared, record))
+        record, group, shared = record[order], group[order], shared[order]
+        top = np.arange(len(record)) - np.searchsorted(record, record) < self.rules.candidates
+        return record[top], group[top], shared[top]
+
+    def _measured_joined(
+        self,
+        fps: Sequence[Fingerprint],
+        contents: Contents,
+        record: np.ndarray,
+        group: np.ndarray,
+        shared: np.ndarray,
+    ) -> list[list[Match]]:
+        """Each of ``fps``' accepted matches among its candidates (``record``, ``group``,
+        ``shared``: a pair each, by record then rank), every pair measured at once."""
+        texts: list[str] = contents.texts or []
+        held, where = np.unique(group, return_inverse=True)
+        measured = [fp.content for fp in fps] + [texts[g] for g in held.tolist()]
+        similarities = self._similarities(measured, record, len(fps) + where)
+        passing = np.ones(len(record), dtype=bool)
+        if self.rules.threshold is not None:
+            if self.measured is not None:
+                self.measured.add(fps, record, similarities)
+            passing = similarities >= self.rules.threshold
+        candidates: list[list[tuple[Candidate, float]]] = [[] for _ in fps]
+        for k in np.flatnonzero(passing).tolist():
+            text = texts[int(group[k])]
+            head = contents.heads[int(group[k])]
+            md5 = hashlib.md5(text.encode()).hexdigest()
+            stored = StoredRecord(head, text, md5, first_word(text), len(text.split()))
+            candidates[int(record[k])].append(
+                (Candidate(stored, int(shared[k])), float(similarities[k]))
+            )
+        return [self._ranked(fp, measured) for fp, measured in zip(fps, candidates, strict=True)]
 
     def _among(self, ids: Sequence[str], fps: Sequence[Fingerprint]) -> list[list[Match]]:
         """Each record's duplicates among the records before it that are new: every one that
@@ -476,7 +571,10 @@ class Searcher:
         """The candidates the rules accept, measured and ranked: fewest word edits, then the
         highest similarity, then id. The word edit distance, which costs most, only of those
         whose similarity passes the threshold; each similarity measured once."""
-        measured = [(c, measure(fp, c)) for c in candidates]
+        return self._ranked(fp, [(c, measure(fp, c)) for c in candidates])
+
+    def _ranked(self, fp: Fingerprint, measured: Sequence[tuple[Candidate, float]]) -> list[Match]:
+        """:meth:`accepted` of candidates measured already."""
         if (threshold := self.rules.threshold) is not None:
             measured = [(c, similarity) for c, similarity in measured if similarity >= threshold]
         matches = [

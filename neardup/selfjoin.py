@@ -266,3 +266,39 @@ def scored_pairs(
     held = list(_shared_buckets(contents))
     contents.keys = np.empty(0, dtype=np.int64)
     return candidate_pairs(held, budget, field, words)
+
+
+# Most (record, content) entries a join of a batch with the store expands at once, one per key
+# they share (8 bytes each, a few times over while counted): a chunk of the batch at a time.
+ACROSS_ENTRIES = 2_000_000
+
+
+def pairs_across(
+    keys: np.ndarray, sizes: np.ndarray, contents: Contents
+) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+    """Every (record, content) pair of a batch's key sets (``sizes`` keys each, set after set)
+    and the store's ``contents`` that share a key, with how many: the candidates an OR-query
+    of each record's keys finds, with their scores, for the whole batch at once. In chunks of
+    consecutive records, each (start, end, record, content, shared) with the records numbered
+    from ``start``'s 0, sorted by record then content, int32; a chunk expands at most
+    ACROSS_ENTRIES entries, or one record's."""
+    order = np.argsort(contents.keys, kind="stable")
+    held = contents.keys[order]
+    content_of = np.repeat(np.arange(len(contents.sizes), dtype=np.int64), contents.sizes)[order]
+    low, high = np.searchsorted(held, keys, "left"), np.searchsorted(held, keys, "right")
+    counts = high - low
+    bounds = np.r_[0, np.cumsum(sizes)]  # each record's keys
+    record_of = np.repeat(np.arange(len(sizes)), sizes)
+    per_record = np.bincount(record_of, weights=counts, minlength=len(sizes))
+    start = 0
+    while start < len(sizes):
+        reach = np.cumsum(per_record[start:])
+        end = start + max(1, int(np.searchsorted(reach, ACROSS_ENTRIES, "right")))
+        first, last = bounds[start], bounds[end]
+        taken = counts[first:last]
+        # The positions in ``held`` of every entry: each key's run, one after the other.
+        runs = np.repeat(low[first:last] - np.cumsum(taken) + taken, taken)
+        entries = content_of[runs + np.arange(len(runs))]
+        codes = np.repeat(record_of[first:last] - start, taken) << 32 | entries
+        yield start, end, *counted_pairs(codes)
+        start = end

@@ -776,6 +776,60 @@ def test_lookups_of_many_texts_at_once_equal_one_lookup_each(store, tmp_path: Pa
     assert sum(map(len, searcher.lookup_many(fps))) > 100
 
 
+@pytest.mark.parametrize(
+    "rules",
+    [
+        {},
+        {"first_word": True},
+        {"candidates": 3},  # cut short: the first three by shared bands, then by id
+        {"similarity": "numerals"},
+        {"similarity": "jaccard", "threshold": 0.2},
+    ],
+)
+def test_a_batch_joined_with_the_store_is_answered_as_its_lookups_are(
+    store, tmp_path: Path, rules: dict
+) -> None:
+    """A checked batch's answers from the store's contents read once and joined with it are
+    those of a lookup each: matches, similarities, shared bands and order, with the records of
+    the batch whose contents the store holds (exact copies first)."""
+    records = list(RecordReader(corpus(tmp_path / "records.txt")))
+    params = store.ensure_params(None)
+    index_records(store, records[:250], params)
+    searcher = Searcher(store, params, MatchRules(**{"threshold": 0.3, **rules}))
+    fps = [searcher.fingerprint_text(r.text) for r in records[200:]]
+    every = read_contents(store.iter_records(), params, searcher.field, searcher.rules.first_word)
+    joined = searcher._joined(fps, every)
+    assert joined == searcher.lookup_many(fps)
+    assert (
+        sum(m.exact for ms in joined for m in ms)
+        > 20
+        < sum(not m.exact for ms in joined for m in ms)
+    )
+    if "candidates" in rules:  # the cut applies: a lookup of every candidate finds more
+        wider = Searcher(store, params, replace(searcher.rules, candidates=MAX_CANDIDATES))
+        assert sum(map(len, wider._joined(fps, every))) > sum(map(len, joined))
+
+
+def test_a_checked_file_is_kept_alike_joined_or_looked_up(tmp_path: Path, monkeypatch) -> None:
+    """index --skip-duplicates keeps the same records, names the same duplicates and counts
+    the same pairs for the threshold whether its batches are joined with the store or looked
+    up a record at a time."""
+    records = corpus(tmp_path / "records.txt", size=600)
+    searcher = importlib.import_module("neardup.searcher")
+
+    def checked(name: str, join_records: int) -> tuple:
+        monkeypatch.setattr(searcher, "JOIN_RECORDS", join_records)
+        url = f"sqlite:///{tmp_path / name}"
+        summary = api.index([records], url, skip_duplicates=True, batch_size=100)
+        with api.opened(url) as store:
+            kept = sorted(store.iter_ids())
+            return kept, summary.skipped.reasons, store.settings["checked_pairs"]
+
+    joined, looked_up = checked("joined.db", 50), checked("looked_up.db", 0)
+    assert joined == looked_up
+    assert len(joined[0]) < 600 and sum(joined[2]["histogram"]) > 1_000
+
+
 def test_every_list_of_ids_is_in_the_order_people_read_them(
     sqlite_url: str, tmp_path: Path
 ) -> None:
@@ -804,13 +858,13 @@ def test_records_the_store_holds_are_not_looked_up_again(tmp_path: Path, monkeyp
     again = list(RecordReader(records))
     everything = api.add(again, url, if_unique=True)
     looked_up: list[str] = []
-    lookup_many = Searcher.lookup_many
+    answered = Searcher._looked_up
 
-    def counted(self: Searcher, fps: list) -> list:
+    def counted(self: Searcher, fps: list, stored: int) -> list:
         looked_up.extend(fp.md5 for fp in fps)
-        return lookup_many(self, fps)
+        return answered(self, fps, stored)
 
-    monkeypatch.setattr(Searcher, "lookup_many", counted)
+    monkeypatch.setattr(Searcher, "_looked_up", counted)
     decided = api.add(again, url, if_unique=True, every_duplicate=False)
     with api.opened(url) as store:
         held = store.ids_by_md5(looked_up)
