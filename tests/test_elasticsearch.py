@@ -223,3 +223,36 @@ def test_credentials_are_never_in_messages() -> None:
     with pytest.raises(NeardupError) as solr:
         open_store("solr://ann:s3cret@h1:8983,h2:8983/solr/c")
     assert "s3cret" not in str(solr.value) and "names one node, not 2" in str(solr.value)
+
+
+def test_many_candidate_queries_go_in_msearches_of_bounded_rows(
+    elasticsearch_url, tmp_path, monkeypatch
+) -> None:
+    """A batch of queries is split into _msearch requests of at most MSEARCH_HITS rows, with
+    the answers of one request for all, in the same order: a node builds each answer whole
+    in its heap."""
+    from neardup.searcher import Searcher
+    from neardup.stores import elasticsearch
+
+    records = [
+        Record(f"r{n}", line)
+        for n, line in enumerate(corpus(tmp_path / "r.txt", size=80).read_text().splitlines())
+    ]
+    with open_store(elasticsearch_url) as store:
+        params = store.ensure_params(None)
+        api.add(records, store)
+        searcher = Searcher(store, params, api.rules_for(store, {"threshold": 0.3}))
+        queries = [searcher._query(searcher.fingerprint_text(r.text), 10) for r in records[:30]]
+        whole = store.candidates_many(queries)
+        sent: list[int] = []
+        msearch = store.es.msearch
+
+        def counted(searches: list) -> object:
+            sent.append(len(searches) // 2)
+            return msearch(searches=searches)
+
+        monkeypatch.setattr(store.es, "msearch", counted)
+        monkeypatch.setattr(elasticsearch, "MSEARCH_HITS", 25)
+        assert store.candidates_many(queries) == whole
+    assert sent == [2] * 15
+    assert sum(map(len, whole)) > 30

@@ -63,6 +63,9 @@ DIGEST_PAGE = 10_000
 # Buckets per terms aggregation, sub-buckets included: the default search.max_buckets. A
 # partition that holds more is split by one more hex digit.
 MAX_BUCKETS = 65_536
+# Most rows an _msearch asks for, summed over its queries: its answer is built whole in the
+# node's heap (see candidates_many).
+MSEARCH_HITS = 100_000
 # Contents listed per bucket by its sub-aggregation; a larger bucket is walked.
 BUCKET_CONTENTS = 100
 # Token prefixes listed at once.
@@ -624,18 +627,28 @@ class ElasticsearchStore(Store):
         return [len(buckets[f"t{n}"]["md5s"]["buckets"]) for n in range(len(keys))]
 
     def candidates_many(self, queries: Sequence[CandidateQuery]) -> list[list[Candidate]]:
-        """All queries in one _msearch round trip."""
+        """The queries in as few _msearch round trips as hold at most MSEARCH_HITS rows each:
+        Elasticsearch builds a whole answer in its heap, and a check's 500 queries of 10,000
+        rows each tripped a 512 MB node's circuit breaker (429, data too large)."""
         asked = [q for q in queries if len(q.keys)]
         names = field_names(self.settings) if asked else {}
-        searches: list[dict[str, Any]] = []
-        for query in asked:
-            header = {"index": self.index, "allow_partial_search_results": False}
-            searches += [header, _candidate_search(query, names[query.field])]
-        answers: Iterator[dict[str, Any]] = iter([])
-        if searches:
+        answers: list[dict[str, Any]] = []
+        for run in _runs_of_rows(asked, MSEARCH_HITS):
+            searches: list[dict[str, Any]] = []
+            for query in run:
+                header = {"index": self.index, "allow_partial_search_results": False}
+                searches += [header, _candidate_search(query, names[query.field])]
             with self._errors():
-                answered = self._failover(lambda: _every_answer(self.es.msearch(searches=searches)))
-                answers = iter(answered["responses"])
+                answered = self._failover(
+                    lambda s=searches: _every_answer(self.es.msearch(searches=s))
+                )
+            answers += answered["responses"]
+        return self._candidates_of(queries, iter(answers))
+
+    def _candidates_of(
+        self, queries: Sequence[CandidateQuery], answers: Iterator[dict[str, Any]]
+    ) -> list[list[Candidate]]:
+        """Each query's candidates from the _msearch ``answers`` of those with keys, in order."""
         results = []
         for query in queries:
             if not len(query.keys):
@@ -654,6 +667,20 @@ class ElasticsearchStore(Store):
 
     def close(self) -> None:
         self.es.close()
+
+
+def _runs_of_rows(queries: Sequence[CandidateQuery], most: int) -> Iterator[list[CandidateQuery]]:
+    """``queries`` in runs whose rows add up to at most ``most`` (or one query's, past it)."""
+    run: list[CandidateQuery] = []
+    rows = 0
+    for query in queries:
+        if run and rows + query.rows > most:
+            yield run
+            run, rows = [], 0
+        run.append(query)
+        rows += query.rows
+    if run:
+        yield run
 
 
 def _apart(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
