@@ -8,7 +8,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Literal
 
 import numpy as np
@@ -356,15 +356,19 @@ class Searcher:
             numbered = np.unique(every, return_inverse=True)[1]
             words = (numbered[: len(texts)], numbered[len(texts) :])
         keys, sizes = self.field.keys_of(fps)
+        # The batch's contents, then the store's: a pair is (record, len(fps) + content).
+        measure = self._pair_measure([*(fp.content for fp in fps), *texts])
         found: list[list[Match]] = []
         for start, end, record, group, shared in pairs_across(keys, sizes, contents):
             kept = group != own_group[start + record]
             if words is not None:
                 kept &= words[0][group] == words[1][start + record]
             record, group, shared = record[kept], group[kept], shared[kept]
-            if np.bincount(record).max(initial=0) > self.rules.candidates:
-                record, group, shared = self._top(record, group, shared)
-            found += self._measured_joined(fps[start:end], contents, record, group, shared)
+            record, group, shared = self._top(record, group, shared)
+            similarities = measure(start + record, len(fps) + group)
+            found += self._measured_joined(
+                fps[start:end], contents, (record, group, shared), similarities
+            )
         md5s = {fp.md5: int(g) for fp, g in zip(fps, own_group.tolist(), strict=True) if g >= 0}
         groups = {md5: contents.ids(g) for md5, g in md5s.items()}
         for matches in found:
@@ -374,26 +378,28 @@ class Searcher:
     def _top(
         self, record: np.ndarray, group: np.ndarray, shared: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each record's first ``rows`` candidates, by the keys they share, then by id."""
-        order = np.lexsort((group, -shared, record))
-        record, group, shared = record[order], group[order], shared[order]
-        top = np.arange(len(record)) - np.searchsorted(record, record) < self.rules.candidates
-        return record[top], group[top], shared[top]
+        """Each record's first ``rows`` candidates, by the keys they share, then by id; the
+        records of fewer keep theirs as they are (only the cut needs the order)."""
+        over = np.bincount(record) > self.rules.candidates
+        cut = np.flatnonzero(over[record])
+        order = cut[np.lexsort((group[cut], -shared[cut], record[cut]))]
+        ranked = record[order]
+        starts = np.r_[0, np.flatnonzero(np.diff(ranked)) + 1]
+        rank = np.arange(len(ranked)) - np.repeat(starts, np.diff(np.r_[starts, len(ranked)]))
+        kept = np.r_[np.flatnonzero(~over[record]), order[rank < self.rules.candidates]]
+        return record[kept], group[kept], shared[kept]
 
     def _measured_joined(
         self,
         fps: Sequence[Fingerprint],
         contents: Contents,
-        record: np.ndarray,
-        group: np.ndarray,
-        shared: np.ndarray,
+        pairs: tuple[np.ndarray, np.ndarray, np.ndarray],
+        similarities: np.ndarray,
     ) -> list[list[Match]]:
-        """Each of ``fps``' accepted matches among its candidates (``record``, ``group``,
-        ``shared``: a pair each, by record then rank), every pair measured at once."""
+        """Each of ``fps``' accepted matches among its candidates (``pairs``: record, content
+        and shared keys, a pair each, by record then rank), with their ``similarities``."""
+        record, group, shared = pairs
         texts: list[str] = contents.texts or []
-        held, where = np.unique(group, return_inverse=True)
-        measured = [fp.content for fp in fps] + [texts[g] for g in held.tolist()]
-        similarities = self._similarities(measured, record, len(fps) + where)
         passing = np.ones(len(record), dtype=bool)
         if self.rules.threshold is not None:
             if self.measured is not None:
@@ -405,9 +411,8 @@ class Searcher:
             head = contents.heads[int(group[k])]
             md5 = hashlib.md5(text.encode()).hexdigest()
             stored = StoredRecord(head, text, md5, first_word(text), len(text.split()))
-            candidates[int(record[k])].append(
-                (Candidate(stored, int(shared[k])), float(similarities[k]))
-            )
+            candidate = Candidate(stored, int(shared[k]))
+            candidates[int(record[k])].append((candidate, float(similarities[k])))
         return [self._ranked(fp, measured) for fp, measured in zip(fps, candidates, strict=True)]
 
     def _among(self, ids: Sequence[str], fps: Sequence[Fingerprint]) -> list[list[Match]]:
@@ -469,12 +474,27 @@ class Searcher:
         """The rules' similarity of the pairs (left[i], right[i]) of normalised ``contents``,
         all at once, the same floats as one pair at a time; weighed by the store's counts with
         the records about to be stored."""
+        if not len(left):
+            return np.empty(0, dtype=np.float64)
+        return self._pair_measure(contents)(left, right)
+
+    def _pair_measure(
+        self, contents: Sequence[str]
+    ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        """:meth:`_similarities` of pairs of ``contents``, with their shingles and weights
+        found once for every run of pairs measured."""
         numbers, offsets, shingles = shingle_numbers(contents, self.params)
-        if self.rules.similarity == "jaccard" or not len(left):
-            return pair_similarities(numbers, len(shingles), None, offsets, left, right)
+        if self.rules.similarity == "jaccard":
+            return partial(pair_similarities, numbers, len(shingles), None, offsets)
         weights = self._weights(shingles)
         numerals = self.rules.numerals_of(contents)
-        return pair_similarities(numbers, len(shingles), weights, offsets, left, right, numerals)
+
+        def measure(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+            return pair_similarities(
+                numbers, len(shingles), weights, offsets, left, right, numerals
+            )
+
+        return measure
 
     def _every_record(
         self,
