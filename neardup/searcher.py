@@ -397,7 +397,8 @@ class Searcher:
         similarities: np.ndarray,
     ) -> list[list[Match]]:
         """Each of ``fps``' accepted matches among its candidates (``pairs``: record, content
-        and shared keys, a pair each, by record then rank), with their ``similarities``."""
+        and shared keys, a pair each, in any order: the matches are ranked), with their
+        ``similarities``."""
         record, group, shared = pairs
         texts: list[str] = contents.texts or []
         passing = np.ones(len(record), dtype=bool)
