@@ -41,8 +41,11 @@ MAX_CANDIDATES = 10_000
 # person records checked with every candidate held 3.4 GB in a run of 30,000, 13 GB of 100,000.
 HELD_CANDIDATES = 5_000_000
 # A batch being checked is joined with the store's contents, read once, rather than looked up a
-# record at a time, where the store holds at most this many records per record of the batch.
+# record at a time, where the store holds at most this many records per record of the batch;
+# and with 2-row bands (short records: each a candidate of hundreds of others, more as the
+# store grows) from this many records in the batch, whatever the store's size.
 JOIN_RECORDS = 50
+JOIN_BATCH = 300
 Similarity = Literal["jaccard", "weighted", "numerals"]
 SIMILARITIES: tuple[Similarity, ...] = ("jaccard", "weighted", "numerals")
 # The rules' similarity of a query and one of its candidates.
@@ -324,9 +327,10 @@ class Searcher:
 
     def _looked_up(self, fps: Sequence[Fingerprint], stored: int) -> list[list[Match]]:
         """:meth:`lookup_many`'s answers for a batch being checked: where the store holds at
-        most JOIN_RECORDS records per record of the batch, from its contents read once and
-        joined with the batch (:meth:`_joined`), the same matches in the same order."""
-        if not fps or stored > JOIN_RECORDS * len(fps):
+        most JOIN_RECORDS records per record of the batch, or the batch holds JOIN_BATCH
+        short records, from its contents read once and joined with the batch
+        (:meth:`_joined`), the same matches in the same order."""
+        if not fps or not self._joins(len(fps), stored):
             return self.lookup_many(fps)
         contents = read_contents(
             self.store.iter_records(),
@@ -338,6 +342,12 @@ class Searcher:
         if contents.texts is None:  # past KEPT_CHARACTERS: too much to hold
             return self.lookup_many(fps)
         return self._joined(fps, contents)
+
+    def _joins(self, batch: int, stored: int) -> bool:
+        """Whether a check of ``batch`` records against ``stored`` ones joins them: reading the
+        store costs less than the lookups (JOIN_RECORDS, JOIN_BATCH)."""
+        short = self.field is TokenField.BANDS and self.params.rows_per_band <= 2
+        return stored <= JOIN_RECORDS * batch or (short and batch >= JOIN_BATCH)
 
     def _joined(self, fps: Sequence[Fingerprint], contents: Contents) -> list[list[Match]]:
         """:meth:`lookup_many`'s answers from the store's ``contents``: each record's candidates

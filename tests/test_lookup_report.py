@@ -814,19 +814,34 @@ def test_a_checked_file_is_kept_alike_joined_or_looked_up(tmp_path: Path, monkey
     """index --skip-duplicates keeps the same records, names the same duplicates and counts
     the same pairs for the threshold whether its batches are joined with the store or looked
     up a record at a time."""
-    records = corpus(tmp_path / "records.txt", size=600)
+    records = tmp_path / "people.tsv"  # short records: 2-row bands
+    api.generate(600, records, kind="people", seed=5)
     searcher = importlib.import_module("neardup.searcher")
+    joins: list[int] = []
+    join = Searcher._joined
 
-    def checked(name: str, join_records: int) -> tuple:
+    def counted(self: Searcher, fps: list, contents: Contents) -> list:
+        joins.append(len(fps))
+        return join(self, fps, contents)
+
+    monkeypatch.setattr(Searcher, "_joined", counted)
+
+    def checked(name: str, join_records: int, join_batch: int) -> tuple:
         monkeypatch.setattr(searcher, "JOIN_RECORDS", join_records)
+        monkeypatch.setattr(searcher, "JOIN_BATCH", join_batch)
+        joins.clear()
         url = f"sqlite:///{tmp_path / name}"
         summary = api.index([records], url, skip_duplicates=True, batch_size=100)
         with api.opened(url) as store:
             kept = sorted(store.iter_ids())
-            return kept, summary.skipped.reasons, store.settings["checked_pairs"]
+            return kept, summary.skipped.reasons, store.settings["checked_pairs"], len(joins)
 
-    joined, looked_up = checked("joined.db", 50), checked("looked_up.db", 0)
-    assert joined == looked_up
+    # Joined for the store's size, as short records whatever it is, then looked up.
+    *joined, batches_joined = checked("joined.db", 50, 601)
+    *short, short_batches_joined = checked("short.db", 0, 50)
+    *looked_up, none_joined = checked("looked_up.db", 0, 601)
+    assert batches_joined == short_batches_joined == 5 and none_joined == 0
+    assert joined == short == looked_up
     assert len(joined[0]) < 600 and sum(joined[2]["histogram"]) > 1_000
 
 
