@@ -411,13 +411,8 @@ class Searcher:
         ``similarities``."""
         record, group, shared = pairs
         texts: list[str] = contents.texts or []
-        passing = np.ones(len(record), dtype=bool)
-        if self.rules.threshold is not None:
-            if self.measured is not None:
-                self.measured.add(fps, record, similarities)
-            passing = similarities >= self.rules.threshold
         candidates: list[list[tuple[Candidate, float]]] = [[] for _ in fps]
-        for k in np.flatnonzero(passing).tolist():
+        for k in np.flatnonzero(self._passes(fps, record, similarities)).tolist():
             text = texts[int(group[k])]
             head = contents.heads[int(group[k])]
             md5 = hashlib.md5(text.encode()).hexdigest()
@@ -534,31 +529,41 @@ class Searcher:
 
     def near_duplicates_many(self, fps: Sequence[Fingerprint]) -> list[list[Match]]:
         """:meth:`near_duplicates` for many fingerprints, with batched store round trips."""
-        heads = self._passing(fps, self.distinct_candidates_many(fps))
-        shingles = self.shingled([c for found in heads for c in found])
-        measure = self.measure(fps, shingles)
-        return [self.accepted(fp, found, measure) for fp, found in zip(fps, heads, strict=True)]
+        measured = self._measured(fps, self.distinct_candidates_many(fps))
+        return [self._ranked(fp, pairs) for fp, pairs in zip(fps, measured, strict=True)]
 
-    def _passing(
+    def _measured(
         self, fps: Sequence[Fingerprint], heads: list[list[Candidate]]
-    ) -> list[list[Candidate]]:
-        """Each fingerprint's candidates (``heads``) whose similarity reaches the threshold,
-        every pair measured at once: the same floats :meth:`accepted` measures one at a time,
-        where a batch checked with every candidate measured millions (all, with no
-        threshold)."""
-        threshold = self.rules.threshold
-        if threshold is None or not any(heads):
-            return heads
+    ) -> list[list[tuple[Candidate, float]]]:
+        """Each fingerprint's candidates (``heads``) that reach the threshold, with their
+        similarity to it, every pair measured at once and once only: the same floats
+        :meth:`accepted` measures one at a time, where a batch checked with every candidate
+        measured millions."""
+        if not any(heads):
+            return [[] for _ in heads]
         records = {c.record.id: c.record.content for found in heads for c in found}
         number = {record_id: n for n, record_id in enumerate(records, start=len(fps))}
         contents = [fp.content for fp in fps] + list(records.values())
         left = np.repeat(np.arange(len(fps)), [len(found) for found in heads])
         right = np.array([number[c.record.id] for found in heads for c in found])
         similarities = self._similarities(contents, left, right)
+        passed = self._passes(fps, left, similarities).tolist()
+        passes = iter(zip(passed, similarities.tolist(), strict=True))
+        return [
+            [(c, similarity) for c in found for passed, similarity in [next(passes)] if passed]
+            for found in heads
+        ]
+
+    def _passes(
+        self, fps: Sequence[Fingerprint], new: np.ndarray, similarities: np.ndarray
+    ) -> np.ndarray:
+        """Which pairs of a check or a batch of lookups (``fps[new[i]]`` and a candidate, of
+        ``similarities[i]``) reach the threshold; a check counts every one it measured."""
+        if (threshold := self.rules.threshold) is None:
+            return np.ones(len(similarities), dtype=bool)
         if self.measured is not None:
-            self.measured.add(fps, left, similarities)
-        passes = iter((similarities >= threshold).tolist())
-        return [[c for c in found if next(passes)] for found in heads]
+            self.measured.add(fps, new, similarities)
+        return similarities >= threshold
 
     def _weights(self, shingles: np.ndarray) -> np.ndarray:
         """Each shingle's weight: the store's counts, with the records about to be stored."""
