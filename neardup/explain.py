@@ -124,11 +124,8 @@ def explain(
         weights = frequencies.weights(a.shingles), frequencies.weights(b.shingles)
         weighted = weighted_similarity(a.shingles, weights[0], b.shingles, weights[1], 1.0)
         rarest = _rarest_shared(a, b, params, frequencies)
-        if rules.similarity != "jaccard":  # the bits a lookup measures
-            agreement = rules.numeral_agreement(a.content, b.content)
-            similarity = weighted_similarity(
-                a.shingles, weights[0], b.shingles, weights[1], agreement
-            )
+        if rules.similarity != "jaccard":  # the bits a lookup measures: the cosine times it
+            similarity = weighted * rules.numeral_agreement(a.content, b.content)
     else:
         rules = replace(rules, similarity="jaccard")  # nothing to weigh the shingles by
     shared_tokens = {
