@@ -340,6 +340,7 @@ def _add_unique(
                 summary.checked = _checked_so_far(summary.checked, result.checked, part[0].line)
                 last_checked = result.checked
             summary.indexed += len(result.added)
+            summary.narrowed += result.narrowed
             lines = {r.id: r.line for r in part}
             for record_id, reason in result.skipped.items():
                 summary.skipped.add(lines[record_id], reason)
@@ -789,6 +790,9 @@ class Added:
     unchanged: list[str] = field(default_factory=list)
     # With ``if_unique``: the threshold the records were checked at, and where it comes from.
     checked: str = ""
+    # With ``if_unique``: records checked against the stored records that share their rarer
+    # tokens alone, the tokens very many stored records share left out (JOIN_ENTRIES).
+    narrowed: int = 0
 
 
 def add(
@@ -864,6 +868,7 @@ def _add_if_unique(
         every = replace(chosen, candidates=MAX_CANDIDATES)
         searcher = Searcher(target, params, every)
         new, found, measured = searcher.unique([r.id for r in storable], fps, every_duplicate)
+        result.narrowed = measured.narrowed
         if chosen.auto_threshold:
             _count_checks(target, chosen, measured, len(storable))
         for record, is_new, matches in zip(storable, new, found, strict=True):

@@ -98,6 +98,7 @@ class IndexSummary:
     # with skip_duplicates: (record not stored, the stored duplicate, similarity)
     duplicates: list[tuple[str, str, float]] = field(default_factory=list)
     checked: str = ""  # with skip_duplicates: the threshold records were checked at, and why
+    narrowed: int = 0  # with skip_duplicates: records checked by their rarer tokens alone
 
     def describe(self) -> str:
         rate = self.indexed / self.seconds if self.seconds else 0.0
@@ -112,7 +113,15 @@ class IndexSummary:
             for log, text, noun, hint in repeats
             if log.total
         )
-        return "".join(f"{line}\n" for line in [*self.text, self.checked] if line) + (
+        narrowed = (
+            f"{counted(self.narrowed, 'record')} checked against the stored records that share "
+            "their rarer tokens alone: tokens that very many stored records share were left "
+            "out, as a report leaves out its largest buckets"
+            if self.narrowed
+            else ""
+        )
+        lines = [*self.text, self.checked, narrowed]
+        return "".join(f"{line}\n" for line in lines if line) + (
             f"read {self.read}, indexed {self.indexed}, skipped {self.skipped.summary()}"
             f"{repeated}; {self.seconds:.1f} s ({rate:,.0f} records/s); "
             f"store holds {self.documents}"
@@ -133,6 +142,7 @@ class IndexSummary:
             "text": self.text,
             "damaged": self.damaged,
             "checked": self.checked,
+            "narrowed": self.narrowed,
             "duplicates": [
                 {"id": i, "duplicate_of": d, "similarity": round(s, 6)}
                 for i, d, s in self.duplicates

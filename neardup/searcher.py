@@ -46,6 +46,10 @@ HELD_CANDIDATES = 5_000_000
 # store grows) from this many records in the batch, whatever the store's size.
 JOIN_RECORDS = 50
 JOIN_BATCH = 300
+# Most entries (a stored content per key it shares) a record joined with the store expands:
+# past it, the keys most contents hold are left out (selfjoin.rarest_keys), so that a batch
+# costs the same at a million records as at a hundred thousand.
+JOIN_ENTRIES = 1_000
 Similarity = Literal["jaccard", "weighted", "numerals"]
 SIMILARITIES: tuple[Similarity, ...] = ("jaccard", "weighted", "numerals")
 # The rules' similarity of a query and one of its candidates.
@@ -180,6 +184,7 @@ class CheckedPairs:
     def __init__(self, nearest: dict[str, float]) -> None:
         self.histogram = similarity_histogram(np.empty(0))
         self.nearest = nearest  # by MD5
+        self.narrowed = 0  # records joined by their rarer keys alone (JOIN_ENTRIES)
 
     def add(self, fps: Sequence[Fingerprint], new: np.ndarray, similarities: np.ndarray) -> None:
         """The similarities of pairs whose new record is ``fps[new[i]]``."""
@@ -356,7 +361,9 @@ class Searcher:
         then by id (contents are numbered in id order) and cut at ``rows``, as the store's
         OR-query returns them; then measured at once and accepted as a lookup accepts them. A
         batch of 10,000 short records looked up one at a time made a candidate object of every
-        record that shares a band with each: 30,000 generated people checked in 27 s."""
+        record that shares a band with each: 30,000 generated people checked in 27 s. A record
+        whose keys more than JOIN_ENTRIES stored contents share in all joins by its rarer keys
+        alone (:func:`neardup.selfjoin.rarest_keys`), and the check counts it."""
         texts: list[str] = contents.texts or []
         own = {text: group for group, text in enumerate(texts)}
         own_group = np.array([own.get(fp.content, -1) for fp in fps], dtype=np.int64)
@@ -369,7 +376,8 @@ class Searcher:
         # The batch's contents, then the store's: a pair is (record, len(fps) + content).
         measure = self._pair_measure([*(fp.content for fp in fps), *texts])
         found: list[list[Match]] = []
-        for start, end, record, group, shared in pairs_across(keys, sizes, contents):
+        for chunk in pairs_across(keys, sizes, contents, JOIN_ENTRIES):
+            start, record, group, shared = chunk.start, chunk.record, chunk.content, chunk.shared
             kept = group != own_group[start + record]
             if words is not None:
                 kept &= words[0][group] == words[1][start + record]
@@ -377,8 +385,10 @@ class Searcher:
             record, group, shared = self._top(record, group, shared)
             similarities = measure(start + record, len(fps) + group)
             found += self._measured_joined(
-                fps[start:end], contents, (record, group, shared), similarities
+                fps[start : chunk.end], contents, (record, group, shared), similarities
             )
+            if self.measured is not None:
+                self.measured.narrowed += chunk.narrowed
         md5s = {fp.md5: int(g) for fp, g in zip(fps, own_group.tolist(), strict=True) if g >= 0}
         groups = {md5: contents.ids(g) for md5, g in md5s.items()}
         for matches in found:

@@ -273,32 +273,81 @@ def scored_pairs(
 ACROSS_ENTRIES = 2_000_000
 
 
+@dataclass(frozen=True)
+class Across:
+    """A chunk of :func:`pairs_across`: its records ``start`` to ``end``, each (record,
+    content) pair that shares a key with how many (``record`` numbered from ``start``'s 0,
+    sorted by record then content, int32), and how many of its records had keys left out."""
+
+    start: int
+    end: int
+    record: np.ndarray
+    content: np.ndarray
+    shared: np.ndarray
+    narrowed: int
+
+
 def pairs_across(
-    keys: np.ndarray, sizes: np.ndarray, contents: Contents
-) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+    keys: np.ndarray, sizes: np.ndarray, contents: Contents, most: int
+) -> Iterator[Across]:
     """Every (record, content) pair of a batch's key sets (``sizes`` keys each, set after set)
     and the store's ``contents`` that share a key, with how many: the candidates an OR-query
-    of each record's keys finds, with their scores, for the whole batch at once. In chunks of
-    consecutive records, each (start, end, record, content, shared) with the records numbered
-    from ``start``'s 0, sorted by record then content, int32; a chunk expands at most
-    ACROSS_ENTRIES entries, or one record's."""
+    of each record's keys finds, with their scores, for the whole batch at once, in chunks of
+    consecutive records that expand at most ACROSS_ENTRIES entries (or one record's). A record
+    joins by its keys the fewest contents hold, as many as hold ``most`` entries in all
+    (:func:`rarest_keys`)."""
     order = np.argsort(contents.keys, kind="stable")
     held = contents.keys[order]
     content_of = np.repeat(np.arange(len(contents.sizes), dtype=np.int64), contents.sizes)[order]
-    low, high = np.searchsorted(held, keys, "left"), np.searchsorted(held, keys, "right")
-    counts = high - low
-    bounds = np.r_[0, np.cumsum(sizes)]  # each record's keys
+    low, high = _runs_holding(held, keys)
     record_of = np.repeat(np.arange(len(sizes)), sizes)
-    per_record = np.bincount(record_of, weights=counts, minlength=len(sizes))
+    joined = rarest_keys(high - low, record_of, most)
+    counts = np.where(joined, high - low, 0)
+    narrowed = np.zeros(len(sizes), dtype=bool)
+    narrowed[record_of[~joined]] = True
+    bounds = np.r_[0, np.cumsum(sizes)]  # each record's keys
+    reach = np.r_[0, np.cumsum(np.bincount(record_of, weights=counts, minlength=len(sizes)))]
     start = 0
     while start < len(sizes):
-        reach = np.cumsum(per_record[start:])
-        end = start + max(1, int(np.searchsorted(reach, ACROSS_ENTRIES, "right")))
+        wanted = reach[start] + ACROSS_ENTRIES
+        end = max(start + 1, int(np.searchsorted(reach, wanted, "right")) - 1)
         first, last = bounds[start], bounds[end]
         taken = counts[first:last]
         # The positions in ``held`` of every entry: each key's run, one after the other.
         runs = np.repeat(low[first:last] - np.cumsum(taken) + taken, taken)
         entries = content_of[runs + np.arange(len(runs))]
         codes = np.repeat(record_of[first:last] - start, taken) << 32 | entries
-        yield start, end, *counted_pairs(codes)
+        pairs = counted_pairs(codes)
+        yield Across(start, end, *pairs, int(np.count_nonzero(narrowed[start:end])))
         start = end
+
+
+def _runs_holding(held: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of ``keys`` begins and ends in the sorted ``held``: searched in their sorted
+    order, nine times faster than in theirs (each search starts where the last ended)."""
+    order = np.argsort(keys)
+    low, high = np.empty(len(keys), dtype=np.int64), np.empty(len(keys), dtype=np.int64)
+    low[order] = np.searchsorted(held, keys[order], "left")
+    high[order] = np.searchsorted(held, keys[order], "right")
+    return low, high
+
+
+def rarest_keys(counts: np.ndarray, record_of: np.ndarray, most: int) -> np.ndarray:
+    """Which keys (``counts`` entries each, of the records ``record_of``, grouped by record)
+    each record joins by: its keys the fewest contents hold, up to ``most`` entries in all; the
+    keys held by as many as the first that would pass it are left out with it, so that the
+    answer does not depend on the keys' order. As a report leaves out its largest buckets
+    past its budget: near-duplicates share many keys, so they stay candidates through their
+    rarer ones."""
+    order = np.lexsort((counts, record_of))
+    held, record = counts[order], record_of[order]
+    total = np.cumsum(held)
+    starts = np.r_[0, np.flatnonzero(np.diff(record)) + 1]
+    before = np.repeat(total[starts] - held[starts], np.diff(np.r_[starts, len(record)]))
+    # The entries of a record's keys up to each, counting every key held by as many.
+    last_of_size = np.r_[(held[1:] != held[:-1]) | (record[1:] != record[:-1]), True]
+    size_run = np.cumsum(np.r_[True, last_of_size[:-1]]) - 1
+    through = (total - before)[last_of_size][size_run]
+    joined = np.empty(len(counts), dtype=bool)
+    joined[order] = through <= most
+    return joined

@@ -246,6 +246,7 @@ def create_app(
             "skipped": result.skipped,
             "replaced": result.replaced,
             "unchanged": result.unchanged,
+            "narrowed": result.narrowed,
         }
 
     @app.get("/records/{record_id:path}", dependencies=guarded)

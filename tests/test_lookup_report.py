@@ -32,7 +32,13 @@ from neardup.report import (
     ordered_pair,
 )
 from neardup.searcher import MAX_CANDIDATES, MatchRules, Searcher, natural_key
-from neardup.selfjoin import Contents, counted_pairs, read_contents, scored_pairs
+from neardup.selfjoin import (
+    Contents,
+    counted_pairs,
+    rarest_keys,
+    read_contents,
+    scored_pairs,
+)
 from neardup.stores import CandidateQuery, TokenField
 from neardup.stores.base import MAX_ID_BYTES
 from neardup.tuning import choose_threshold
@@ -843,6 +849,85 @@ def test_a_checked_file_is_kept_alike_joined_or_looked_up(tmp_path: Path, monkey
     assert batches_joined == short_batches_joined == 5 and none_joined == 0
     assert joined == short == looked_up
     assert len(joined[0]) < 600 and sum(joined[2]["histogram"]) > 1_000
+
+
+def test_a_record_joins_by_its_rarest_keys_up_to_its_entries() -> None:
+    """Each record keeps its keys the fewest contents hold while their entries fit, and keys
+    held by as many are kept or left out together, whatever their order."""
+    counts = np.array([5, 1, 3, 3, 9, 2, 2, 2, 4, 0])
+    record_of = np.array([0, 0, 0, 0, 0, 1, 1, 1, 2, 2])
+    joined = rarest_keys(counts, record_of, most=8)
+    # Record 0: 1 + 3 + 3 fit, the 5 would pass 8; record 1: the three 2s fit (6); record 2: all.
+    assert joined.tolist() == [False, True, True, True, False, True, True, True, True, True]
+    # Two keys of 3 where only one fits: both are left out.
+    assert rarest_keys(counts, record_of, most=5)[:4].tolist() == [False, True, False, False]
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        counts = rng.integers(0, 20, 40)
+        record_of = np.sort(rng.integers(0, 6, 40))
+        shuffled = np.concatenate(
+            [rng.permutation(np.flatnonzero(record_of == r)) for r in range(6)]
+        )
+        most = int(rng.integers(0, 60))
+        joined = rarest_keys(counts, record_of, most)
+        assert (rarest_keys(counts[shuffled], record_of[shuffled], most) == joined[shuffled]).all()
+        for r in range(6):
+            mine = counts[record_of == r]
+            kept = joined[record_of == r]
+            assert mine[kept].sum() <= most
+            assert not kept.any() or mine[kept].max() < mine[~kept].min(initial=10**9)
+            # Nothing more of the next size would fit.
+            if (~kept).any():
+                size = mine[~kept].min()
+                assert mine[kept].sum() + mine[mine == size].sum() > most
+
+
+def test_a_checked_batch_past_its_entries_joins_by_its_rarer_keys_and_says_so(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Where a record's keys are held by more stored contents than JOIN_ENTRIES in all, its
+    candidates are those of its rarer keys: each match shares one of them, each is a match of
+    the whole join with the same similarity, and the run says how many records were checked
+    so. Chunks of a few records give the same answers."""
+    people = tmp_path / "people.tsv"
+    api.generate(800, people, kind="people", seed=11)
+    records = list(RecordReader(people))
+    url = f"sqlite:///{tmp_path / 'people.db'}"
+    api.index([people], url)
+    searcher_module = importlib.import_module("neardup.searcher")
+    selfjoin = importlib.import_module("neardup.selfjoin")
+    with api.opened(url) as store:
+        params = store.params
+        searcher = Searcher(store, params, MatchRules(threshold=0.3, candidates=MAX_CANDIDATES))
+        fps = [searcher.fingerprint_text(r.text + " x") for r in records[:300]]
+        every = read_contents(store.iter_records(), params, searcher.field, False)
+        whole = searcher._joined(fps, every)
+        monkeypatch.setattr(searcher_module, "JOIN_ENTRIES", 60)
+        narrowed = searcher._joined(fps, every)
+        monkeypatch.setattr(selfjoin, "ACROSS_ENTRIES", 100)
+        assert searcher._joined(fps, every) == narrowed
+        stored = {record.md5: record for batch in store.iter_records() for record in batch}
+    held = np.sort(every.keys)
+    left_out = 0
+    for fp, mine, all_of_them in zip(fps, narrowed, whole, strict=True):
+        assert {(m.id, m.similarity) for m in mine} <= {(m.id, m.similarity) for m in all_of_them}
+        keys = searcher.field.keys_of([fp])[0]
+        counts = np.searchsorted(held, keys, "right") - np.searchsorted(held, keys, "left")
+        rare = set(keys[rarest_keys(counts, np.zeros(len(keys), dtype=np.int64), 60)].tolist())
+        left_out += len(rare) < len(set(keys.tolist()))
+        for match in mine:
+            theirs = searcher.field.keys_of([searcher.fingerprint_text(stored[match.md5].content)])
+            assert rare & set(theirs[0].tolist())
+    assert 0 < left_out < len(fps)
+    assert sum(map(len, narrowed)) < sum(map(len, whole))
+    # The run says how many records it checked by their rarer keys.
+    checked = f"sqlite:///{tmp_path / 'checked.db'}"
+    summary = api.index([people], checked, skip_duplicates=True, batch_size=100)
+    assert summary.narrowed > 0
+    assert f"{summary.narrowed:,} records checked against the stored records that share" in (
+        summary.describe()
+    )
+    assert summary.as_dict()["narrowed"] == summary.narrowed
 
 
 def test_every_list_of_ids_is_in_the_order_people_read_them(

@@ -104,7 +104,8 @@ def test_records_get_add_and_delete(client: TestClient) -> None:
     assert client.get("/records/a/b c").json()["content"].startswith("an id with a slash")
     added = client.post("/records", json={"records": [{"id": "9", "text": "Brand new place"}]})
     assert added.json() == {
-        "added": ["9"], "duplicates": {}, "skipped": {}, "replaced": [], "unchanged": []
+        "added": ["9"], "duplicates": {}, "skipped": {}, "replaced": [], "unchanged": [],
+        "narrowed": 0,
     }  # fmt: skip
     assert (
         client.post("/lookup", json={"text": "brand new place"}).json()["matches"][0]["id"] == "9"
@@ -151,7 +152,8 @@ def test_add_if_unique_names_the_duplicates_it_refused(client: TestClient) -> No
     assert client.get("/stats").json()["documents"] == len(RECORDS) + 1
     again = client.post("/records", json={"if_unique": True, "records": body["records"][1:2]})
     assert again.json() == {
-        "added": [], "duplicates": {}, "skipped": {}, "replaced": [], "unchanged": ["11"]
+        "added": [], "duplicates": {}, "skipped": {}, "replaced": [], "unchanged": ["11"],
+        "narrowed": 0,
     }  # fmt: skip
 
 
