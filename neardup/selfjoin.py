@@ -295,41 +295,37 @@ def pairs_across(
     of each record's keys finds, with their scores, for the whole batch at once, in chunks of
     consecutive records that expand at most ACROSS_ENTRIES entries (or one record's). A record
     joins by its keys the fewest contents hold, as many as hold ``most`` entries in all
-    (:func:`rarest_keys`)."""
-    order = np.argsort(contents.keys, kind="stable")
-    held = contents.keys[order]
-    content_of = np.repeat(np.arange(len(contents.sizes), dtype=np.int64), contents.sizes)[order]
-    low, high = _runs_holding(held, keys)
+    (:func:`rarest_keys`). The store's keys are scanned twice, never sorted."""
+    wanted, which = np.unique(keys, return_inverse=True)
+    held = np.zeros(len(wanted), dtype=np.int64)  # how many contents hold each wanted key
+    _kernels.key_holders(contents.keys, contents.sizes, wanted, held, None)
     record_of = np.repeat(np.arange(len(sizes)), sizes)
-    joined = rarest_keys(high - low, record_of, most)
-    counts = np.where(joined, high - low, 0)
+    joined = rarest_keys(held[which], record_of, most)
+    # The contents holding each wanted key some record joins by, key after key.
+    used = np.zeros(len(wanted), dtype=bool)
+    used[which[joined]] = True
+    starts = np.r_[0, np.cumsum(np.where(used, held, 0))]
+    holders = np.empty(starts[-1], dtype=np.int64)
+    places = np.where(used, starts[:-1], -1)
+    _kernels.key_holders(contents.keys, contents.sizes, wanted, places, holders)
+    low, counts = starts[which], np.where(joined, held[which], 0)
     narrowed = np.zeros(len(sizes), dtype=bool)
     narrowed[record_of[~joined]] = True
     bounds = np.r_[0, np.cumsum(sizes)]  # each record's keys
     reach = np.r_[0, np.cumsum(np.bincount(record_of, weights=counts, minlength=len(sizes)))]
     start = 0
     while start < len(sizes):
-        wanted = reach[start] + ACROSS_ENTRIES
-        end = max(start + 1, int(np.searchsorted(reach, wanted, "right")) - 1)
+        wanted_entries = reach[start] + ACROSS_ENTRIES
+        end = max(start + 1, int(np.searchsorted(reach, wanted_entries, "right")) - 1)
         first, last = bounds[start], bounds[end]
         taken = counts[first:last]
-        # The positions in ``held`` of every entry: each key's run, one after the other.
+        # Where each entry's content is in ``holders``: each key's run, one after the other.
         runs = np.repeat(low[first:last] - np.cumsum(taken) + taken, taken)
-        entries = content_of[runs + np.arange(len(runs))]
+        entries = holders[runs + np.arange(len(runs))]
         codes = np.repeat(record_of[first:last] - start, taken) << 32 | entries
         pairs = counted_pairs(codes)
         yield Across(start, end, *pairs, int(np.count_nonzero(narrowed[start:end])))
         start = end
-
-
-def _runs_holding(held: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where each of ``keys`` begins and ends in the sorted ``held``: searched in their sorted
-    order, nine times faster than in theirs (each search starts where the last ended)."""
-    order = np.argsort(keys)
-    low, high = np.empty(len(keys), dtype=np.int64), np.empty(len(keys), dtype=np.int64)
-    low[order] = np.searchsorted(held, keys[order], "left")
-    high[order] = np.searchsorted(held, keys[order], "right")
-    return low, high
 
 
 def rarest_keys(counts: np.ndarray, record_of: np.ndarray, most: int) -> np.ndarray:

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from neardup import api, cli
+from neardup import _kernels, api, cli
 from neardup.errors import NeardupError, ParameterMismatch, TooManyPairs, UnknownRecord
 from neardup.fingerprint import TOKEN_FIELDS, FingerprintParams
 from neardup.generate import near_copies, write_corpus
@@ -849,6 +849,34 @@ def test_a_checked_file_is_kept_alike_joined_or_looked_up(tmp_path: Path, monkey
     assert batches_joined == short_batches_joined == 5 and none_joined == 0
     assert joined == short == looked_up
     assert len(joined[0]) < 600 and sum(joined[2]["histogram"]) > 1_000
+
+
+def test_the_holders_of_a_batchs_keys_are_found_by_one_scan_of_the_stores() -> None:
+    """key_holders counts the key sets that hold each wanted key, then lists them in order
+    for the keys asked (a place of -1 passes a key over), as a sort of the keys would."""
+    rng = np.random.default_rng(7)
+    store = rng.integers(-(2**63), 2**63 - 1, 5_000, dtype=np.int64)
+    store[rng.integers(0, 5_000, 2_000)] = store[:20][rng.integers(0, 20, 2_000)]  # repeats
+    sizes = np.diff(np.r_[0, np.sort(rng.integers(0, 5_000, 300)), 5_000])  # some sets empty
+    holding = np.repeat(np.arange(len(sizes)), sizes)
+    wanted = np.unique(np.r_[store[:30], rng.integers(-(2**63), 2**63 - 1, 50, dtype=np.int64)])
+    held = np.zeros(len(wanted), dtype=np.int64)
+    _kernels.key_holders(store, sizes, wanted, held, None)
+    assert held.tolist() == [int(np.count_nonzero(store == key)) for key in wanted]
+    asked = held > 1
+    starts = np.r_[0, np.cumsum(np.where(asked, held, 0))]
+    holders = np.empty(starts[-1], dtype=np.int64)
+    _kernels.key_holders(store, sizes, wanted, np.where(asked, starts[:-1], -1), holders)
+    expected = [holding[store == key] for key in wanted[asked]]
+    assert holders.tolist() == np.concatenate(expected).tolist()
+    with pytest.raises(ValueError, match="distinct wanted keys"):
+        repeated = np.r_[wanted, wanted[:1]]
+        _kernels.key_holders(store, sizes, repeated, np.zeros(len(repeated), np.int64), None)
+    with pytest.raises(ValueError, match="room"):
+        places = np.where(asked, starts[:-1], -1)
+        _kernels.key_holders(store, sizes, wanted, places, holders[:-1])
+    with pytest.raises(ValueError, match="sizes that sum to the keys"):
+        _kernels.key_holders(store, sizes[:-1], wanted, held, None)
 
 
 def test_a_record_joins_by_its_rarest_keys_up_to_its_entries() -> None:
