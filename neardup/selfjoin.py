@@ -335,6 +335,8 @@ def rarest_keys(counts: np.ndarray, record_of: np.ndarray, most: int) -> np.ndar
     answer does not depend on the keys' order. As a report leaves out its largest buckets
     past its budget: near-duplicates share many keys, so they stay candidates through their
     rarer ones."""
+    if not len(counts):
+        return np.zeros(0, dtype=bool)
     order = np.lexsort((counts, record_of))
     held, record = counts[order], record_of[order]
     total = np.cumsum(held)

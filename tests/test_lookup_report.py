@@ -889,6 +889,7 @@ def test_a_record_joins_by_its_rarest_keys_up_to_its_entries() -> None:
     assert joined.tolist() == [False, True, True, True, False, True, True, True, True, True]
     # Two keys of 3 where only one fits: both are left out.
     assert rarest_keys(counts, record_of, most=5)[:4].tolist() == [False, True, False, False]
+    assert rarest_keys(np.empty(0, np.int64), np.empty(0, np.int64), most=8).tolist() == []
     rng = np.random.default_rng(3)
     for _ in range(50):
         counts = rng.integers(0, 20, 40)
