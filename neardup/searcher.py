@@ -373,6 +373,15 @@ class Searcher:
             numbered = np.unique(every, return_inverse=True)[1]
             words = (numbered[: len(texts)], numbered[len(texts) :])
         keys, sizes = self.field.keys_of(fps)
+        bounds = (np.r_[0, np.cumsum(sizes)], np.r_[0, np.cumsum(contents.sizes)])
+
+        def shared_keys(record: int, group: int) -> int:
+            """Every key a record and a content share: one joined by its rarer keys counted
+            those alone."""
+            mine = keys[bounds[0][record] : bounds[0][record + 1]]
+            theirs = contents.keys[bounds[1][group] : bounds[1][group + 1]]
+            return len(np.intersect1d(mine, theirs, assume_unique=True))
+
         # The batch's contents, then the store's: a pair is (record, len(fps) + content).
         measure = self._pair_measure([*(fp.content for fp in fps), *texts])
         found: list[list[Match]] = []
@@ -384,11 +393,17 @@ class Searcher:
             record, group, shared = record[kept], group[kept], shared[kept]
             record, group, shared = self._top(record, group, shared)
             similarities = measure(start + record, len(fps) + group)
-            found += self._measured_joined(
+            matches = self._measured_joined(
                 fps[start : chunk.end], contents, (record, group, shared), similarities
             )
+            for k in np.flatnonzero(chunk.narrowed).tolist():
+                matches[k] = [
+                    replace(m, shared_tokens=shared_keys(start + k, own[m.content]))
+                    for m in matches[k]
+                ]
+            found += matches
             if self.measured is not None:
-                self.measured.narrowed += chunk.narrowed
+                self.measured.narrowed += int(np.count_nonzero(chunk.narrowed))
         md5s = {fp.md5: int(g) for fp, g in zip(fps, own_group.tolist(), strict=True) if g >= 0}
         groups = {md5: contents.ids(g) for md5, g in md5s.items()}
         for matches in found:

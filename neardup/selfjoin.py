@@ -277,14 +277,15 @@ ACROSS_ENTRIES = 2_000_000
 class Across:
     """A chunk of :func:`pairs_across`: its records ``start`` to ``end``, each (record,
     content) pair that shares a key with how many (``record`` numbered from ``start``'s 0,
-    sorted by record then content, int32), and how many of its records had keys left out."""
+    sorted by record then content, int32), and which of its records had keys left out (whose
+    counts are of the keys they joined by)."""
 
     start: int
     end: int
     record: np.ndarray
     content: np.ndarray
     shared: np.ndarray
-    narrowed: int
+    narrowed: np.ndarray
 
 
 def pairs_across(
@@ -324,7 +325,7 @@ def pairs_across(
         entries = holders[runs + np.arange(len(runs))]
         codes = np.repeat(record_of[first:last] - start, taken) << 32 | entries
         pairs = counted_pairs(codes)
-        yield Across(start, end, *pairs, int(np.count_nonzero(narrowed[start:end])))
+        yield Across(start, end, *pairs, narrowed[start:end])
         start = end
 
 
