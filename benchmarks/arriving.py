@@ -6,7 +6,8 @@
 For each size, generates person records with their truth (`neardup generate N --kind people`,
 kept in --folder for the next run), then runs `neardup index FILE --skip-duplicates` into a new
 embedded store as a user would, in its own process, its memory sampled as in scale.py. The
-table: time, peak memory, the threshold the run checked at, and how well the store it leaves
+table: time, peak memory, the threshold the run checked at, the records joined with the
+store by their rarer tokens (past searcher.JOIN_ENTRIES), and how well the store it leaves
 holds one record of each person: the records kept, the duplicates left (a true pair both of
 whose records were kept), and the records removed that have no duplicate among those kept (a
 person lost, or different people taken for one). With ``--arrive-by N`` the records arrive N
@@ -41,18 +42,25 @@ def families(truth: Path) -> list[set[str]]:
     return [set(group) for group in api.clusters(pairs)]
 
 
+# How the run's summary names the records joined by their rarer tokens (after their count).
+NARROWED = "checked against the stored records that share their rarer tokens alone"
+
+
 def feed(corpus: str, url: str, lot: int) -> None:
-    """Check and add the records of ``corpus`` ``lot`` at a time; say the last check's line
-    and how long a lot took."""
+    """Check and add the records of ``corpus`` ``lot`` at a time; say the last check's line,
+    how long a lot took and how many records were joined by their rarer tokens."""
     records = list(RecordReader(Path(corpus)))
     took = []
+    narrowed = 0
     with api.opened(url, create=True) as store:
         for start in range(0, len(records), lot):
             began = time.perf_counter()
-            checked = api.add(records[start : start + lot], store, if_unique=True).checked
+            added = api.add(records[start : start + lot], store, if_unique=True)
             took.append(1000 * (time.perf_counter() - began))
-    print(checked, file=sys.stderr)
+            narrowed += added.narrowed
+    print(added.checked, file=sys.stderr)
     print(f"a lot: {np.median(took):.1f} / {np.percentile(took, 90):.1f} ms", file=sys.stderr)
+    print(f"{narrowed:,} {NARROWED}", file=sys.stderr)
 
 
 def measure(records: int, folder: Path, lot: int | None, url: str | None, kind: str) -> str:
@@ -86,9 +94,10 @@ def measure(records: int, folder: Path, lot: int | None, url: str | None, kind: 
     threshold = checked.split("threshold ")[1].split(" ")[0]
     arriving = f"{lot:,} at a time" if lot else "one file"
     a_lot = next((line[len("a lot: ") :] for line in errors.splitlines() if "a lot:" in line), "")
+    narrowed = next((line.split(" ")[0] for line in errors.splitlines() if NARROWED in line), "0")
     return (
         f"| {records:,} | {arriving} | {seconds:.1f} | {a_lot} | {peak:,.0f} | {threshold} | "
-        f"{len(kept):,} of {wanted:,} | {left:,} | {removed:,} |"
+        f"{narrowed} | {len(kept):,} of {wanted:,} | {left:,} | {removed:,} |"
     )
 
 
@@ -105,9 +114,10 @@ def main() -> None:
     args.folder.mkdir(parents=True, exist_ok=True)
     print(
         "| records | arriving | checked and added s | a lot p50 / p90 | peak RSS MB | threshold "
-        "| kept (of one per person) | duplicates left | removed with no duplicate kept |"
+        "| joined by their rarer tokens | kept (of one per person) | duplicates left "
+        "| removed with no duplicate kept |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for records in args.records:
         print(measure(records, args.folder, args.arrive_by, args.store, args.kind), flush=True)
     print(f"files in {args.folder}", file=sys.stderr)

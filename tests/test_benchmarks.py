@@ -63,10 +63,13 @@ def test_the_arriving_benchmark_judges_what_a_checked_index_keeps(
 ) -> None:
     table = run("arriving.py", "--records", "2000", "--folder", str(tmp_path), *options)
     row = table.splitlines()[-1].strip("| ").split(" | ")
-    kept, wanted = (int(n.replace(",", "")) for n in row[6].split(" of "))
+    kept, wanted = (int(n.replace(",", "")) for n in row[7].split(" of "))
     assert row[:2] == ["2,000", arriving] and float(row[5]) != api.FALLBACK_THRESHOLD
-    assert abs(kept - wanted) <= wanted // 100 and int(row[7]) <= 5  # a person in a hundred
-    assert int(row[8]) <= wanted // 100
+    # Records joined by their rarer tokens: none in a file of 2,000 people (their bands are
+    # held far fewer than 1,000 times each); lots make stores of 2-row bands, documents too.
+    assert int(row[6].replace(",", "")) >= 0 and (row[6] == "0" or "--arrive-by" in options)
+    assert abs(kept - wanted) <= wanted // 100 and int(row[8]) <= 5  # a person in a hundred
+    assert int(row[9]) <= wanted // 100
     assert (row[3] != "") == ("--arrive-by" in options)  # a lot's time, where they arrive in lots
 
 
