@@ -288,12 +288,18 @@ def _with_bands(
     the short records' default."""
     if "bands" in (asked or {}):
         return asked
-    mean = None
+    texts = []
     if "-" not in map(str, paths):
         files = _readers(paths, format, id_field, text_fields)
         each = max(1, sample // len(files))
         texts = [r.text for reader in files for r in islice(reader, each)]
-        mean = sum(map(len, normalize_batch(texts))) / len(texts) if texts else None
+    return _bands_for(asked, texts)
+
+
+def _bands_for(asked: Mapping[str, object] | None, texts: Sequence[str]) -> dict[str, object]:
+    """``asked`` with bands for the mean length of ``texts`` once normalised (none: the short
+    records' default)."""
+    mean = sum(map(len, normalize_batch(texts))) / len(texts) if texts else None
     num_hashes = int((asked or {}).get("num_hashes", FingerprintParams().num_hashes))
     return {**(asked or {}), "bands": default_bands(num_hashes, mean)}
 
@@ -818,11 +824,13 @@ def add(
     """
     result = Added([], {}, {})
     with opened(store, create=True) as target:
-        params = target.ensure_params(None)
         storable = []
         surrogates = [holds_surrogates(r.text) for r in records]
         # Normalised in one batch: a call per record cost a tenth of a check-then-add.
         texts = [r.text for r, bad in zip(records, surrogates, strict=True) if not bad]
+        # A new store's bands, as index chooses them: for the length of its first records.
+        new = target.read_params() is None
+        params = target.ensure_params(_bands_for(None, texts) if new else None)
         with_words = {t for t, words in zip(texts, normalize_batch(texts), strict=True) if words}
         for record, bad in zip(records, surrogates, strict=True):
             if problem := id_problem(record.id):

@@ -776,6 +776,25 @@ def test_the_bands_are_chosen_from_the_start_of_every_file(tmp_path: Path) -> No
     assert api.stats(linked)["parameters"]["bands"] == 64
 
 
+def test_a_store_made_by_adding_records_has_the_bands_index_would_choose(
+    tmp_path: Path,
+) -> None:
+    """The service's first POST /records, or a lot checked and added, makes the store: long
+    texts get the long texts' 4-row bands, as `index` of the same records gives them, and
+    short records 2-row ones."""
+    description = "a compact camera with a wide zoom lens, a bright screen and a long battery "
+    long_texts = [Record(f"a{n}", f"{description * 4}{n}") for n in range(50)]
+    short = [Record(f"b{n}", f"compact camera {n}") for n in range(50)]
+    for records, bands in [(long_texts, 32), (short, 64)]:
+        added, indexed = (f"sqlite:///{tmp_path / f'{name}{bands}.db'}" for name in "ai")
+        api.add(records, added, if_unique=True)
+        corpus = tmp_path / f"{bands}.tsv"
+        corpus.write_text("id\ttext\n" + "".join(f"{r.id}\t{r.text}\n" for r in records))
+        api.index([corpus], indexed)
+        assert api.stats(added)["parameters"] == api.stats(indexed)["parameters"]
+        assert api.stats(added)["parameters"]["bands"] == bands
+
+
 def test_the_api_takes_the_number_of_hashes_alone(tmp_path: Path) -> None:
     records = tmp_path / "r.txt"
     records.write_text("1 alpha beta\n2 alpha beta gamma\n")
