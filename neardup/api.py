@@ -293,13 +293,13 @@ def _with_bands(
         files = _readers(paths, format, id_field, text_fields)
         each = max(1, sample // len(files))
         texts = [r.text for reader in files for r in islice(reader, each)]
-    return _bands_for(asked, texts)
+    return _bands_for(asked, normalize_batch(texts))
 
 
-def _bands_for(asked: Mapping[str, object] | None, texts: Sequence[str]) -> dict[str, object]:
-    """``asked`` with bands for the mean length of ``texts`` once normalised (none: the short
+def _bands_for(asked: Mapping[str, object] | None, normalized: Sequence[str]) -> dict[str, object]:
+    """``asked`` with bands for the mean length of the ``normalized`` texts (none: the short
     records' default)."""
-    mean = sum(map(len, normalize_batch(texts))) / len(texts) if texts else None
+    mean = sum(map(len, normalized)) / len(normalized) if normalized else None
     num_hashes = int((asked or {}).get("num_hashes", FingerprintParams().num_hashes))
     return {**(asked or {}), "bands": default_bands(num_hashes, mean)}
 
@@ -828,10 +828,11 @@ def add(
         surrogates = [holds_surrogates(r.text) for r in records]
         # Normalised in one batch: a call per record cost a tenth of a check-then-add.
         texts = [r.text for r, bad in zip(records, surrogates, strict=True) if not bad]
+        normalized = normalize_batch(texts)
         # A new store's bands, as index chooses them: for the length of its first records.
         new = target.read_params() is None
-        params = target.ensure_params(_bands_for(None, texts) if new else None)
-        with_words = {t for t, words in zip(texts, normalize_batch(texts), strict=True) if words}
+        params = target.ensure_params(_bands_for(None, normalized) if new else None)
+        with_words = {t for t, words in zip(texts, normalized, strict=True) if words}
         for record, bad in zip(records, surrogates, strict=True):
             if problem := id_problem(record.id):
                 result.skipped[record.id] = problem
