@@ -54,6 +54,7 @@ from .indexer import (
     batches,
     index_records,
 )
+from .linkage import MutualBest
 from .output import record_writer
 from .phrases import counted
 from .progress import progress_bar
@@ -156,6 +157,7 @@ def index(
     on_duplicate_id: OnDuplicateId = "replace",
     skip_duplicates: bool = False,
     progress: bool = False,
+    measured_with: Sequence[str | Path] = (),
 ) -> IndexSummary:
     """Index record files. Every file is opened and checked before anything is written.
 
@@ -167,7 +169,8 @@ def index(
     kept under its id numbered, ``ID#2``, ``ID#3``, and counted (``"keep"``), or stops the run
     before anything is written (``"error"``). With ``skip_duplicates``, a record that
     has a near-duplicate in the store or earlier in the files is not stored; the summary counts
-    it and ``summary.duplicates`` says of what.
+    it and ``summary.duplicates`` says of what. A new store's bands are chosen for the length
+    of the records of ``paths`` and of ``measured_with`` (a file to be linked to them).
     """
     asked = params_request(params, preset_name=preset, threshold=threshold)
     if batch_size < 1:
@@ -186,7 +189,7 @@ def index(
     with opened(store, create=True) as target, _removed_if_left_empty(target):
         new = target.read_params() is None
         if new and isinstance(asked, Mapping | None):
-            asked = _with_bands(asked, paths, format, id_field, text_fields)
+            asked = _with_bands(asked, [*paths, *measured_with], format, id_field, text_fields)
         chosen = target.ensure_params(asked)
         if not new:
             _refuse_renumbering(target, files)
@@ -590,6 +593,99 @@ def lookup_file(
                 shown = collapse_copies(matches) if collapse else matches
                 found += [(record.id, m) for m in shown]
     return found
+
+
+# Records of a file linked at once: where joining them with the store costs less than a lookup
+# each, the store's contents are read once a batch (Searcher.lookup_batch), as a check reads them.
+LINK_BATCH = 10_000
+
+
+@dataclass
+class Linked:
+    """What :func:`link` found: each record of the file that has a counterpart in the store,
+    in file order, with that stored record; how many records it linked, and the store's."""
+
+    links: list[tuple[str, Match]]
+    records: int  # the file's records with words, each looked up
+    stored: int
+    threshold: float | None  # the least similarity of a link, when one was given
+    indexed: IndexSummary | None = None  # the first of two files, indexed into the store
+    skipped: SkipLog = field(default_factory=SkipLog)  # rows of the file not linked
+
+    def describe(self) -> str:
+        """One line: the links found, of the records of either side, and the rows skipped."""
+        at = "" if self.threshold is None else f" at similarity {self.threshold:g} or more"
+        return (
+            f"{counted(len(self.links), 'link')}, each a mutual best match{at}, between "
+            f"{counted(self.records, 'record')} and the store's {self.stored:,}; "
+            f"skipped {self.skipped.summary()}"
+        )
+
+
+def link(
+    paths: Sequence[str | Path],
+    store: StoreRef = None,
+    *,
+    format: Format | None = None,
+    id_field: str | None = None,
+    text_fields: Sequence[str] = (),
+    preset: str | None = None,
+    rules: RulesRequest = None,
+) -> Linked:
+    """Link the records of a file to the records a store holds, one to one: each record with
+    the stored record most like it, when that stored record is most like it of all the file's
+    records too (:class:`neardup.linkage.MutualBest`). For two sources of the same things, each
+    holding a thing once: two shops' listings, two ledgers, two libraries.
+
+    Each record's candidates are a lookup's (``rules``' ``candidates`` of them, by shared
+    tokens), each measured with the store's similarity. A ``threshold`` in ``rules`` drops the
+    links below it; without one every mutual best match is a link: the store's threshold is
+    for near-duplicates within one source. With two files, the first is indexed into the store
+    (a new store's bands chosen for both files' records) and the second linked to it."""
+    if len(paths) not in (1, 2):
+        raise NeardupError(
+            "link takes one file, linked to the store's records, or two: the first indexed "
+            "into the store and the second linked to it"
+        )
+    linked_file = _readers(paths[-1:], format, id_field, text_fields)  # checked before indexing
+    indexed = None
+    if len(paths) == 2:
+        reading = {"format": format, "id_field": id_field, "text_fields": text_fields}
+        indexed = index([paths[0]], store, preset=preset, measured_with=[paths[1]], **reading)
+    with opened(store) as source:
+        if not (stored := source.count()):
+            raise NeardupError(f"{source.url} holds no records to link to: index them first")
+        given = isinstance(rules, MatchRules) or "threshold" in (rules or {})
+        chosen = (
+            rules_for(source, rules, preset) if given else _without_threshold(source, rules, preset)
+        )
+        searcher = Searcher(source, source.params, chosen)
+        best = MutualBest()
+        ids: list[str] = []
+        skipped = SkipLog()
+        records = (r for reader in linked_file for r in reader)
+        for batch in batches(records, LINK_BATCH):
+            fps = fingerprint_batch([r.text for r in batch], source.params)
+            linked = []
+            for record, fp in zip(batch, fps, strict=True):
+                if fp.num_words:
+                    linked.append((record, fp))
+                else:
+                    skipped.add(record.line, "no words after normalisation")
+            answers = searcher.lookup_batch([fp for _, fp in linked], stored)
+            for (record, _), matches in zip(linked, answers, strict=True):
+                best.add(len(ids), matches)
+                ids.append(record.id)
+        for reader in linked_file:
+            skipped.merge(reader.skipped, str(reader.path))
+        links = [(ids[place], match) for place, match in best.links()]
+        return Linked(links, len(ids), stored, chosen.threshold, indexed, skipped)
+
+
+def _without_threshold(source: Store, rules: RulesRequest, preset: str | None) -> MatchRules:
+    """The store's rules with no threshold: every candidate measured and kept."""
+    chosen = match_rules(source.params, source.settings, rules, preset_name=preset)
+    return replace(chosen, threshold=None, auto_threshold=False)
 
 
 def report(

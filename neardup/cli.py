@@ -218,6 +218,27 @@ def _lookup(args: argparse.Namespace) -> int:
     return 0 if matches else NOTHING_FOUND
 
 
+@command("link")
+def _link(args: argparse.Namespace) -> int:
+    """Link a file's records one to one with a store's: each with its mutual best match."""
+    linked = api.link(
+        args.files,
+        args.store,
+        format=args.format,
+        id_field=args.id_field,
+        text_fields=args.text_fields,
+        **_rules(args),
+    )
+    written_as = "jsonl" if args.json else output.named_format(args.output) or "tsv"
+    with _output_file(args.output) as out:
+        output.write_file_matches(linked.links, out, written_as)
+    if linked.indexed:
+        print(linked.indexed.describe(), file=sys.stderr)
+    written = f"; written to {args.output}" if args.output else ""
+    print(f"{linked.describe()}{written}", file=sys.stderr)
+    return 0 if linked.links else NOTHING_FOUND
+
+
 @command("explain")
 def _explain(args: argparse.Namespace) -> int:
     """Show why two records are or are not near-duplicates: word diff, similarities, verdict."""
@@ -574,6 +595,20 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="each matched content once, with the ids of its other copies (default: every id)",
     )
+
+    link = add("link")
+    link.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="the records to link to the store's; with two files, the first is indexed into "
+        "the store first (a new store's bands chosen for both) and the second linked to it",
+    )
+    _store_option(link)
+    _reader_options(link)
+    link.add_argument("-o", "--output", help="file to write (default: stdout)")
+    _rule_options(link)
+    link.add_argument("--json", action="store_true", help="write JSON lines")
 
     explain = add("explain")
     explain.add_argument("ids", nargs="*", metavar="ID", help="ids of stored records")

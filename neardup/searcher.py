@@ -320,21 +320,22 @@ class Searcher:
         if not (stored := self.store.count()):
             return [[] for _ in fps]
         if every_duplicate:
-            return self._looked_up(fps, stored)
+            return self.lookup_batch(fps, stored)
         # Each content not stored looked up once, however many records of the batch hold it.
         looked_up = list({fp.md5: fp for fp in fps if not held.get(fp.md5)}.values())
         answers = dict(
-            zip((fp.md5 for fp in looked_up), self._looked_up(looked_up, stored), strict=True)
+            zip((fp.md5 for fp in looked_up), self.lookup_batch(looked_up, stored), strict=True)
         )
         return [
             self._every_record(fp, [], held) if held.get(fp.md5) else answers[fp.md5] for fp in fps
         ]
 
-    def _looked_up(self, fps: Sequence[Fingerprint], stored: int) -> list[list[Match]]:
-        """:meth:`lookup_many`'s answers for a batch being checked: where the store holds at
-        most JOIN_RECORDS records per record of the batch, or the batch holds JOIN_BATCH
-        short records, from its contents read once and joined with the batch
-        (:meth:`_joined`), the same matches in the same order."""
+    def lookup_batch(self, fps: Sequence[Fingerprint], stored: int) -> list[list[Match]]:
+        """:meth:`lookup_many`'s answers for a batch of records (a check, a link) against a
+        store of ``stored`` records: where the store holds at most JOIN_RECORDS records per
+        record of the batch, or the batch holds JOIN_BATCH short records, from its contents
+        read once and joined with the batch (:meth:`_joined`), the same matches in the same
+        order."""
         if not fps or not self._joins(len(fps), stored):
             return self.lookup_many(fps)
         contents = read_contents(

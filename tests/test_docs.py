@@ -47,6 +47,7 @@ def test_every_command_and_flag_is_in_the_readme(name: str) -> None:
 COMMAND_CALLS = [
     ("index listings.csv --id-field sku", "index"),
     ("lookup --id 12345", "lookup"),
+    ("link listings.csv --id-field sku", "link"),
     ("explain 12345 12346", "explain"),
     ("report -o out.tsv", "report"),
     ("dedup listings.csv --id-field sku -o kept.csv", "dedup"),
@@ -132,6 +133,9 @@ sku,title,description
 
 def test_every_readme_command_runs(tmp_path: Path) -> None:
     (tmp_path / "listings.csv").write_text(LISTINGS)
+    header, *rows = LISTINGS.splitlines()
+    (tmp_path / "shop_a.csv").write_text("\n".join([header, *rows[0::2]]) + "\n")
+    (tmp_path / "shop_b.csv").write_text("\n".join([header, *rows[1::2]]) + "\n")
     commands = _readme_commands()
     assert len(commands) >= 10
     env = {"NEARDUP_STORE": f"sqlite:///{tmp_path / 'neardup.db'}"}

@@ -988,13 +988,13 @@ def test_records_the_store_holds_are_not_looked_up_again(tmp_path: Path, monkeyp
     again = list(RecordReader(records))
     everything = api.add(again, url, if_unique=True)
     looked_up: list[str] = []
-    answered = Searcher._looked_up
+    answered = Searcher.lookup_batch
 
     def counted(self: Searcher, fps: list, stored: int) -> list:
         looked_up.extend(fp.md5 for fp in fps)
         return answered(self, fps, stored)
 
-    monkeypatch.setattr(Searcher, "_looked_up", counted)
+    monkeypatch.setattr(Searcher, "lookup_batch", counted)
     decided = api.add(again, url, if_unique=True, every_duplicate=False)
     with api.opened(url) as store:
         held = store.ids_by_md5(looked_up)

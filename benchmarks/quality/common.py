@@ -68,3 +68,18 @@ def reported_pairs(
     them (a report lists ``ad9`` before ``ad10``)."""
     pairs, seconds = report(records, params, rules, sources=sources, **index_options)
     return {(min(p.left_id, p.right_id), max(p.left_id, p.right_id)) for p in pairs}, seconds
+
+
+def linked_pairs(
+    records: list[Record], sources: Mapping[str, str]
+) -> tuple[set[tuple[str, str]], float]:
+    """`neardup link` of two sources with no flags, as a user links two files: the first file
+    indexed into a new embedded store, the second linked to it; the links as id pairs, each in
+    code point order, and the seconds it took."""
+    with tempfile.TemporaryDirectory() as folder:
+        files = write_records(records, Path(folder), sources)
+        started = time.perf_counter()
+        found = api.link(files, f"sqlite:///{Path(folder) / 'eval.db'}", id_field="id",
+                         text_fields=["text"])  # fmt: skip
+        seconds = time.perf_counter() - started
+    return {(min(i, m.id), max(i, m.id)) for i, m in found.links}, seconds

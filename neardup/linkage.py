@@ -1,0 +1,51 @@
+"""Linking two sources one to one: each record of a file with the stored record it is most
+like, when that stored record is most like it too (a mutual best match). Pure functions.
+
+Two sources of the same things (two shops' listings, two ledgers, two libraries) hold each
+thing once or not at all, so a record has at most one counterpart in the other source. Where
+a report lists every pair at or above a threshold, a record of one shop pairs with every
+listing of the other that shares its words, and the threshold that serves one pair of sources
+fails the next; the mutual best match needs none: a record and its counterpart are each
+other's nearest, and two unrelated records rarely are (benchmarks/README.md, "Linking two
+sources").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .searcher import Match, natural_key
+
+# A stored record's rank among a record's matches: the higher similarity, then its natural key.
+_Rank = tuple[float, tuple[tuple[str | int, ...], str]]
+
+
+class MutualBest:
+    """The mutual best matches of a file's records, their matches added a record at a time:
+    it holds each record's best match and each stored record's best similarity, not every
+    match, so that a file of a million records links in the memory of its records."""
+
+    def __init__(self) -> None:
+        self._best_stored: dict[int, tuple[_Rank, Match]] = {}
+        self._best_record: dict[str, tuple[float, int]] = {}
+
+    def add(self, place: int, matches: Sequence[Match]) -> None:
+        """The stored records that matched the record at ``place`` in the file (places come in
+        increasing order). Most similar first; of equals, the stored id first in natural order,
+        or the record first in the file."""
+        for match in matches:
+            mine = (-match.similarity, natural_key(match.id))
+            if place not in self._best_stored or mine < self._best_stored[place][0]:
+                self._best_stored[place] = (mine, match)
+            theirs = (-match.similarity, place)
+            if match.id not in self._best_record or theirs < self._best_record[match.id]:
+                self._best_record[match.id] = theirs
+
+    def links(self) -> list[tuple[int, Match]]:
+        """Each record whose best stored record has it as its best record, by place, with that
+        match: one pair at most for every record of either side."""
+        return [
+            (place, match)
+            for place, (_, match) in sorted(self._best_stored.items())
+            if self._best_record[match.id][1] == place
+        ]

@@ -1,0 +1,161 @@
+"""Linking two sources one to one: the mutual best matches, on every store, and the command."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from neardup import api
+from neardup.errors import NeardupError
+from neardup.generate import write_corpus
+from neardup.linkage import MutualBest
+from neardup.readers import RecordReader
+from neardup.searcher import Match, natural_key
+from tests.runner import neardup
+
+
+def match(stored_id: str, similarity: float) -> Match:
+    return Match(stored_id, "", "", False, 0, similarity, 1)
+
+
+def linked(found: dict[int, list[Match]]) -> list[tuple[int, str]]:
+    best = MutualBest()
+    for place in sorted(found):
+        best.add(place, found[place])
+    return [(place, m.id) for place, m in best.links()]
+
+
+def test_a_record_links_to_its_best_match_when_it_is_that_records_best_too() -> None:
+    found = {
+        0: [match("a", 0.9), match("b", 0.5)],
+        1: [match("a", 0.8), match("c", 0.4)],  # a prefers 0: 1 has no link, though c is free
+        2: [match("d", 0.6)],
+        3: [match("d", 0.6), match("e", 0.3)],  # a tie for d: the record first in the file
+        4: [match("f10", 0.7), match("f9", 0.7)],  # a tie: f9 before f10, as people read ids
+        5: [],
+    }
+    assert linked(found) == [(0, "a"), (2, "d"), (4, "f9")]
+
+
+def mutual_by_definition(found: dict[int, list[Match]]) -> list[tuple[int, str]]:
+    """Every pair whose two sides rank each other first over all the pairs, from scratch."""
+    pairs = [(place, m.id, m.similarity) for place, ms in found.items() for m in ms]
+
+    def best_of_record(place: int) -> str:
+        mine = [p for p in pairs if p[0] == place]
+        return min(mine, key=lambda p: (-p[2], natural_key(p[1])))[1]
+
+    def best_of_stored(stored_id: str) -> int:
+        theirs = [p for p in pairs if p[1] == stored_id]
+        return min(theirs, key=lambda p: (-p[2], p[0]))[0]
+
+    return sorted(
+        {
+            (place, stored_id)
+            for place, stored_id, _ in pairs
+            if best_of_record(place) == stored_id and best_of_stored(stored_id) == place
+        }
+    )
+
+
+def test_the_links_are_the_mutual_best_matches_in_any_order_of_matches() -> None:
+    generator = random.Random(7)
+    for _ in range(200):
+        stored = [f"s{n}" for n in range(generator.randint(1, 8))]
+        found = {
+            place: [
+                match(stored_id, generator.choice([0.2, 0.5, 0.5, 0.7, 0.9]))
+                for stored_id in generator.sample(stored, generator.randint(0, len(stored)))
+            ]
+            for place in range(generator.randint(1, 8))
+        }
+        links = linked(found)
+        assert links == mutual_by_definition(found)
+        assert len({s for _, s in links}) == len(links)  # no stored record linked twice
+        shuffled = {place: generator.sample(ms, len(ms)) for place, ms in found.items()}
+        assert linked(shuffled) == links
+
+
+def two_sources(tmp_path: Path) -> tuple[Path, Path, set[tuple[str, str]]]:
+    """Generated people as two sources: the first holds 200 people, the second an edited copy
+    of some of them (one each) and 100 people of its own. The truth pairs each copy with its
+    original."""
+    people, truth = tmp_path / "people.tsv", tmp_path / "truth.tsv"
+    write_corpus(people, truth, 600, kind="people", seed=3, duplicates=0.3)
+    copy_of: dict[str, str] = {}
+    for line in truth.read_text().splitlines()[1:]:
+        original, copy = line.split("\t")[:2]
+        copy_of.setdefault(original, copy)
+    copies = {copy for line in truth.read_text().splitlines()[1:] for copy in [line.split("\t")[1]]}
+    header, *rows = people.read_text().splitlines()
+    lines = {row.split("\t")[0]: row for row in rows}
+    originals = [i for i in lines if i not in copies]
+    first_ids, own_ids = originals[:200], originals[200:300]
+    pairs = {(copy_of[i], i) for i in first_ids if i in copy_of}
+    first, second = tmp_path / "first.tsv", tmp_path / "second.tsv"
+    first.write_text("\n".join([header, *(lines[i] for i in first_ids)]) + "\n")
+    second_ids = sorted(copy for copy, _ in pairs) + own_ids
+    second.write_text("\n".join([header, *(lines[i] for i in second_ids)]) + "\n")
+    return first, second, pairs
+
+
+def test_two_sources_link_one_to_one_alike_on_every_store(
+    store, sqlite_url: str, tmp_path: Path
+) -> None:
+    first, second, truth = two_sources(tmp_path)
+    expected = api.link([first, second], sqlite_url)
+    links = {(record_id, m.id) for record_id, m in expected.links}
+    assert expected.stored == 200 and expected.records > 100
+    assert len({record_id for record_id, _ in links}) == len(links)
+    assert len({stored_id for _, stored_id in links}) == len(links)
+    found = len(links & truth)
+    assert found >= 0.95 * len(truth)  # the edited copies find their originals
+    # The people of the second source alone link to someone only where they are its best.
+    assert len(links) - found < len(truth)
+    got = api.link([first, second], store)
+    assert got.links == expected.links and got.records == expected.records
+
+
+def test_a_link_threshold_drops_the_weaker_links_and_nothing_else(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    first, second, _ = two_sources(tmp_path)
+    every = api.link([first, second], sqlite_url).links
+    strong = api.link([second], sqlite_url, rules={"threshold": 0.6}).links
+    assert strong == [(i, m) for i, m in every if m.similarity >= 0.6]
+    assert 0 < len(strong) < len(every)
+
+
+def test_linking_to_an_empty_store_or_three_files_is_refused(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    first, second, _ = two_sources(tmp_path)
+    empty = f"sqlite:///{tmp_path / 'empty.db'}"
+    api.index([first], empty)
+    api.delete([r.id for r in RecordReader(first)], empty)
+    with pytest.raises(NeardupError, match="holds no records to link to"):
+        api.link([second], empty)
+    with pytest.raises(NeardupError, match="link takes one file"):
+        api.link([first, second, second], sqlite_url)
+
+
+def test_the_link_command_indexes_the_first_file_and_writes_the_links(tmp_path: Path) -> None:
+    first, second, _ = two_sources(tmp_path)
+    with second.open("a") as more:
+        more.write("wordless\t...\t\t\t\t\nno-text\n")  # counted and named, not lost
+    store = f"sqlite:///{tmp_path / 'links.db'}"
+    out = tmp_path / "links.csv"
+    result = neardup("link", str(first), str(second), "--store", store, "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    lines = out.read_text().splitlines()
+    assert lines[0] == "id,stored_id,exact,edit_distance,similarity,shared_tokens,copies"
+    assert len(lines) - 1 == len(api.link([second], store).links)
+    assert "indexed 200" in result.stderr and f"written to {out}" in result.stderr
+    assert "skipped 2 (1 no words after normalisation, 1 no text)" in result.stderr
+    missing = neardup("link", str(first), "nope.tsv", "--store", f"sqlite:///{tmp_path / 'x.db'}")
+    assert missing.returncode != 0 and len(missing.stderr.strip().splitlines()) == 1
+    assert not (
+        tmp_path / "x.db"
+    ).exists()  # the second file is checked before the first is indexed
