@@ -111,6 +111,25 @@ def test_the_public_baseline_takes_the_best_threshold_of_every_pair_sharing_a_wo
     assert (scores.f1, threshold) == best
 
 
+def test_the_public_rows_of_two_sources_link_them_as_a_user_would() -> None:
+    """A set of two sources gets a row of `neardup link` with no flags, scored as the others."""
+    sys.path.insert(0, str(BENCHMARKS / "quality"))
+    from public import Dataset, rows
+
+    from neardup.readers import Record
+
+    left = ["Acme Widget 3000 steel", "Globex gadget deluxe edition", "Umbrella corp raincoat"]
+    right = ["ACME widget 3000, steel", "Globex Gadget Deluxe Ed.", "Initech red stapler"]
+    records = [Record(f"l{n}", t) for n, t in enumerate(left)]
+    records += [Record(f"r{n}", t) for n, t in enumerate(right)]
+    sources = {r.id: r.id[0] for r in records}
+    truth = {("l0", "r0"), ("l1", "r1")}
+    lines = rows("two shops", lambda: Dataset(records, truth, sources))
+    linked = [line for line in lines if "`neardup link`" in line]
+    assert len(linked) == 1
+    assert linked[0].split(" | ")[2:6] == ["1.000", "1.000", "1.000", "2"]
+
+
 def test_the_fallback_benchmark_draws_small_stores_and_scores_every_threshold() -> None:
     """A small store holds the share asked for in true pairs, a linkage set's across its two
     sources; each threshold's F1 is that of the pairs at or above it."""
