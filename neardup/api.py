@@ -103,6 +103,7 @@ from .tuning import (
     ThresholdChoice,
     Tuning,
     candidate_probability,
+    choose_link_threshold,
     choose_threshold,
     estimated_candidate_recall,
     similarity_histogram,
@@ -608,16 +609,17 @@ class Linked:
     links: list[tuple[str, Match]]
     records: int  # the file's records with words, each looked up
     stored: int
-    threshold: float | None  # the least similarity of a link, when one was given
+    threshold: float  # the least similarity of a link (0: none)
+    how: str  # how the threshold was chosen
     indexed: IndexSummary | None = None  # the first of two files, indexed into the store
     skipped: SkipLog = field(default_factory=SkipLog)  # rows of the file not linked
 
     def describe(self) -> str:
         """One line: the links found, of the records of either side, and the rows skipped."""
-        at = "" if self.threshold is None else f" at similarity {self.threshold:g} or more"
+        at = f" at similarity {self.threshold:g} or more" if self.threshold else ""
         return (
-            f"{counted(len(self.links), 'link')}, each a mutual best match{at}, between "
-            f"{counted(self.records, 'record')} and the store's {self.stored:,}; "
+            f"{counted(len(self.links), 'link')}, each a mutual best match{at} ({self.how}), "
+            f"between {counted(self.records, 'record')} and the store's {self.stored:,}; "
             f"skipped {self.skipped.summary()}"
         )
 
@@ -638,10 +640,12 @@ def link(
     holding a thing once: two shops' listings, two ledgers, two libraries.
 
     Each record's candidates are a lookup's (``rules``' ``candidates`` of them, by shared
-    tokens), each measured with the store's similarity. A ``threshold`` in ``rules`` drops the
-    links below it; without one every mutual best match is a link: the store's threshold is
-    for near-duplicates within one source. With two files, the first is indexed into the store
-    (a new store's bands chosen for both files' records) and the second linked to it."""
+    tokens), each measured with the store's similarity. The links' threshold is ``rules``'
+    ``threshold``: a number (0: every mutual best match), or ``auto`` (the default), read from
+    the links' similarities (:func:`neardup.tuning.choose_link_threshold`), not the store's,
+    which is read for near-duplicates within one source. With two files, the first is indexed
+    into the store (a new store's bands chosen for both files' records) and the second linked
+    to it."""
     if len(paths) not in (1, 2):
         raise NeardupError(
             "link takes one file, linked to the store's records, or two: the first indexed "
@@ -655,10 +659,7 @@ def link(
     with opened(store) as source:
         if not (stored := source.count()):
             raise NeardupError(f"{source.url} holds no records to link to: index them first")
-        given = isinstance(rules, MatchRules) or "threshold" in (rules or {})
-        chosen = (
-            rules_for(source, rules, preset) if given else _without_threshold(source, rules, preset)
-        )
+        chosen, asked = _link_rules(source, rules, preset)
         searcher = Searcher(source, source.params, chosen)
         best = MutualBest()
         ids: list[str] = []
@@ -678,14 +679,32 @@ def link(
                 ids.append(record.id)
         for reader in linked_file:
             skipped.merge(reader.skipped, str(reader.path))
-        links = [(ids[place], match) for place, match in best.links()]
-        return Linked(links, len(ids), stored, chosen.threshold, indexed, skipped)
+        links = best.links()
+        if asked is None:
+            histogram = similarity_histogram(np.array([m.similarity for _, m in links]))
+            choice = choose_link_threshold(histogram)
+            threshold, how = choice.threshold, f"auto: {choice.reason}"
+        else:
+            threshold, how = asked, "given" if asked else "no threshold"
+        kept = [(ids[place], m) for place, m in links if m.similarity >= threshold]
+        return Linked(kept, len(ids), stored, threshold, how, indexed, skipped)
 
 
-def _without_threshold(source: Store, rules: RulesRequest, preset: str | None) -> MatchRules:
-    """The store's rules with no threshold: every candidate measured and kept."""
-    chosen = match_rules(source.params, source.settings, rules, preset_name=preset)
-    return replace(chosen, threshold=None, auto_threshold=False)
+def _link_rules(
+    source: Store, rules: RulesRequest, preset: str | None
+) -> tuple[MatchRules, float | None]:
+    """The store's rules for a link, with no threshold (every candidate measured and kept),
+    and the threshold asked for: a number, or None to read it from the links."""
+    if isinstance(rules, MatchRules):
+        asked = None if rules.auto_threshold else rules.threshold or 0.0
+        return replace(rules, threshold=None, auto_threshold=False), asked
+    given = dict(rules or {})
+    auto = given.get("threshold", AUTO) == AUTO
+    if auto:
+        given.pop("threshold", None)
+    chosen = match_rules(source.params, source.settings, given, preset_name=preset)
+    asked = None if auto else chosen.threshold or 0.0
+    return replace(chosen, threshold=None, auto_threshold=False), asked
 
 
 def report(

@@ -254,6 +254,23 @@ def choose_threshold(
     return ThresholdChoice(round((valley + 0.5) / bins, 2), True, f"the valley {peaks}")
 
 
+LINKS_SPLIT = "Otsu's split of the links' similarities, where they dip"
+
+
+def choose_link_threshold(histogram: np.ndarray) -> ThresholdChoice:
+    """The least similarity of a link between two sources (:mod:`neardup.linkage`), read from
+    the histogram of their mutual best matches. Where records of the linked file have no
+    counterpart, they link to the stored record most like them that has no closer record, and
+    those links lie below the links of records that have one: the histogram dips between
+    the two kinds, and Otsu's split of it is the threshold when it passes the tests of a hump
+    above a valley and dips there, as each content's nearest similarity is read
+    (:func:`choose_threshold`). With no dip, every mutual best match is a link (0)."""
+    split = _upper_split(histogram)
+    if split and _dips(histogram, split):
+        return ThresholdChoice(split / len(histogram), True, LINKS_SPLIT)
+    return ThresholdChoice(0.0, False, "no dip in the links' similarities: every one kept")
+
+
 class EveryPair(NamedTuple):
     """The histograms of every pair of a store's contents (or of a sample of them), as a
     report counts its candidates: each pair weighs the pairs of records holding it."""
