@@ -656,6 +656,21 @@ def link(
     if len(paths) == 2:
         reading = {"format": format, "id_field": id_field, "text_fields": text_fields}
         indexed = index([paths[0]], store, preset=preset, measured_with=[paths[1]], **reading)
+    records = (r for reader in linked_file for r in reader)
+    linked = link_records(records, store, preset=preset, rules=rules)
+    for reader in linked_file:
+        linked.skipped.merge(reader.skipped, str(reader.path))
+    return replace(linked, indexed=indexed)
+
+
+def link_records(
+    records: Iterable[Record],
+    store: StoreRef = None,
+    *,
+    preset: str | None = None,
+    rules: RulesRequest = None,
+) -> Linked:
+    """:func:`link` of records given, not read from a file (the service's ``POST /link``)."""
     with opened(store) as source:
         if not (stored := source.count()):
             raise NeardupError(f"{source.url} holds no records to link to: index them first")
@@ -664,21 +679,18 @@ def link(
         best = MutualBest()
         ids: list[str] = []
         skipped = SkipLog()
-        records = (r for reader in linked_file for r in reader)
         for batch in batches(records, LINK_BATCH):
             fps = fingerprint_batch([r.text for r in batch], source.params)
-            linked = []
+            worded = []
             for record, fp in zip(batch, fps, strict=True):
                 if fp.num_words:
-                    linked.append((record, fp))
+                    worded.append((record, fp))
                 else:
                     skipped.add(record.line, "no words after normalisation")
-            answers = searcher.lookup_batch([fp for _, fp in linked], stored)
-            for (record, _), matches in zip(linked, answers, strict=True):
+            answers = searcher.lookup_batch([fp for _, fp in worded], stored)
+            for (record, _), matches in zip(worded, answers, strict=True):
                 best.add(len(ids), matches)
                 ids.append(record.id)
-        for reader in linked_file:
-            skipped.merge(reader.skipped, str(reader.path))
         links = best.links()
         if asked is None:
             histogram = similarity_histogram(np.array([m.similarity for _, m in links]))
@@ -687,7 +699,7 @@ def link(
         else:
             threshold, how = asked, "given" if asked else "no threshold"
         kept = [(ids[place], m) for place, m in links if m.similarity >= threshold]
-        return Linked(kept, len(ids), stored, threshold, how, indexed, skipped)
+        return Linked(kept, len(ids), stored, threshold, how, skipped=skipped)
 
 
 def _link_rules(

@@ -77,7 +77,17 @@ def _preset_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _rule_options(parser: argparse.ArgumentParser) -> None:
+# What --threshold means where a command reads the store's own (every one but link).
+THRESHOLD_HELP = (
+    "least similarity of a near-duplicate, or auto: read from the similarities of every "
+    "candidate pair (the valley between their humps) by the first command that needs it, and "
+    "remembered until an index run changes the records (default: what the store was indexed "
+    "for, else auto; 0 turns it off; with no valley, where the pairs' tail thins out; with too "
+    f"few pairs, {api.FALLBACK_THRESHOLD})"
+)
+
+
+def _rule_options(parser: argparse.ArgumentParser, threshold_help: str = THRESHOLD_HELP) -> None:
     defaults = api.MatchRules()
     _preset_option(parser)
     parser.add_argument(
@@ -98,15 +108,7 @@ def _rule_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="only consider candidates with the same first word",
     )
-    parser.add_argument(
-        "--threshold",
-        type=_threshold,
-        help="least similarity of a near-duplicate, or auto: read from the similarities of "
-        "every candidate pair (the valley between their humps) by the first command that "
-        "needs it, and remembered until an index run changes the records "
-        f"(default: what the store was indexed for, else auto; 0 turns it off; with no "
-        f"valley, where the pairs' tail thins out; with too few pairs, {api.FALLBACK_THRESHOLD})",
-    )
+    parser.add_argument("--threshold", type=_threshold, help=threshold_help)
     parser.add_argument(
         "--similarity",
         choices=api.SIMILARITIES,
@@ -607,7 +609,12 @@ def _parser() -> argparse.ArgumentParser:
     _store_option(link)
     _reader_options(link)
     link.add_argument("-o", "--output", help="file to write (default: stdout)")
-    _rule_options(link)
+    _rule_options(
+        link,
+        "least similarity of a link, or auto: where the similarities of the links dip between "
+        "records with a counterpart and records without (Otsu's split), else none "
+        "(default: auto; 0 keeps every mutual best match)",
+    )
     link.add_argument("--json", action="store_true", help="write JSON lines")
 
     explain = add("explain")

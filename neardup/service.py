@@ -132,6 +132,15 @@ class AddRequest(Rules):
     )
 
 
+class LinkRequest(Rules):
+    records: Annotated[list[RecordIn], AfterValidator(_each_id_once)] = Field(
+        ..., max_length=MAX_RECORDS
+    )
+    threshold: float | Literal["auto"] | None = Field(
+        None, description='0 keeps every mutual best match; "auto": where the links dip'
+    )
+
+
 def serve(
     store: str | None = None,
     *,
@@ -247,6 +256,31 @@ def create_app(
             "replaced": result.replaced,
             "unchanged": result.unchanged,
             "narrowed": result.narrowed,
+        }
+
+    @app.post("/link", dependencies=guarded)
+    async def link(body: LinkRequest) -> dict[str, Any]:
+        """Link records one to one with the stored ones: each with the stored record most like
+        it, when that record is most like it too of all the request's records."""
+        records = [Record(r.id, r.text, n) for n, r in enumerate(body.records, start=1)]
+        linked = await held.read(lambda source: api.link_records(records, source, **body.request()))
+        return {
+            "links": [
+                {
+                    "id": record_id,
+                    "stored_id": m.id,
+                    "exact": m.exact,
+                    "edit_distance": m.edit_distance,
+                    "similarity": m.similarity,
+                    "shared_tokens": m.shared_tokens,
+                }
+                for record_id, m in linked.links
+            ],
+            "threshold": linked.threshold,
+            "how": linked.how,
+            "records": linked.records,
+            "stored": linked.stored,
+            "skipped": dict(linked.skipped.reasons),
         }
 
     @app.get("/records/{record_id:path}", dependencies=guarded)

@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 from neardup import api, service
 from neardup.errors import InvalidParameter
 from neardup.generate import write_corpus
+from neardup.readers import Record
 from neardup.service import create_app
 
 RECORDS = {
@@ -98,6 +99,31 @@ def test_lookup_can_collapse_copies(client: TestClient) -> None:
     assert [m["id"] for m in every] == ["c0", "c1", "c2"]
     one = client.post("/lookup", json={"id": "4", "collapse_copies": True}).json()["matches"]
     assert [(m["id"], m["copies"]) for m in one] == [("c0", ["c1", "c2"])]
+
+
+def test_records_link_one_to_one_with_the_stored_ones(client: TestClient, indexed_url: str) -> None:
+    """The answer of ``POST /link`` is the API's links, with the threshold and how it came."""
+    given = [
+        ("x", "Bella Napoli Trattoria, 418 Harbor St Portland ME 04101"),
+        ("y", "Thai Orchid Kitchen 58 Elm St Northampton MA 01060"),
+        ("z", "..."),
+    ]
+    body = {"records": [{"id": i, "text": t} for i, t in given], "threshold": 0}
+    answer = client.post("/link", json=body).json()
+    expected = api.link_records(
+        [Record(i, t, n) for n, (i, t) in enumerate(given, start=1)],
+        indexed_url,
+        rules={"threshold": 0},
+    )
+    assert [(link["id"], link["stored_id"], link["similarity"]) for link in answer["links"]] == [
+        (i, m.id, m.similarity) for i, m in expected.links
+    ]
+    assert {link["id"]: link["stored_id"] for link in answer["links"]}["y"] == "4"
+    assert answer["records"] == 2 and answer["stored"] == len(RECORDS)
+    assert answer["skipped"] == {"no words after normalisation": 1}
+    assert answer["how"] == "no threshold" and answer["threshold"] == 0
+    refused = client.post("/link", json={"records": [], "threshold": 2})
+    assert refused.status_code == 400 and "threshold" in refused.text
 
 
 def test_records_get_add_and_delete(client: TestClient) -> None:
