@@ -73,6 +73,17 @@ def test_the_arriving_benchmark_judges_what_a_checked_index_keeps(
     assert (row[3] != "") == ("--arrive-by" in options)  # a lot's time, where they arrive in lots
 
 
+def test_the_linking_benchmark_scores_the_links_of_two_sources(tmp_path: Path) -> None:
+    """People in two sources, a fifth of the second with no counterpart: the links read their
+    threshold and find the copies' originals."""
+    table = run("linking.py", "--records", "2000", "--folder", str(tmp_path))
+    row = table.splitlines()[-1].strip("| ").split(" | ")
+    first, second, counterparts = (int(n.replace(",", "")) for n in row[1:4])
+    people = first + second - counterparts  # one record each, once in all
+    assert row[0] == "2,000" and first == people * 4 // 5 and 0 < counterparts < second
+    assert 0 < float(row[6]) < 1 and float(row[10]) > 0.95
+
+
 def test_the_large_group_benchmark_reports_every_pair_of_a_group_within_the_budget() -> None:
     table = run("large_group.py", "--copies", "200", "--people", "1000")
     row = table.splitlines()[-1].strip("| ").split(" | ")

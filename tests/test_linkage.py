@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -85,26 +86,18 @@ def test_the_links_are_the_mutual_best_matches_in_any_order_of_matches() -> None
 
 
 def two_sources(tmp_path: Path) -> tuple[Path, Path, set[tuple[str, str]]]:
-    """Generated people as two sources: the first holds 200 people, the second an edited copy
-    of some of them (one each) and 100 people of its own. The truth pairs each copy with its
-    original."""
+    """600 generated people as the linking benchmark makes two sources of them: four fifths of
+    the people in the first, an edited copy of some of them and the last fifth in the second."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from linking import two_sources as made  # a script's module, beside the benchmarks
+
     people, truth = tmp_path / "people.tsv", tmp_path / "truth.tsv"
     write_corpus(people, truth, 600, kind="people", seed=3, duplicates=0.3)
-    copy_of: dict[str, str] = {}
-    for line in truth.read_text().splitlines()[1:]:
-        original, copy = line.split("\t")[:2]
-        copy_of.setdefault(original, copy)
-    copies = {copy for line in truth.read_text().splitlines()[1:] for copy in [line.split("\t")[1]]}
-    header, *rows = people.read_text().splitlines()
-    lines = {row.split("\t")[0]: row for row in rows}
-    originals = [i for i in lines if i not in copies]
-    first_ids, own_ids = originals[:200], originals[200:300]
-    pairs = {(copy_of[i], i) for i in first_ids if i in copy_of}
-    first, second = tmp_path / "first.tsv", tmp_path / "second.tsv"
-    first.write_text("\n".join([header, *(lines[i] for i in first_ids)]) + "\n")
-    second_ids = sorted(copy for copy, _ in pairs) + own_ids
-    second.write_text("\n".join([header, *(lines[i] for i in second_ids)]) + "\n")
-    return first, second, pairs
+    return made(people, truth, tmp_path)
+
+
+def records_in(path: Path) -> int:
+    return len(path.read_text().splitlines()) - 1
 
 
 def test_two_sources_link_one_to_one_alike_on_every_store(
@@ -114,12 +107,13 @@ def test_two_sources_link_one_to_one_alike_on_every_store(
     every = {"threshold": 0}
     expected = api.link([first, second], sqlite_url, rules=every)
     links = {(record_id, m.id) for record_id, m in expected.links}
-    assert expected.stored == 200 and expected.records == len(truth) + 100
+    assert expected.stored == records_in(first) and expected.records == records_in(second)
     assert len({record_id for record_id, _ in links}) == len(links)
     assert len({stored_id for _, stored_id in links}) == len(links)
     assert links >= truth  # every edited copy finds its original
-    # Of the 100 people of the second source alone, those whose nearest has no closer record.
-    assert 0 < len(links - truth) < 50
+    # Of the people of the second source alone, those whose nearest has no closer record.
+    alone = records_in(second) - len(truth)
+    assert 0 < len(links - truth) < alone / 2
     got = api.link([first, second], store, rules=every)
     assert got.links == expected.links and got.records == expected.records
 
@@ -175,7 +169,7 @@ def test_the_link_command_indexes_the_first_file_and_writes_the_links(tmp_path: 
     lines = out.read_text().splitlines()
     assert lines[0] == "id,stored_id,exact,edit_distance,similarity,shared_tokens,copies"
     assert len(lines) - 1 == len(api.link([second], store).links) > 0
-    assert "indexed 200" in result.stderr and f"written to {out}" in result.stderr
+    assert f"indexed {records_in(first)}" in result.stderr and f"written to {out}" in result.stderr
     assert "skipped 2 (1 no words after normalisation, 1 no text)" in result.stderr
     missing = neardup("link", str(first), "nope.tsv", "--store", f"sqlite:///{tmp_path / 'x.db'}")
     assert missing.returncode != 0 and len(missing.stderr.strip().splitlines()) == 1
