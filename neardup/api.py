@@ -687,7 +687,7 @@ def link_records(
                     worded.append((record, fp))
                 else:
                     skipped.add(record.line, "no words after normalisation")
-            answers = searcher.lookup_batch([fp for _, fp in worded], stored)
+            answers = searcher.lookup_batch([fp for _, fp in worded], stored, reread=False)
             for (record, _), matches in zip(worded, answers, strict=True):
                 best.add(len(ids), matches)
                 ids.append(record.id)

@@ -213,6 +213,7 @@ class Searcher:
         # shingle counts, and what it measures.
         self.pending = pending
         self.measured = measured
+        self._read: Contents | None = None  # the store's contents, kept by a link's lookup_batch
         self.field = TokenField(rules.method)
         if self.field not in params.fields:
             raise NeardupError(
@@ -330,21 +331,29 @@ class Searcher:
             self._every_record(fp, [], held) if held.get(fp.md5) else answers[fp.md5] for fp in fps
         ]
 
-    def lookup_batch(self, fps: Sequence[Fingerprint], stored: int) -> list[list[Match]]:
+    def lookup_batch(
+        self, fps: Sequence[Fingerprint], stored: int, *, reread: bool = True
+    ) -> list[list[Match]]:
         """:meth:`lookup_many`'s answers for a batch of records (a check, a link) against a
         store of ``stored`` records: where the store holds at most JOIN_RECORDS records per
         record of the batch, or the batch holds JOIN_BATCH short records, from its contents
         read once and joined with the batch (:meth:`_joined`), the same matches in the same
-        order."""
+        order. A check adds each batch before the next and reads the store again; a link
+        writes nothing, and without ``reread`` the contents the first joined batch read serve
+        every later one (a million people linked in batches read the store 30 times)."""
         if not fps or not self._joins(len(fps), stored):
             return self.lookup_many(fps)
-        contents = read_contents(
-            self.store.iter_records(),
-            self.params,
-            self.field,
-            self.rules.first_word,
-            records=stored,
-        )
+        contents = None if reread else self._read
+        if contents is None:
+            contents = read_contents(
+                self.store.iter_records(),
+                self.params,
+                self.field,
+                self.rules.first_word,
+                records=stored,
+            )
+        if not reread:  # held for the next batch; a check's go with the batch
+            self._read = contents
         if contents.texts is None:  # past KEPT_CHARACTERS: too much to hold
             return self.lookup_many(fps)
         return self._joined(fps, contents)

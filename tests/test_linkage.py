@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import random
 import sys
 from pathlib import Path
@@ -176,3 +177,21 @@ def test_the_link_command_indexes_the_first_file_and_writes_the_links(tmp_path: 
     assert not (
         tmp_path / "x.db"
     ).exists()  # the second file is checked before the first is indexed
+
+
+def test_a_link_reads_the_store_once_for_all_its_batches(
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing writes the store while a link runs: its batches join the contents the first one
+    read, and give the links one batch gives."""
+    first, second, _ = two_sources(tmp_path)
+    whole = api.link([first, second], sqlite_url, rules={"threshold": 0})
+    searcher = importlib.import_module("neardup.searcher")
+    reads = []
+    counted = searcher.read_contents
+    monkeypatch.setattr(
+        searcher, "read_contents", lambda *a, **k: reads.append(1) or counted(*a, **k)
+    )
+    monkeypatch.setattr(api, "LINK_BATCH", 40)
+    batched = api.link([second], sqlite_url, rules={"threshold": 0})
+    assert batched.links == whole.links and len(reads) == 1
