@@ -689,7 +689,7 @@ def link_records(
                     skipped.add(record.line, "no words after normalisation")
             answers = searcher.lookup_batch([fp for _, fp in worded], stored, reread=False)
             for (record, _), matches in zip(worded, answers, strict=True):
-                best.add(len(ids), matches)
+                best.add(len(ids), collapse_copies(matches))  # a text held twice is one thing
                 ids.append(record.id)
         links = best.links()
         if asked is None:

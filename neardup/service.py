@@ -273,6 +273,7 @@ def create_app(
                     "edit_distance": m.edit_distance,
                     "similarity": m.similarity,
                     "shared_tokens": m.shared_tokens,
+                    "copies": list(m.copies),
                 }
                 for record_id, m in linked.links
             ],

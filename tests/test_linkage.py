@@ -195,3 +195,20 @@ def test_a_link_reads_the_store_once_for_all_its_batches(
     monkeypatch.setattr(api, "LINK_BATCH", 40)
     batched = api.link([second], sqlite_url, rules={"threshold": 0})
     assert batched.links == whole.links and len(reads) == 1
+
+
+def test_a_text_the_store_holds_twice_is_linked_once_with_its_copy_named(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    stored, linked = tmp_path / "stored.tsv", tmp_path / "linked.tsv"
+    stored.write_text(
+        "id\ttext\ns2\tGolden Lotus Dim Sum 1209 Grant Ave San Francisco\n"
+        "s1\tGolden Lotus Dim Sum 1209 Grant Ave San Francisco\n"
+        "s3\tThai Orchid Kitchen 58 Elm Street Northampton\n"
+    )
+    linked.write_text(
+        "id\ttext\nx\tGolden Lotus Dim Sum, 1209 Grant Avenue, San Francisco\n"
+        "y\tGolden Lotus Dim Sum 1209 Grant Ave San Francisco\n"
+    )
+    links = api.link([stored, linked], sqlite_url, rules={"threshold": 0}).links
+    assert [(i, m.id, m.exact, m.copies) for i, m in links] == [("y", "s1", True, ("s2",))]
