@@ -597,7 +597,8 @@ def lookup_file(
 
 
 # Records of a file linked at once: where joining them with the store costs less than a lookup
-# each, the store's contents are read once a batch (Searcher.lookup_batch), as a check reads them.
+# each, they are joined with the store's contents, read by the first such batch and kept for the
+# rest, since a link writes nothing (Searcher.lookup_batch).
 LINK_BATCH = 10_000
 
 
