@@ -53,6 +53,7 @@ from .indexer import (
     OnDuplicateId,
     batches,
     index_records,
+    with_words,
 )
 from .linkage import MutualBest
 from .output import record_writer
@@ -661,7 +662,8 @@ def link(
     linked = link_records(records, store, preset=preset, rules=rules)
     for reader in linked_file:
         linked.skipped.merge(reader.skipped, str(reader.path))
-    return replace(linked, indexed=indexed)
+    linked.indexed = indexed
+    return linked
 
 
 def link_records(
@@ -682,12 +684,7 @@ def link_records(
         skipped = SkipLog()
         for batch in batches(records, LINK_BATCH):
             fps = fingerprint_batch([r.text for r in batch], source.params)
-            worded = []
-            for record, fp in zip(batch, fps, strict=True):
-                if fp.num_words:
-                    worded.append((record, fp))
-                else:
-                    skipped.add(record.line, "no words after normalisation")
+            worded = with_words(batch, fps, skipped)
             answers = searcher.lookup_batch([fp for _, fp in worded], stored, reread=False)
             for (record, _), matches in zip(worded, answers, strict=True):
                 best.add(len(ids), collapse_copies(matches))  # a text held twice is one thing

@@ -303,6 +303,20 @@ def index_records(
     return summary
 
 
+def with_words(
+    batch: Sequence[Record], fingerprints: Sequence[Fingerprint], skipped: SkipLog
+) -> list[tuple[Record, Fingerprint]]:
+    """The records of a batch that have words, each with its fingerprint; the others counted
+    in ``skipped``."""
+    worded = []
+    for record, fp in zip(batch, fingerprints, strict=True):
+        if fp.num_words:
+            worded.append((record, fp))
+        else:
+            skipped.add(record.line, "no words after normalisation")
+    return worded
+
+
 def _index_batch(
     batch: list[Record],
     writer: BackgroundWriter,
@@ -316,12 +330,7 @@ def _index_batch(
     ids new to the run it holds (it takes its work in order): the returned call counts them."""
     texts = [r.text for r in batch]
     fingerprints = _fingerprints(texts, summary.params, shingles, writer)
-    worded = []
-    for record, fp in zip(batch, fingerprints, strict=True):
-        if fp.num_words:
-            worded.append((record, fp))
-        else:
-            summary.skipped.add(record.line, "no words after normalisation")
+    worded = with_words(batch, fingerprints, summary.skipped)
     admitted = summary.admit([record for record, _ in worded], on_duplicate_id)
     summary.count_replacing(admitted.replacing)
     first = admitted.first

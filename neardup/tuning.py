@@ -234,7 +234,7 @@ def choose_threshold(
         if best is None or rank > best[0]:
             best = (rank, (start + end - 1) // 2, right)
     if best is None:
-        if nearest is not None and (split := _upper_split(nearest)) and _dips(nearest, split):
+        if nearest is not None and (split := _split_where_it_dips(nearest)):
             return ThresholdChoice(split / bins, True, NEAREST_VALLEY)
         if split := _upper_split(counts):
             return ThresholdChoice(
@@ -265,8 +265,7 @@ def choose_link_threshold(histogram: np.ndarray) -> ThresholdChoice:
     the two kinds, and Otsu's split of it is the threshold when it passes the tests of a hump
     above a valley and dips there, as each content's nearest similarity is read
     (:func:`choose_threshold`). With no dip, every mutual best match is a link (0)."""
-    split = _upper_split(histogram)
-    if split and _dips(histogram, split):
+    if split := _split_where_it_dips(histogram):
         return ThresholdChoice(split / len(histogram), True, LINKS_SPLIT)
     return ThresholdChoice(0.0, False, "no dip in the links' similarities: every one kept")
 
@@ -315,6 +314,13 @@ def _upper_split(histogram: np.ndarray) -> int:
     counts = np.asarray(histogram, dtype=np.float64)
     split = _otsu_split(counts)
     return split if split and _hump_above(counts, split, _smoothed(counts)[split]) else 0
+
+
+def _split_where_it_dips(histogram: np.ndarray) -> int:
+    """:func:`_upper_split` of ``histogram`` where the histogram dips there (:func:`_dips`):
+    two kinds of contents or links, not one spread; else 0."""
+    split = _upper_split(histogram)
+    return split if split and _dips(histogram, split) else 0
 
 
 # A plateau of near-duplicates above a falling tail: the line fitted to the log of the pairs
