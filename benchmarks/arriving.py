@@ -22,13 +22,12 @@ them edited copies: a document and its copies stand for a person).
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from scale import NEARDUP, run_sampled
+from scale import NEARDUP, emptied, generated, run_sampled
 
 from neardup import api
 from neardup.evaluate import read_pairs
@@ -66,17 +65,8 @@ def feed(corpus: str, url: str, lot: int) -> None:
 def measure(records: int, folder: Path, lot: int | None, url: str | None, kind: str) -> str:
     """One size's row: generate if needed, index with the check, judge what was kept."""
     corpus = folder / f"arriving-{kind}-{records}.tsv"
-    truth = corpus.with_suffix(".truth.tsv")
-    if not corpus.exists():
-        generate = [*NEARDUP, "generate", str(records), "--kind", kind, "-o", str(corpus)]
-        subprocess.run([*generate, "--truth", str(truth)], check=True, capture_output=True)
-    if url is None:
-        store = folder / f"arriving-{records}.db"
-        store.unlink(missing_ok=True)
-        url = f"sqlite:///{store.resolve()}"
-    else:
-        with api.opened(url, create=True) as dropped:
-            dropped.drop()
+    truth = generated(corpus, records, "--kind", kind)
+    url = emptied(url, folder / f"arriving-{records}.db")
     command = [*NEARDUP, "index", str(corpus), "--store", url, "--skip-duplicates"]
     if lot:
         here = str(Path(__file__).parent)

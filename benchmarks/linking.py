@@ -15,13 +15,10 @@ peak memory, the threshold the links were read at, and precision, recall and F1.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
-from scale import NEARDUP, run_sampled
-
-from neardup import api
+from scale import NEARDUP, emptied, generated, run_sampled
 
 
 def two_sources(corpus: Path, truth: Path, folder: Path) -> tuple[Path, Path, set[tuple[str, str]]]:
@@ -50,19 +47,9 @@ def two_sources(corpus: Path, truth: Path, folder: Path) -> tuple[Path, Path, se
 def measure(records: int, folder: Path, url: str | None) -> str:
     """One size's row: generate if needed, link the two sources, score the links."""
     corpus = folder / f"linking-people-{records}.tsv"
-    truth = corpus.with_suffix(".truth.tsv")
-    if not corpus.exists():
-        generate = [*NEARDUP, "generate", str(records), "--kind", "people", "--seed", "5"]
-        generate += ["--duplicates", "0.2", "-o", str(corpus), "--truth", str(truth)]
-        subprocess.run(generate, check=True, capture_output=True)
-    first, second, truth_links = two_sources(corpus, truth, folder)
-    if url is None:
-        store = folder / f"linking-{records}.db"
-        store.unlink(missing_ok=True)
-        url = f"sqlite:///{store.resolve()}"
-    else:
-        with api.opened(url, create=True) as dropped:
-            dropped.drop()
+    options = ["--kind", "people", "--seed", "5", "--duplicates", "0.2"]
+    first, second, truth_links = two_sources(corpus, generated(corpus, records, *options), folder)
+    url = emptied(url, folder / f"linking-{records}.db")
     links = folder / f"linking-{records}.links.tsv"
     command = [*NEARDUP, "link", str(first), str(second), "--store", url, "-o", str(links)]
     seconds, peak, _, errors = run_sampled(command)

@@ -68,6 +68,27 @@ def run_sampled(args: list[str]) -> tuple[float, float, list[float], str]:
     return time.perf_counter() - started, peak, samples, errors
 
 
+def generated(corpus: Path, records: int, *options: str) -> Path:
+    """``corpus``: ``records`` made by `neardup generate` with ``options``, unless it exists
+    (kept for the next run); returns the truth file beside it."""
+    truth = corpus.with_suffix(".truth.tsv")
+    if not corpus.exists():
+        generate = [*NEARDUP, "generate", str(records), *options, "-o", str(corpus)]
+        subprocess.run([*generate, "--truth", str(truth)], check=True, capture_output=True)
+    return truth
+
+
+def emptied(url: str | None, file: Path) -> str:
+    """The store a run measures: ``url`` dropped first (a Solr core, an Elasticsearch index),
+    else a new embedded store at ``file``."""
+    if url is None:
+        file.unlink(missing_ok=True)
+        return f"sqlite:///{file.resolve()}"
+    with api.opened(url, create=True) as dropped:
+        dropped.drop()
+    return url
+
+
 def lookup_latencies(url: str, count: int) -> np.ndarray:
     with api.opened(url) as store:
         searcher = Searcher(store, store.params, PRESETS["documents"].rules)
