@@ -120,6 +120,7 @@ __all__ = [  # what the CLI and the service use besides the functions
     "FORMATS",
     "GROUPINGS",
     "KEEPS",
+    "LINK_CANDIDATES",
     "ON_DUPLICATE_ID",
     "PRESETS",
     "SAMPLE",
@@ -601,6 +602,12 @@ def lookup_file(
 # each, they are joined with the store's contents, read by the first such batch and kept for the
 # rest, since a link writes nothing (Searcher.lookup_batch).
 LINK_BATCH = 10_000
+# Each record's candidates in a link, unless asked otherwise: a lookup's 10 ranked by shared
+# tokens miss some records' true counterpart, and a stored record's best match is known only
+# among the records that found it. On the 12 public sets of two sources 20 raises F1 on 8 and
+# lowers none (Abt-Buy 0.620 -> 0.644, IMDB-TVDB 0.453 -> 0.473), for 1.3-1.6 times the time;
+# 30 gains at most 0.015 more for twice the time (benchmarks/README.md, "Linking two sources").
+LINK_CANDIDATES = 20
 
 
 @dataclass
@@ -642,12 +649,12 @@ def link(
     holding a thing once: two shops' listings, two ledgers, two libraries.
 
     Each record's candidates are a lookup's (``rules``' ``candidates`` of them, by shared
-    tokens), each measured with the store's similarity. The links' threshold is ``rules``'
-    ``threshold``: a number (0: every mutual best match), or ``auto`` (the default), read from
-    the links' similarities (:func:`neardup.tuning.choose_link_threshold`), not the store's,
-    which is read for near-duplicates within one source. With two files, the first is indexed
-    into the store (a new store's bands chosen for both files' records) and the second linked
-    to it."""
+    tokens; LINK_CANDIDATES unless given), each measured with the store's similarity. The
+    links' threshold is ``rules``' ``threshold``: a number (0: every mutual best match), or
+    ``auto`` (the default), read from the links' similarities
+    (:func:`neardup.tuning.choose_link_threshold`), not the store's, which is read for
+    near-duplicates within one source. With two files, the first is indexed into the store (a
+    new store's bands chosen for both files' records) and the second linked to it."""
     if len(paths) not in (1, 2):
         raise NeardupError(
             "link takes one file, linked to the store's records, or two: the first indexed "
@@ -703,8 +710,9 @@ def link_records(
 def _link_rules(
     source: Store, rules: RulesRequest, preset: str | None
 ) -> tuple[MatchRules, float | None]:
-    """The store's rules for a link, with no threshold (every candidate measured and kept),
-    and the threshold asked for: a number, or None to read it from the links."""
+    """The store's rules for a link, with no threshold (every candidate measured and kept)
+    and at least LINK_CANDIDATES candidates unless asked for, and the threshold asked for: a
+    number, or None to read it from the links."""
     if isinstance(rules, MatchRules):
         asked = None if rules.auto_threshold else rules.threshold or 0.0
         return replace(rules, threshold=None, auto_threshold=False), asked
@@ -714,6 +722,8 @@ def _link_rules(
         given.pop("threshold", None)
     chosen = match_rules(source.params, source.settings, given, preset_name=preset)
     asked = None if auto else chosen.threshold or 0.0
+    if "candidates" not in given:
+        chosen = replace(chosen, candidates=max(chosen.candidates, LINK_CANDIDATES))
     return replace(chosen, threshold=None, auto_threshold=False), asked
 
 

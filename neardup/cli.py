@@ -87,7 +87,11 @@ THRESHOLD_HELP = (
 )
 
 
-def _rule_options(parser: argparse.ArgumentParser, threshold_help: str = THRESHOLD_HELP) -> None:
+def _rule_options(
+    parser: argparse.ArgumentParser,
+    threshold_help: str = THRESHOLD_HELP,
+    candidates: int = api.MatchRules().candidates,
+) -> None:
     defaults = api.MatchRules()
     _preset_option(parser)
     parser.add_argument(
@@ -100,7 +104,7 @@ def _rule_options(parser: argparse.ArgumentParser, threshold_help: str = THRESHO
     parser.add_argument(
         "--candidates",
         type=int,
-        help=f"distinct candidates a lookup fetches and measures (default: {defaults.candidates})",
+        help=f"distinct candidates a lookup fetches and measures (default: {candidates})",
     )
     parser.add_argument(
         "--first-word",
@@ -614,6 +618,7 @@ def _parser() -> argparse.ArgumentParser:
         "least similarity of a link, or auto: where the similarities of the links dip between "
         "records with a counterpart and records without (Otsu's split), else none "
         "(default: auto; 0 keeps every mutual best match)",
+        candidates=api.LINK_CANDIDATES,
     )
     link.add_argument("--json", action="store_true", help="write JSON lines")
 

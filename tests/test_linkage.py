@@ -197,6 +197,36 @@ def test_a_link_reads_the_store_once_for_all_its_batches(
     assert batched.links == whole.links and len(reads) == 1
 
 
+@pytest.mark.parametrize(
+    ("rules", "candidates"), [(None, api.LINK_CANDIDATES), ({"candidates": 7}, 7)]
+)
+def test_a_link_measures_twice_a_lookups_candidates_unless_told(
+    sqlite_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    rules: dict | None,
+    candidates: int,
+) -> None:
+    """A stored record's best match is known only among the records that found it, so a link
+    asks for more candidates than a lookup's 10, or as many as it is told."""
+    first, second, _ = two_sources(tmp_path)
+    api.index([first], sqlite_url)
+    searcher = importlib.import_module("neardup.searcher")
+    asked = []
+    looked_up = searcher.Searcher.lookup_batch
+
+    def lookup_batch(self, *args, **kwargs):
+        asked.append(self.rules.candidates)
+        return looked_up(self, *args, **kwargs)
+
+    monkeypatch.setattr(searcher.Searcher, "lookup_batch", lookup_batch)
+    api.link([second], sqlite_url, rules=rules)
+    assert asked and set(asked) == {candidates}
+    assert api.rules_for(sqlite_url).candidates == api.MatchRules().candidates == 10
+    if rules is None:
+        assert f"(default: {api.LINK_CANDIDATES})" in neardup("link", "--help").stdout
+
+
 def test_a_text_the_store_holds_twice_is_linked_once_with_its_copy_named(
     sqlite_url: str, tmp_path: Path
 ) -> None:
