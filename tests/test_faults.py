@@ -88,8 +88,10 @@ def test_a_killed_index_is_completed_by_running_it_again(tmp_path: Path, store_u
 
 
 def test_an_interrupted_index_says_one_line_and_exits_130(tmp_path: Path) -> None:
+    """Interrupted past its first batch, far from its end: a run of a few seconds on a busy
+    machine could end between the check that it runs and the signal, and exit 0."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    process = _start_index(_records(tmp_path / "records.txt"), url)
+    process = _start_index(_records(tmp_path / "records.txt", 10 * RECORDS), url)
     _after_some_batches(process, url)
     process.send_signal(signal.SIGINT)
     _, errors = process.communicate(timeout=60)
