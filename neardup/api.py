@@ -59,7 +59,7 @@ from .linkage import MutualBest
 from .output import record_writer
 from .phrases import counted
 from .progress import progress_bar
-from .readers import FORMATS, Format, Record, RecordReader, SkipLog
+from .readers import FORMATS, STDIN, Format, Record, RecordReader, SkipLog, read_once
 from .report import (
     GROUPINGS,
     Found,
@@ -183,6 +183,11 @@ def index(
         return _readers(paths, format, id_field, text_fields)
 
     if on_duplicate_id == "error":  # a first pass over the ids, so that a repeat writes nothing
+        if streams := [str(p) for p in paths if read_once(p)]:
+            raise NeardupError(
+                f"--on-duplicate-id error reads the ids first and the records after, and "
+                f"{_stream_name(streams[0])} can be read only once: give a regular file"
+            )
         check = IndexSummary()
         for reader in readers():
             for batch in batches(reader, batch_size):
@@ -290,16 +295,20 @@ def _with_bands(
     """A new store's settings with bands chosen for the length of its first records, when
     nothing chose them (see :func:`neardup.settings.default_bands`): ``sample`` records, as
     many from the start of each file (two files linked, a shop's long descriptions and
-    another's short names, are both measured). Standard input cannot be read twice, so it keeps
-    the short records' default."""
+    another's short names, are both measured). Standard input or a pipe, read once, is not
+    measured: with none other, the store keeps the short records' default."""
     if "bands" in (asked or {}):
         return asked
     texts = []
-    if "-" not in map(str, paths):
-        files = _readers(paths, format, id_field, text_fields)
+    if files := _readers([p for p in paths if not read_once(p)], format, id_field, text_fields):
         each = max(1, sample // len(files))
         texts = [r.text for reader in files for r in islice(reader, each)]
     return _bands_for(asked, normalize_batch(texts))
+
+
+def _stream_name(path: str) -> str:
+    """How an error names a file read once."""
+    return "standard input" if path == STDIN else f"{path}, a pipe or stream,"
 
 
 def _bands_for(asked: Mapping[str, object] | None, normalized: Sequence[str]) -> dict[str, object]:

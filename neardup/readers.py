@@ -12,7 +12,9 @@ import csv
 import gzip
 import io
 import json
+import os
 import re
+import stat
 import sys
 import zlib
 from collections import Counter
@@ -93,6 +95,18 @@ class SkipLog:
 STDIN = "-"  # a path that names standard input
 
 
+def read_once(path: str | Path) -> bool:
+    """Whether ``path`` can be read only once: standard input, a pipe or another stream (a
+    shell's ``<(zcat records.tsv.gz)``), not a regular file. What a second reader takes from
+    a pipe, the first never sees."""
+    if str(path) == STDIN:
+        return True
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:  # the reader says why it cannot read it
+        return False
+
+
 def detect_format(path: str | Path) -> Format:
     if str(path) == STDIN:
         return "lines"
@@ -132,13 +146,14 @@ class RecordReader:
         self.number_prefix = number_prefix  # for record-number ids, when several files are read
         self.skipped = SkipLog()
         self.damaged: str | None = None  # where and how a compressed file turned out damaged
+        self.streamed = read_once(path)  # no size, no position, no second reading
         self._raw = self._open()
         self._records = self._until_damage(self._parse())
         self._first = next(self._records, None)  # reads the header now, so field errors come first
 
     @property
     def size(self) -> int:
-        return 0 if self.stdin else self.path.stat().st_size
+        return 0 if self.streamed else self.path.stat().st_size
 
     @property
     def numbered(self) -> bool:
@@ -157,7 +172,7 @@ class RecordReader:
     @property
     def bytes_read(self) -> int:
         """How far into the file (compressed bytes for .gz) reading has gone, for progress bars."""
-        if self._raw.closed or self.stdin:
+        if self._raw.closed or self.streamed:
             return self.size
         return (
             self._raw.fileobj.tell() if isinstance(self._raw, gzip.GzipFile) else self._raw.tell()
@@ -277,10 +292,11 @@ class RecordReader:
                     done = resume + rows.line_num
                 return
             except csv.Error:
-                if self.stdin:  # what has been read from a pipe cannot be read again
+                if self.streamed:  # what has been read from a pipe cannot be read again
+                    name = "standard input" if self.stdin else str(self.path)
                     raise NeardupError(
-                        f"standard input, line {done + 1}: broken quoting (a quote that does "
-                        "not close?); neardup resumes after it only in a file"
+                        f"{name}, line {done + 1}: broken quoting (a quote that does not "
+                        "close?); neardup resumes after it only in a regular file"
                     ) from None
                 self.skipped.add(done + 1, "broken quoting (a quote that does not close?)")
                 resume = done + 1

@@ -558,6 +558,45 @@ def test_index_reads_standard_input(tmp_path: Path) -> None:
     assert [(m["id"], m["copies"]) for m in json.loads(copies.stdout)] == [("1", ["6"])]
 
 
+def _through_a_pipe(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``command`` in bash, with ``neardup`` the module and ``<(…)`` a pipe as users give one
+    (`neardup index <(zcat records.tsv.gz)`)."""
+    shell = f"{shlex.quote(sys.executable)} -m neardup.cli {command}"
+    return subprocess.run(
+        ["bash", "-c", shell], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
+
+
+def test_a_pipe_is_read_once_with_every_record(tmp_path: Path) -> None:
+    """A file given as a pipe is not a regular file: a new store's bands were chosen from its
+    first records, read by a reader of their own, and the index read what that one left (250
+    of 3,000 people, and exit 0). Read once, every record is indexed, and linked."""
+    write_corpus(tmp_path / "people.tsv", None, 3_000, kind="people", seed=4)
+    url = f"sqlite:///{tmp_path / 'piped.db'}"
+    piped = _through_a_pipe(f"index <(cat people.tsv) --format tsv --store {url}", tmp_path)
+    assert piped.returncode == 0, piped.stderr
+    assert "read 3000, indexed 3000" in piped.stderr and api_stats(url)["documents"] == 3_000
+    fresh = f"sqlite:///{tmp_path / 'linked.db'}"
+    linked = _through_a_pipe(
+        f"link people.tsv <(cat people.tsv) --format tsv --store {fresh} --json", tmp_path
+    )
+    assert linked.returncode == 0, linked.stderr
+    assert "between 3,000 records and the store's 3,000" in linked.stderr
+    assert len(linked.stdout.splitlines()) > 2_900
+
+
+@pytest.mark.parametrize("given", ["-", "<(cat people.tsv)"])
+def test_ids_checked_before_writing_need_a_file_read_twice(tmp_path: Path, given: str) -> None:
+    """`--on-duplicate-id error` reads the ids first: from standard input or a pipe, the
+    records would be gone by the second reading (a traceback, before)."""
+    write_corpus(tmp_path / "people.tsv", None, 100, kind="people", seed=4)
+    url = f"sqlite:///{tmp_path / 'once.db'}"
+    command = f"index {given} --format tsv --store {url} --on-duplicate-id error"
+    refused = _through_a_pipe(f"{command} < people.tsv", tmp_path)
+    assert_user_error(refused, "can be read only once: give a regular file")
+    assert not (tmp_path / "once.db").exists()
+
+
 def test_batch_commands_keep_freed_memory_and_the_service_gives_it_back(
     monkeypatch: pytest.MonkeyPatch, records: Path, tmp_path: Path
 ) -> None:
