@@ -96,7 +96,7 @@ from .settings import (
     rule_sources,
     threshold_choice,
 )
-from .stores import DEFAULT_STORE_URL, Store, id_problem, open_store
+from .stores import DEFAULT_STORE_URL, Store, embedded_file, id_problem, open_store
 from .stores.base import ParamsRequest
 from .tuning import (
     MIN_CANDIDATES,
@@ -129,6 +129,7 @@ __all__ = [  # what the CLI and the service use besides the functions
     "FingerprintParams",
     "MatchRules",
     "clusters",
+    "embedded_file",
 ]
 
 StoreRef = Store | str | None

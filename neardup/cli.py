@@ -482,16 +482,43 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse an output file that cannot be written before any work: a report of a large store
-    should not end, minutes later, in an error about a file beside it."""
-    for path in filter(None, (getattr(args, "output", None), getattr(args, "html", None))):
+    should not end, minutes later, in an error about a file beside it. Nor one the command
+    reads: `report -o neardup.db` replaced the store with its pairs."""
+    outputs = ("output", "html", "plot", *(("truth",) if args.command == "generate" else ()))
+    written = [path for path in (getattr(args, name, None) for name in outputs) if path]
+    if len({Path(path).resolve() for path in written}) < len(written):
+        raise NeardupError(f"cannot write {' and '.join(written)}: they name one file")
+    for path in written:
         target = Path(path)
         folder = target.parent if str(target.parent) else Path(".")
         if target.is_dir():
             raise NeardupError(f"cannot write {path}: it is a folder")
+        if read := next((name for f, name in _files_read(args) if _same_file(target, f)), None):
+            raise NeardupError(f"cannot write {path}: it is {read}, which the command reads")
         if not folder.is_dir():
             raise NeardupError(f"cannot write {path}: no folder {folder}")
         if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
             raise NeardupError(f"cannot write {path}: permission denied")
+
+
+def _files_read(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The files a command reads, each with how an error names it: its record, id, truth and
+    report files, and its store's."""
+    read = [*(getattr(args, "files", None) or [])]
+    read += [getattr(args, name, None) for name in ("file", "report")]
+    if args.command == "eval":
+        read.append(args.truth)
+    named = [(path, path) for path in read if path]
+    if "store" in args and args.command != "demo" and (store := api.embedded_file(args.store)):
+        named.append((store, f"the store {store}"))
+    return named
+
+
+def _same_file(target: Path, read: str) -> bool:
+    try:
+        return target.samefile(read)
+    except OSError:  # either does not exist
+        return False
 
 
 @contextmanager

@@ -597,6 +597,32 @@ def test_ids_checked_before_writing_need_a_file_read_twice(tmp_path: Path, given
     assert not (tmp_path / "once.db").exists()
 
 
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ("report --store sqlite:///store.db -o store.db", "it is the store store.db"),
+        ("report --store store.db --html ./store.db", "it is the store store.db"),
+        ("report -o store.db", "store.db, which the command reads"),  # $NEARDUP_STORE
+        ("lookup --store store.db --file people.tsv -o people.tsv", "it is people.tsv"),
+        ("dedup people.tsv --store store.db -o ./people.tsv", "it is people.tsv"),
+        ("link people.tsv --store store.db -o people.tsv", "it is people.tsv"),
+        ("eval --store store.db --truth truth.tsv --report truth.tsv --plot truth.tsv", "truth"),
+        ("generate 10 -o new.tsv --truth ./new.tsv", "they name one file"),
+    ],
+)
+def test_an_output_is_never_a_file_the_command_reads(
+    tmp_path: Path, command: str, message: str
+) -> None:
+    """A typo in `-o` replaced the store with a report, or a record file with its lookups:
+    refused in one line, before anything is read or written."""
+    write_corpus(tmp_path / "people.tsv", tmp_path / "truth.tsv", 200, kind="people", seed=4)
+    env = {"NEARDUP_STORE": f"sqlite:///{tmp_path / 'store.db'}"}
+    assert neardup("index", "people.tsv", cwd=tmp_path, env=env).returncode == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert_user_error(neardup(*shlex.split(command), cwd=tmp_path, env=env), message)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+
+
 def test_batch_commands_keep_freed_memory_and_the_service_gives_it_back(
     monkeypatch: pytest.MonkeyPatch, records: Path, tmp_path: Path
 ) -> None:

@@ -55,6 +55,18 @@ def is_embedded(url: str) -> bool:
     return urlsplit(store_url(url)).scheme == "sqlite"
 
 
+def embedded_file(url: str | None = None) -> str | None:
+    """The file of the embedded store ``url`` names (the default store's, without one); None
+    for a server's store."""
+    url = store_url(url or default_store_url())
+    if not is_embedded(url):
+        return None
+    path = url[len("sqlite://") :]
+    if not path.startswith("/") or len(path) == 1:
+        raise NeardupError(f"a SQLite store URL looks like sqlite:///path/to/file.db, not {url!r}")
+    return path[1:]
+
+
 def _engine(name: str) -> ModuleType:
     """The store module of one engine, imported on first use (its client takes time to load)."""
     try:
@@ -75,15 +87,10 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
     """
     url = store_url(url or default_store_url())
     scheme = urlsplit(url).scheme
-    if is_embedded(url):
+    if path := embedded_file(url):
         from .sqlite import SQLiteStore
 
-        path = url[len("sqlite://") :]
-        if not path.startswith("/") or len(path) == 1:
-            raise NeardupError(
-                f"a SQLite store URL looks like sqlite:///path/to/file.db, not {url!r}"
-            )
-        return SQLiteStore(path[1:], create=create)
+        return SQLiteStore(path, create=create)
     if scheme in ("solr", "solr+https", "solr+zk"):
         return _engine("solr").SolrStore(url, create=create)
     if scheme in ("elasticsearch", "elasticsearch+https"):
