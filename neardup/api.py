@@ -614,7 +614,7 @@ def lookup_file(
 LINK_BATCH = 10_000
 # Each record's candidates in a link, unless asked otherwise: a lookup's 10 ranked by shared
 # tokens miss some records' true counterpart, and a stored record's best match is known only
-# among the records that found it. On the 12 public sets of two sources 20 raises F1 on 8 and
+# among the records that found it. On the 12 public sets of two sources 20 raises F1 on 9 and
 # lowers none (Abt-Buy 0.620 -> 0.644, IMDB-TVDB 0.453 -> 0.473), for 1.3-1.6 times the time;
 # 30 gains at most 0.015 more for twice the time (benchmarks/README.md, "Linking two sources").
 LINK_CANDIDATES = 20
