@@ -428,21 +428,29 @@ def _serve(args: argparse.Namespace) -> int:
     key = api.check_api_key(
         args.api_key if args.api_key is not None else os.environ.get("NEARDUP_API_KEY")
     )
-    print(
-        f"neardup serves {args.store or api.DEFAULT_STORE_URL} on http://{args.host}:{args.port}"
-        f"{' (API key required)' if key else ''}",
-        file=sys.stderr,
-    )
-    if key is None and not _loopback(args.host):
+
+    def listening() -> None:
         print(
-            f"neardup: warning: {args.host} is reachable from other machines and no API key is "
-            "set: anyone who reaches the port can read and change the store (--api-key)",
+            f"neardup serves {args.store or api.DEFAULT_STORE_URL} on "
+            f"http://{_in_url(args.host)}:{args.port}{' (API key required)' if key else ''}",
             file=sys.stderr,
         )
+        if key is None and not _loopback(args.host):
+            print(
+                f"neardup: warning: {args.host} is reachable from other machines and no API key "
+                "is set: anyone who reaches the port can read and change the store (--api-key)",
+                file=sys.stderr,
+            )
+
     from .service import serve  # here: the service's dependencies load only for the service
 
-    serve(args.store, host=args.host, port=args.port, api_key=key)
+    serve(args.store, host=args.host, port=args.port, api_key=key, listening=listening)
     return 0
+
+
+def _in_url(host: str) -> str:
+    """``host`` as a URL writes it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
 
 
 def _loopback(host: str) -> bool:

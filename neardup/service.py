@@ -17,6 +17,8 @@ over the size limit, 503 a store that cannot be reached.
 from __future__ import annotations
 
 import hmac
+import os
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -147,12 +149,28 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     api_key: str | None = None,
+    listening: Callable[[], None] | None = None,
 ) -> None:
     """Serve the HTTP API over ``store`` until interrupted; its OpenAPI documentation is at
-    /docs."""
+    /docs. The port is taken first, and ``listening`` called once it is: a port in use is a
+    NeardupError, before anything says the service runs."""
     import uvicorn  # here: only a running service needs the server
 
-    uvicorn.run(create_app(store, api_key=api_key), host=host, port=port, log_level="warning")
+    taken = _listen(host, port)
+    if listening:
+        listening()
+    app = create_app(store, api_key=api_key)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[taken])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` (an IPv4 or IPv6 address or a name) and listening."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise NeardupError(f"cannot listen on {host}:{port}: {reason}") from None
 
 
 def create_app(

@@ -723,12 +723,24 @@ def test_serve_warns_when_other_machines_can_reach_it_without_a_key(
     flags: list[str], warned: bool, monkeypatch
 ) -> None:
     monkeypatch.delenv("NEARDUP_API_KEY", raising=False)
-    monkeypatch.setattr("neardup.service.serve", lambda *args, **kwargs: None)
+    monkeypatch.setattr("neardup.service.serve", lambda *args, listening, **kwargs: listening())
     result = neardup("serve", *flags)
     assert result.returncode == 0
     assert ("anyone who reaches the port can read and change the store" in result.stderr) == warned
+    assert ("http://[::1]:8000" in result.stderr) == ("::1" in flags)  # an IPv6 URL's brackets
     keyed = neardup("serve", "--host", "0.0.0.0", "--api-key", "k")
     assert "warning" not in keyed.stderr
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line() -> None:
+    """The port is taken before the service says it serves: uvicorn's own log line and exit
+    code 3 came after `neardup serves … on …`."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = neardup("serve", "--port", str(port))
+    assert_user_error(result, f"cannot listen on 127.0.0.1:{port}: Address already in use")
 
 
 def test_serve_refuses_an_empty_api_key() -> None:
