@@ -264,7 +264,13 @@ def choose_link_threshold(histogram: np.ndarray) -> ThresholdChoice:
     those links lie below the links of records that have one: the histogram dips between
     the two kinds, and Otsu's split of it is the threshold when it passes the tests of a hump
     above a valley and dips there, as each content's nearest similarity is read
-    (:func:`choose_threshold`). With no dip, every mutual best match is a link (0)."""
+    (:func:`choose_threshold`). With no dip, every mutual best match is a link (0), and with
+    fewer than MIN_CANDIDATES links (a few records linked at a time) there is none to read:
+    the reason says so, so that a caller of a single record knows to give a threshold."""
+    links = int(np.sum(histogram))
+    if links < MIN_CANDIDATES:
+        few = f"{counted(links, 'link')}, too few to read a threshold from: every one kept"
+        return ThresholdChoice(0.0, False, few)
     if split := _split_where_it_dips(histogram):
         return ThresholdChoice(split / len(histogram), True, LINKS_SPLIT)
     return ThresholdChoice(0.0, False, "no dip in the links' similarities: every one kept")

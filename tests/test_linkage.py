@@ -144,6 +144,9 @@ def test_links_that_do_not_dip_are_all_kept() -> None:
     two_kinds = np.r_[humps.normal(0.35, 0.06, 300), humps.normal(0.85, 0.06, 200)].clip(0, 1)
     read = choose_link_threshold(similarity_histogram(two_kinds))
     assert read.from_data and read.reason == LINKS_SPLIT and 0.5 < read.threshold < 0.7
+    few = choose_link_threshold(similarity_histogram(np.array([0.15, 0.9, 0.95])))
+    assert (few.threshold, few.from_data) == (0.0, False)
+    assert few.reason == "3 links, too few to read a threshold from: every one kept"
 
 
 def test_linking_to_an_empty_store_or_three_files_is_refused(
