@@ -1268,29 +1268,56 @@ def dedup(
         )
     with opened(store) as source:
         groups = clusters(report(source, preset=preset, rules=rules), grouping)
-        length = {}
-        if keep == "longest":
-            stored = source.get([member for group in groups for member in group])
-            length = {i: len(r.content) for i, r in stored.items()}
+        stored = source.get([member for group in groups for member in group])
+    grouped = {i: r.content for i, r in stored.items()}
     removed: set[str] = set()
     for group in groups:
-        kept = max(group, key=lambda i: length.get(i, 0)) if keep == "longest" else group[0]
+        longest = max(group, key=lambda i: len(grouped.get(i, "")))
+        kept = longest if keep == "longest" else group[0]
         removed.update(member for member in group if member != kept)
     summary = DedupSummary(groups=len(groups), keep=keep, skipped=reader.skipped)
     write = record_writer(written_as, reader.fields, out)
-    for record in reader:
-        summary.read += 1
-        if record.id in removed:
-            summary.removed += 1
-            continue
-        write(record)
-        summary.written += 1
+    misread: dict[str, int] = {}  # ids read with a text the store does not hold: first line
+    read_as_held: set[str] = set()
+    for batch in batches(reader, DEFAULT_BATCH_SIZE):
+        other = _other_texts(batch, grouped)
+        for place, record in enumerate(batch):
+            summary.read += 1
+            if place in other:  # not the record the store's groups are of: written as it is
+                misread.setdefault(record.id, record.line)
+            elif record.id in grouped:
+                read_as_held.add(record.id)
+                if record.id in removed:
+                    summary.removed += 1
+                    continue
+            write(record)
+            summary.written += 1
+    if stray := sorted((line, i) for i, line in misread.items() if i not in read_as_held):
+        line, record_id = stray[0]
+        raise NeardupError(
+            f"{path}, line {line}: the store holds another text under the id {record_id!r}: "
+            "dedup the file the store was indexed from (with its --format, --id-field and "
+            "--text-field), or index this one"
+        )
     if removed and not summary.removed:
         raise NeardupError(
             f"none of the records of {path} are in the store's groups: read it with the "
             "settings it was indexed with (--format, --id-field)"
         )
     return summary
+
+
+def _other_texts(records: list[Record], contents: Mapping[str, str]) -> set[int]:
+    """The places in ``records`` of those whose text is not the content the store holds under
+    their id (``contents``, of the records in its groups): a record a later one of the same id
+    replaced in the store, or a file other than the one indexed, or edited since."""
+    held = [place for place, record in enumerate(records) if record.id in contents]
+    normalized = normalize_batch([records[place].text for place in held])
+    return {
+        place
+        for place, content in zip(held, normalized, strict=True)
+        if content != contents[records[place].id]
+    }
 
 
 def delete(ids: Sequence[str], store: StoreRef = None) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from neardup import api
-from tests.runner import neardup
+from tests.runner import assert_user_error, neardup
 
 LISTINGS = """\
 sku,title,description,price
@@ -112,6 +112,35 @@ def test_a_file_read_with_other_settings_is_an_error_and_writes_nothing(folder: 
     assert result.returncode == 2
     assert "read it with the settings it was indexed with" in result.stderr
     assert not (folder / "kept.csv").exists()
+
+
+def test_a_file_other_than_the_one_indexed_is_refused_and_writes_nothing(folder: Path) -> None:
+    """Another day's file numbers its listings with the same skus: the store's groups are of
+    other texts, and removing its records by their ids alone would drop listings that have no
+    copy. Nothing is written."""
+    other = LISTINGS.replace("Art's Deli", "Bella Napoli Trattoria", 1)
+    (folder / "other.csv").write_text(other, encoding="utf-8")
+    result = neardup("dedup", "other.csv", "--id-field", "sku", *TEXT, "-o", "kept.csv",
+                     cwd=folder, env=ENV)  # fmt: skip
+    assert_user_error(result, "other.csv, line 2: the store holds another text under the id")
+    assert not (folder / "kept.csv").exists()
+
+
+def test_a_record_a_repeated_id_replaced_in_the_store_is_written_as_it_is(tmp_path: Path) -> None:
+    """The store holds the last record of a repeated id: the earlier one is no record of its
+    groups, so it is written as it is, and the file is still the one indexed."""
+    (tmp_path / "shops.tsv").write_text(
+        "id\ttext\n1\tGolden Lotus Dim Sum Grant Ave\n1\tThai Orchid Kitchen 58 Elm Street\n"
+        "2\tThai Orchid Kitchen 58 Elm St\n3\tArt's Deli Ventura Blvd\n"
+    )
+    assert neardup("index", "shops.tsv", cwd=tmp_path, env=ENV).returncode == 0
+    result = neardup("dedup", "shops.tsv", "--threshold", "0.3", cwd=tmp_path, env=ENV)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[1:] == [
+        "1\tGolden Lotus Dim Sum Grant Ave",
+        "1\tThai Orchid Kitchen 58 Elm Street",
+        "3\tArt's Deli Ventura Blvd",
+    ]
 
 
 def test_the_summary_counts_one_group_in_the_singular() -> None:
