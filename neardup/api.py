@@ -1207,12 +1207,22 @@ def record_texts(
     format: Format | None = None,
     id_field: str | None = None,
     text_fields: Sequence[str] = (),
+    store: StoreRef = None,
 ) -> dict[str, str]:
     """The texts of some records as a file has them (not normalised), by id: for reports that
-    people read. Only the ``ids`` asked for are kept in memory."""
+    people read. Only the ``ids`` asked for are kept in memory. With ``store``, each is checked
+    against the content the store holds under its id: another file's texts beside a report's
+    pairs would show records it never compared."""
     wanted = set(ids)
     reader = _readers([path], format, id_field, text_fields)[0]
-    return {r.id: r.text for r in reader if r.id in wanted}
+    read = {r.id: r for r in reader if r.id in wanted}  # the last of a repeated id, as stored
+    if store is not None:
+        with opened(store) as source:
+            held = {i: r.content for i, r in source.get(sorted(read)).items()}
+        records = [r for r in read.values() if r.id in held]
+        if other := _other_texts(records, held):
+            raise _another_text(path, records[min(other)])
+    return {i: r.text for i, r in read.items()}
 
 
 KEEPS = ("first", "longest")
@@ -1294,17 +1304,22 @@ def dedup(
             summary.written += 1
     if stray := sorted((line, i) for i, line in misread.items() if i not in read_as_held):
         line, record_id = stray[0]
-        raise NeardupError(
-            f"{path}, line {line}: the store holds another text under the id {record_id!r}: "
-            "dedup the file the store was indexed from (with its --format, --id-field and "
-            "--text-field), or index this one"
-        )
+        raise _another_text(path, Record(record_id, "", line))
     if removed and not summary.removed:
         raise NeardupError(
             f"none of the records of {path} are in the store's groups: read it with the "
             "settings it was indexed with (--format, --id-field)"
         )
     return summary
+
+
+def _another_text(path: str | Path, record: Record) -> NeardupError:
+    """The error of a file whose ``record`` is not the text the store holds under its id."""
+    return NeardupError(
+        f"{path}, line {record.line}: the store holds another text under the id {record.id!r}: "
+        "give the file the store was indexed from (with its --format, --id-field and "
+        "--text-field), or index this one"
+    )
 
 
 def _other_texts(records: list[Record], contents: Mapping[str, str]) -> set[int]:

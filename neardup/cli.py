@@ -265,6 +265,7 @@ def _report(args: argparse.Namespace) -> int:
             (i for p in pairs for i in (p.left_id, p.right_id)),
             id_field=args.id_field,
             text_fields=args.text_fields,
+            store=args.store,
         )
     # An exact report applies the store's threshold and keeps no histogram of its own.
     measured = None if args.exact else api.last_report(args.store)

@@ -246,6 +246,18 @@ def test_report_with_the_records_own_texts(indexed: str, records: Path) -> None:
     assert all(text == own[record_id] for _, _, record_id, _, _, text in rows[1:])
 
 
+def test_report_refuses_the_texts_of_another_file(indexed: str, tmp_path: Path) -> None:
+    """Another file's texts under the same ids would show, beside each pair, records the
+    report never compared: refused in one line, nothing written."""
+    first, rest = RECORDS.split("\n", 1)
+    other = tmp_path / "other.txt"
+    other.write_text(f"{first.split(' ', 1)[0]} Golden Lotus Dim Sum 1209 Grant Ave\n{rest}")
+    page = tmp_path / "pairs.html"
+    refused = neardup("report", "--store", indexed, "--texts-from", str(other), "--html", str(page))
+    assert_user_error(refused, "other.txt, line 1: the store holds another text under the id '1'")
+    assert not page.exists()
+
+
 def test_report_rules(indexed: str) -> None:
     result = neardup("report", "--store", indexed, "--max-edit-distance", "0")
     assert [line.split("\t")[:2] for line in result.stdout.splitlines()[1:]] == [["1", "6"]]
