@@ -154,12 +154,14 @@ def test_ids_and_texts_that_are_not_unicode_are_skipped_by_name(tmp_path: Path) 
         Record("1", "a fine text"),
         Record("half\ud800", "an id that is not Unicode"),
         Record("2", "a text \udfff that is not Unicode"),
+        Record("a\0b", "an id SQLite would not find again"),
     ]
     added = api.add(records, url)
     assert added.added == ["1"]
     assert added.skipped == {
         "half\ud800": "id holds half of a surrogate pair",
         "2": "text holds half of a surrogate pair",
+        "a\0b": "id holds a NUL character",
     }
     with pytest.raises(InvalidText, match=r"'a text \\udfff' is not Unicode text"):
         api.lookup(url, text="a text \udfff")

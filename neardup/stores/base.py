@@ -60,6 +60,8 @@ def id_problem(record_id: str) -> str | None:
         return "empty id"
     if holds_surrogates(record_id):
         return "id holds half of a surrogate pair"
+    if "\0" in record_id:  # SQLite's text functions end a string there: lost from the id on
+        return "id holds a NUL character"
     if len(record_id.encode("utf-8")) > MAX_ID_BYTES:
         return f"id longer than {MAX_ID_BYTES} bytes"
     return None
