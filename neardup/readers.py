@@ -367,8 +367,9 @@ class RecordReader:
         if not self.automatic_text:
             return None
         left = ", ".join(f"{name} ({kind})" for name, kind in self.left_out.items())
+        name = "standard input" if self.stdin else self.path if self.streamed else self.path.name
         return (
-            f"{self.path.name}: text from {', '.join(self.text_fields)}"
+            f"{name}: text from {', '.join(self.text_fields)}"
             + (f"; left out {left}" if left else "")
             + " (--text-field chooses)"
         )
