@@ -122,9 +122,9 @@ class IndexSummary:
         )
         lines = [*self.text, self.checked, narrowed]
         return "".join(f"{line}\n" for line in lines if line) + (
-            f"read {self.read}, indexed {self.indexed}, skipped {self.skipped.summary()}"
+            f"read {self.read:,}, indexed {self.indexed:,}, skipped {self.skipped.summary()}"
             f"{repeated}; {self.seconds:.1f} s ({rate:,.0f} records/s); "
-            f"store holds {self.documents}"
+            f"store holds {self.documents:,}"
         )
 
     def as_dict(self) -> dict[str, object]:

@@ -87,9 +87,9 @@ class SkipLog:
     def summary(self) -> str:
         if not self.total:
             return "none"
-        counts = ", ".join(f"{n} {reason}" for reason, n in self.reasons.most_common())
+        counts = ", ".join(f"{n:,} {reason}" for reason, n in self.reasons.most_common())
         lines = ", ".join(f"line {line} ({reason})" for line, reason in self.examples)
-        return f"{self.total} ({counts}); first: {lines}"
+        return f"{self.total:,} ({counts}); first: {lines}"
 
 
 STDIN = "-"  # a path that names standard input

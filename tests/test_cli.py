@@ -587,7 +587,7 @@ def test_a_pipe_is_read_once_with_every_record(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'piped.db'}"
     piped = _through_a_pipe(f"index <(cat people.tsv) --format tsv --store {url}", tmp_path)
     assert piped.returncode == 0, piped.stderr
-    assert "read 3000, indexed 3000" in piped.stderr and api_stats(url)["documents"] == 3_000
+    assert "read 3,000, indexed 3,000" in piped.stderr and api_stats(url)["documents"] == 3_000
     assert piped.stderr.startswith("/dev/fd/")  # the pipe named whole, not as "63"
     fresh = f"sqlite:///{tmp_path / 'linked.db'}"
     linked = _through_a_pipe(
