@@ -1286,7 +1286,8 @@ def dedup(
         kept = longest if keep == "longest" else group[0]
         removed.update(member for member in group if member != kept)
     summary = DedupSummary(groups=len(groups), keep=keep, skipped=reader.skipped)
-    write = record_writer(written_as, reader.fields, out)
+    # A csv file's own delimiter, when it is written back as csv (a semicolon's stays).
+    write = record_writer(written_as, reader.fields, out, reader.delimiter)
     misread: dict[str, int] = {}  # ids read with a text the store does not hold: first line
     read_as_held: set[str] = set()
     for batch in batches(reader, DEFAULT_BATCH_SIZE):

@@ -126,15 +126,18 @@ def _safe_cells(row: Iterable[object]) -> list[object]:
     return [spreadsheet_safe(cell) if isinstance(cell, str) else cell for cell in row]
 
 
-def record_writer(format: Format, fields: Sequence[str], out: IO[str]) -> Callable[[Record], None]:
+def record_writer(
+    format: Format, fields: Sequence[str], out: IO[str], delimiter: str = ","
+) -> Callable[[Record], None]:
     """Writes records back in their file's format, every field as it was read: ``fields`` is
-    the header of a tsv or csv file (written before the first record)."""
+    the header of a tsv or csv file (written before the first record), ``delimiter`` a csv
+    file's."""
     if format == "lines":
         return lambda record: out.write(f"{record.id} {record.text}\n")
     if format == "jsonl":
         return lambda record: out.write(json.dumps(record.values, ensure_ascii=False) + "\n")
     cells = (
-        csv.writer(out).writerow
+        csv.writer(out, delimiter=delimiter).writerow
         if format == "csv"
         else lambda row: out.write("\t".join(row) + "\n")
     )

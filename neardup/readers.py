@@ -107,6 +107,17 @@ def read_once(path: str | Path) -> bool:
         return False
 
 
+def csv_delimiter(header: str) -> str:
+    """The delimiter of a CSV file, read from its header line: a semicolon where commas make
+    one field of it and semicolons several (spreadsheets export CSV so where the comma is the
+    decimal separator), else a comma."""
+
+    def fields(delimiter: str) -> int:
+        return len(next(csv.reader([header], delimiter=delimiter), []))
+
+    return ";" if fields(",") == 1 and fields(";") > 1 else ","
+
+
 def detect_format(path: str | Path) -> Format:
     if str(path) == STDIN:
         return "lines"
@@ -147,6 +158,7 @@ class RecordReader:
         self.skipped = SkipLog()
         self.damaged: str | None = None  # where and how a compressed file turned out damaged
         self.streamed = read_once(path)  # no size, no position, no second reading
+        self.delimiter = "\t" if self.format == "tsv" else ","  # a csv file's: read from its header
         self._raw = self._open()
         self._records = self._until_damage(self._parse())
         self._first = next(self._records, None)  # reads the header now, so field errors come first
@@ -284,7 +296,12 @@ class RecordReader:
             )
             for _ in range(resume):
                 text.readline()
-            rows = csv.reader(text, strict=True)
+            lines: Iterator[str] = text
+            if not resume:  # the header, read first, tells the delimiter
+                header = text.readline()
+                self.delimiter = csv_delimiter(header)
+                lines = chain([header], text)
+            rows = csv.reader(lines, delimiter=self.delimiter, strict=True)
             done = resume  # lines read before the next row
             try:
                 for row in rows:
@@ -363,16 +380,20 @@ class RecordReader:
             self.left_out.clear()  # nothing would be left: keep every field
 
     def fields_chosen(self) -> str | None:
-        """What the text is made of, when neardup chose it, for the summary."""
-        if not self.automatic_text:
+        """What neardup chose in reading the file, for the summary: a csv file's semicolons,
+        and what the text is made of, when no text field was named."""
+        chosen = [f"fields separated by {self.delimiter!r}"] if self.delimiter == ";" else []
+        if self.automatic_text:
+            left = ", ".join(f"{name} ({kind})" for name, kind in self.left_out.items())
+            chosen.append(
+                f"text from {', '.join(self.text_fields)}"
+                + (f"; left out {left}" if left else "")
+                + " (--text-field chooses)"
+            )
+        if not chosen:
             return None
-        left = ", ".join(f"{name} ({kind})" for name, kind in self.left_out.items())
         name = "standard input" if self.stdin else self.path if self.streamed else self.path.name
-        return (
-            f"{name}: text from {', '.join(self.text_fields)}"
-            + (f"; left out {left}" if left else "")
-            + " (--text-field chooses)"
-        )
+        return f"{name}: {'; '.join(chosen)}"
 
     def _check_fields(self, names: list[str], where: str) -> None:
         self.fields = names

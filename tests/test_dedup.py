@@ -143,6 +143,18 @@ def test_a_record_a_repeated_id_replaced_in_the_store_is_written_as_it_is(tmp_pa
     ]
 
 
+def test_a_file_separated_by_semicolons_is_written_back_with_them(tmp_path: Path) -> None:
+    (tmp_path / "shop.csv").write_text(LISTINGS.replace(",", ";"), encoding="utf-8")
+    indexed = neardup("index", "shop.csv", "--id-field", "sku", cwd=tmp_path, env=ENV)
+    assert "shop.csv: fields separated by ';'" in indexed.stderr
+    result = neardup("dedup", "shop.csv", "--id-field", "sku", "-o", "kept.csv", cwd=tmp_path,
+                     env=ENV)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    kept = (tmp_path / "kept.csv").read_text(encoding="utf-8").splitlines()
+    assert kept[0] == "sku;title;description;price" and len(kept) == 4
+    assert all(line.count(";") == 3 for line in kept)
+
+
 def test_the_summary_counts_one_group_in_the_singular() -> None:
     summary = api.DedupSummary(read=3, written=2, removed=1, groups=1)
     assert summary.describe().startswith("read 3, wrote 2, removed 1 near-duplicate from 1 group (")

@@ -305,6 +305,28 @@ def test_without_named_text_fields_urls_and_times_of_day_are_left_out(tmp_path: 
     assert reader.fields_chosen() is None
 
 
+def test_a_csv_file_separated_by_semicolons_is_read_by_its_fields(tmp_path: Path) -> None:
+    """Spreadsheets export CSV with semicolons where the comma is the decimal separator: read
+    with commas, the header was one field and each whole line the text. A comma inside a field
+    of such a file, or a semicolon inside a comma file's, is a character like any other."""
+    semicolons = (
+        'sku;title;price\n12345;Art\'s Deli, Studio City;10,50\n12346;"Bella; Napoli";9,90\n'
+    )
+    records, reader = read(write(tmp_path / "shop.csv", semicolons), id_field="sku")
+    assert [(r.id, r.text) for r in records] == [
+        ("12345", "Art's Deli, Studio City 10,50"),
+        ("12346", "Bella; Napoli 9,90"),
+    ]
+    assert reader.delimiter == ";"
+    assert reader.fields_chosen() == (
+        "shop.csv: fields separated by ';'; text from title, price (--text-field chooses)"
+    )
+    commas = 'sku,title\n1,"Art\'s Deli; Studio City"\n'
+    records, reader = read(write(tmp_path / "commas.csv", commas), id_field="sku")
+    assert [(r.id, r.text) for r in records] == [("1", "Art's Deli; Studio City")]
+    assert reader.delimiter == ","
+
+
 def test_a_file_of_nothing_but_urls_keeps_them(tmp_path: Path) -> None:
     records, reader = read(
         write(tmp_path / "a.jsonl", '{"id": "1", "link": "https://x.example/a"}\n')
