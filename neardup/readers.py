@@ -8,6 +8,7 @@ is an error raised when the reader is opened, before anything is written.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import io
@@ -93,6 +94,8 @@ class SkipLog:
 
 
 STDIN = "-"  # a path that names standard input
+_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+_UTF32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
 
 
 def read_once(path: str | Path) -> bool:
@@ -160,6 +163,7 @@ class RecordReader:
         self.streamed = read_once(path)  # no size, no position, no second reading
         self.delimiter = "\t" if self.format == "tsv" else ","  # a csv file's: read from its header
         self._raw = self._open()
+        self._refuse_other_encodings()
         self._records = self._until_damage(self._parse())
         self._first = next(self._records, None)  # reads the header now, so field errors come first
 
@@ -210,6 +214,22 @@ class RecordReader:
 
     def close(self) -> None:
         self._raw.close()
+
+    def _refuse_other_encodings(self) -> None:
+        """A file that starts with a UTF-16 or UTF-32 byte order mark (a spreadsheet's "Unicode
+        text") in one line, where its lines would be skipped one by one as undecodable."""
+        try:
+            start = self._raw.peek(4)[:4]  # type: ignore[attr-defined]
+        except (OSError, EOFError, zlib.error):  # a damaged .gz is counted as it is read
+            return
+        boms = {"UTF-32": _UTF32_BOMS, "UTF-16": _UTF16_BOMS}  # UTF-32's begin as UTF-16's
+        marked = (name for name, marks in boms.items() if start.startswith(marks))
+        if encoding := next(marked, None):
+            name = "standard input" if self.stdin else self.path
+            raise NeardupError(
+                f"{name} is {encoding} (it starts with its byte order mark); neardup reads "
+                "UTF-8: save it as UTF-8 (a spreadsheet's CSV UTF-8)"
+            )
 
     def _open(self) -> IO[bytes]:
         if self.stdin:

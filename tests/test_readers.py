@@ -1,3 +1,4 @@
+import codecs
 import gzip
 import json
 import re
@@ -8,7 +9,7 @@ import pytest
 from neardup import api
 from neardup.errors import NeardupError
 from neardup.readers import Record, RecordReader, detect_format
-from tests.runner import neardup
+from tests.runner import assert_user_error, neardup
 
 
 def write(path: Path, data: str | bytes) -> Path:
@@ -325,6 +326,31 @@ def test_a_csv_file_separated_by_semicolons_is_read_by_its_fields(tmp_path: Path
     records, reader = read(write(tmp_path / "commas.csv", commas), id_field="sku")
     assert [(r.id, r.text) for r in records] == [("1", "Art's Deli; Studio City")]
     assert reader.delimiter == ","
+
+
+@pytest.mark.parametrize(
+    ("name", "encoding", "said"),
+    [
+        ("a.tsv", "utf-16", "UTF-16"),
+        ("a.txt", "utf-16-be", "UTF-16"),
+        ("a.csv", "utf-32", "UTF-32"),
+    ],
+)
+def test_a_file_in_utf16_or_utf32_is_one_error_before_anything_is_written(
+    tmp_path: Path, name: str, encoding: str, said: str
+) -> None:
+    """A spreadsheet's "Unicode text" is UTF-16: a lines file of it was indexed as nothing,
+    every line skipped as undecodable, with exit status 0."""
+    text = "id\ttext\n1\tArt's Deli\n" if name.endswith(".tsv") else "1 Art's Deli\n"
+    if name.endswith(".csv"):
+        text = "id,text\n1,Art's Deli\n"
+    data = text.encode(encoding)
+    if encoding == "utf-16-be":  # a byte order mark of its own, as Windows writes it
+        data = codecs.BOM_UTF16_BE + data
+    write(tmp_path / name, data)
+    refused = neardup("index", name, "--store", "s.db", cwd=tmp_path)
+    assert_user_error(refused, f"{name} is {said} (it starts with its byte order mark)")
+    assert not (tmp_path / "s.db").exists()
 
 
 def test_a_file_of_nothing_but_urls_keeps_them(tmp_path: Path) -> None:
