@@ -59,7 +59,16 @@ from .linkage import MutualBest
 from .output import record_writer
 from .phrases import counted
 from .progress import progress_bar
-from .readers import FORMATS, STDIN, Format, Record, RecordReader, SkipLog, read_once
+from .readers import (
+    FORMATS,
+    STDIN,
+    Format,
+    Record,
+    RecordReader,
+    SkipLog,
+    read_once,
+    standard_input,
+)
 from .report import (
     GROUPINGS,
     Found,
@@ -130,6 +139,7 @@ __all__ = [  # what the CLI and the service use besides the functions
     "MatchRules",
     "clusters",
     "embedded_file",
+    "standard_input",
 ]
 
 StoreRef = Store | str | None

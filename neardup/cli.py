@@ -216,7 +216,7 @@ def _lookup(args: argparse.Namespace) -> int:
         records = len({record_id for record_id, _ in found})
         print(f"{records} records have stored duplicates ({len(found)} lines)", file=sys.stderr)
         return 0 if found else NOTHING_FOUND
-    text = sys.stdin.read() if args.text == "-" else args.text
+    text = api.standard_input().read() if args.text == "-" else args.text
     matches = api.lookup(
         args.store, id=args.id, text=text, collapse=args.collapse_copies, **_rules(args)
     )
@@ -248,7 +248,7 @@ def _link(args: argparse.Namespace) -> int:
 @command("explain")
 def _explain(args: argparse.Namespace) -> int:
     """Show why two records are or are not near-duplicates: word diff, similarities, verdict."""
-    texts = [sys.stdin.read() if text == "-" else text for text in args.texts]
+    texts = [api.standard_input().read() if text == "-" else text for text in args.texts]
     found = api.explain(args.store, ids=args.ids, texts=texts, **_rules(args))
     print(json.dumps(found.as_dict(), indent=2) if args.json else output.explanation_table(found))
     return 0

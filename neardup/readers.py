@@ -98,6 +98,14 @@ _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _UTF32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
 
 
+def standard_input() -> IO[str]:
+    """Standard input, or a NeardupError where the process has none (a job started with it
+    closed)."""
+    if sys.stdin is None:
+        raise NeardupError("standard input is closed: give a file or a text in place of -")
+    return sys.stdin
+
+
 def read_once(path: str | Path) -> bool:
     """Whether ``path`` can be read only once: standard input, a pipe or another stream (a
     shell's ``<(zcat records.tsv.gz)``), not a regular file. What a second reader takes from
@@ -233,7 +241,7 @@ class RecordReader:
 
     def _open(self) -> IO[bytes]:
         if self.stdin:
-            return sys.stdin.buffer
+            return standard_input().buffer
         try:
             if self.path.suffix.lower() == ".gz":
                 return gzip.open(self.path, "rb")  # type: ignore[return-value]

@@ -636,6 +636,22 @@ def test_an_output_is_never_a_file_the_command_reads(
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
 
 
+@pytest.mark.parametrize(
+    "command", [["index", "-"], ["lookup", "--text", "-"], ["explain", "1", "--text", "-"]]
+)
+def test_standard_input_closed_is_one_line(indexed: str, command: list[str]) -> None:
+    """A job started with standard input closed (`<&-`, some schedulers) has none: a
+    traceback before."""
+    closed = subprocess.run(
+        [sys.executable, "-m", "neardup.cli", *command, "--store", indexed],
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: os.close(0),
+        timeout=120,
+    )
+    assert_user_error(closed, "standard input is closed: give a file or a text in place of -")
+
+
 def test_batch_commands_keep_freed_memory_and_the_service_gives_it_back(
     monkeypatch: pytest.MonkeyPatch, records: Path, tmp_path: Path
 ) -> None:
