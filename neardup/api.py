@@ -66,6 +66,7 @@ from .readers import (
     Record,
     RecordReader,
     SkipLog,
+    file_name,
     read_once,
     standard_input,
 )
@@ -318,8 +319,8 @@ def _with_bands(
 
 
 def _stream_name(path: str) -> str:
-    """How an error names a file read once."""
-    return "standard input" if path == STDIN else f"{path}, a pipe or stream,"
+    """How an error names a file read once: a pipe says what it is."""
+    return file_name(path) if path == STDIN else f"{path}, a pipe or stream,"
 
 
 def _bands_for(asked: Mapping[str, object] | None, normalized: Sequence[str]) -> dict[str, object]:

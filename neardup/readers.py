@@ -106,6 +106,11 @@ def standard_input() -> IO[str]:
     return sys.stdin
 
 
+def file_name(path: str | Path) -> str:
+    """How messages name a record file: standard input by that name."""
+    return "standard input" if str(path) == STDIN else str(path)
+
+
 def read_once(path: str | Path) -> bool:
     """Whether ``path`` can be read only once: standard input, a pipe or another stream (a
     shell's ``<(zcat records.tsv.gz)``), not a regular file. What a second reader takes from
@@ -233,10 +238,9 @@ class RecordReader:
         boms = {"UTF-32": _UTF32_BOMS, "UTF-16": _UTF16_BOMS}  # UTF-32's begin as UTF-16's
         marked = (name for name, marks in boms.items() if start.startswith(marks))
         if encoding := next(marked, None):
-            name = "standard input" if self.stdin else self.path
             raise NeardupError(
-                f"{name} is {encoding} (it starts with its byte order mark); neardup reads "
-                "UTF-8: save it as UTF-8 (a spreadsheet's CSV UTF-8)"
+                f"{file_name(self.path)} is {encoding} (it starts with its byte order mark); "
+                "neardup reads UTF-8: save it as UTF-8 (a spreadsheet's CSV UTF-8)"
             )
 
     def _open(self) -> IO[bytes]:
@@ -338,10 +342,9 @@ class RecordReader:
                 return
             except csv.Error:
                 if self.streamed:  # what has been read from a pipe cannot be read again
-                    name = "standard input" if self.stdin else str(self.path)
                     raise NeardupError(
-                        f"{name}, line {done + 1}: broken quoting (a quote that does not "
-                        "close?); neardup resumes after it only in a regular file"
+                        f"{file_name(self.path)}, line {done + 1}: broken quoting (a quote that "
+                        "does not close?); neardup resumes after it only in a regular file"
                     ) from None
                 self.skipped.add(done + 1, "broken quoting (a quote that does not close?)")
                 resume = done + 1
@@ -420,7 +423,7 @@ class RecordReader:
             )
         if not chosen:
             return None
-        name = "standard input" if self.stdin else self.path if self.streamed else self.path.name
+        name = file_name(self.path) if self.streamed else self.path.name
         return f"{name}: {'; '.join(chosen)}"
 
     def _check_fields(self, names: list[str], where: str) -> None:
