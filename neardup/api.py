@@ -1232,7 +1232,8 @@ def record_texts(
             held = {i: r.content for i, r in source.get(sorted(read)).items()}
         records = [r for r in read.values() if r.id in held]
         if other := _other_texts(records, held):
-            raise _another_text(path, records[min(other)])
+            first = records[min(other)]
+            raise _another_text(path, first.line, first.id)
     return {i: r.text for i, r in read.items()}
 
 
@@ -1292,9 +1293,9 @@ def dedup(
         stored = source.get([member for group in groups for member in group])
     grouped = {i: r.content for i, r in stored.items()}
     removed: set[str] = set()
+    longest = keep == "longest"
     for group in groups:
-        longest = max(group, key=lambda i: len(grouped.get(i, "")))
-        kept = longest if keep == "longest" else group[0]
+        kept = max(group, key=lambda i: len(grouped.get(i, ""))) if longest else group[0]
         removed.update(member for member in group if member != kept)
     summary = DedupSummary(groups=len(groups), keep=keep, skipped=reader.skipped)
     # A csv file's own delimiter, when it is written back as csv (a semicolon's stays).
@@ -1315,8 +1316,7 @@ def dedup(
             write(record)
             summary.written += 1
     if stray := sorted((line, i) for i, line in misread.items() if i not in read_as_held):
-        line, record_id = stray[0]
-        raise _another_text(path, Record(record_id, "", line))
+        raise _another_text(path, *stray[0])
     if removed and not summary.removed:
         raise NeardupError(
             f"none of the records of {path} are in the store's groups: read it with the "
@@ -1325,10 +1325,11 @@ def dedup(
     return summary
 
 
-def _another_text(path: str | Path, record: Record) -> NeardupError:
-    """The error of a file whose ``record`` is not the text the store holds under its id."""
+def _another_text(path: str | Path, line: int, record_id: str) -> NeardupError:
+    """The error of a file whose record at ``line`` is not the text the store holds under its
+    id."""
     return NeardupError(
-        f"{path}, line {record.line}: the store holds another text under the id {record.id!r}: "
+        f"{path}, line {line}: the store holds another text under the id {record_id!r}: "
         "give the file the store was indexed from (with its --format, --id-field and "
         "--text-field), or index this one"
     )

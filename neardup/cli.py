@@ -497,12 +497,13 @@ def _check_outputs(args: argparse.Namespace) -> None:
     written = [path for path in (getattr(args, name, None) for name in outputs) if path]
     if len({Path(path).resolve() for path in written}) < len(written):
         raise NeardupError(f"cannot write {' and '.join(written)}: they name one file")
+    read_files = _files_read(args) if written else []
     for path in written:
         target = Path(path)
         folder = target.parent if str(target.parent) else Path(".")
         if target.is_dir():
             raise NeardupError(f"cannot write {path}: it is a folder")
-        if read := next((name for f, name in _files_read(args) if _same_file(target, f)), None):
+        if read := next((name for f, name in read_files if _same_file(target, f)), None):
             raise NeardupError(f"cannot write {path}: it is {read}, which the command reads")
         if not folder.is_dir():
             raise NeardupError(f"cannot write {path}: no folder {folder}")
