@@ -623,6 +623,20 @@ static inline int64_t gather_shared(const void *values, int narrow, int64_t from
     return shared + held;
 }
 
+/* The right sets of pairs this far ahead are fetched into the cache while a pair is measured:
+ * a report's right sides lie all over its sets, and each set's first lines were waited for
+ * (2.73 million pairs of 20,000 ads: 1.00 s on one thread, 0.86-0.89 s fetching ahead). */
+#define PREFETCH_PAIRS 4
+/* Cache lines of a set fetched ahead, at most: the processor's own prefetcher takes over a set
+ * read in order once it has seen a few of its lines. */
+#define PREFETCH_LINES 8
+
+static inline void prefetch_set(const void *start, const void *end) {
+    const char *line = start, *last = (const char *)start + 64 * PREFETCH_LINES;
+    if ((const char *)end < last) last = end;
+    for (; line < last; line += 64) __builtin_prefetch(line);
+}
+
 /* pair_similarities(numbers i32, distinct, weights f64 or None, offsets i64, left i32,
  * right i32, out f64): the similarity of sets left[i] and right[i] for many pairs at once:
  * their exact Jaccard with weights None, else weighted_similarity, the same floats as one pair
@@ -684,17 +698,18 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
         release(all);
         return PyErr_NoMemory();
     }
+    int out_of_range = 0;
+    /* Buffers only, from here: two threads may measure halves of the pairs, each preparing its
+     * own copies while the other does. */
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t d = 0; d < distinct; d++)
         squares[d] = weighted ? ((double *)weights_b.buf)[d] * ((double *)weights_b.buf)[d] : 1.0;
-    for (Py_ssize_t s = 0; s < segments; s++) {
+    for (Py_ssize_t s = 0; s < segments && !out_of_range; s++) {
         double sum = 0.0;
         for (int64_t i = offsets[s]; i < offsets[s + 1]; i++) {
             if ((uint32_t)numbers[i] >= (uint64_t)distinct) { /* each checked where first read */
-                PyMem_Free(norms), PyMem_Free(squares), PyMem_Free(marks), PyMem_Free(narrowed);
-                release(all);
-                PyErr_SetString(PyExc_ValueError,
-                                "pair_similarities: shingle numbers must be below distinct");
-                return NULL;
+                out_of_range = 1;
+                break;
             }
             sum += squares[numbers[i]];
             if (narrow) narrowed[i] = (uint16_t)numbers[i];
@@ -703,11 +718,17 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
     }
     int64_t marked = -1; /* the left segment marked */
     const double *summed = weighted ? squares : NULL;
-    Py_BEGIN_ALLOW_THREADS /* buffers only: two threads may measure halves of the pairs */
-    for (Py_ssize_t p = 0; p < pairs; p++) {
+    for (Py_ssize_t p = 0; p < pairs && !out_of_range; p++) {
         int64_t l = left[p], r = right[p], nl = offsets[l + 1] - offsets[l];
         int64_t nr = offsets[r + 1] - offsets[r];
         int32_t mark = (int32_t)(l + 1);
+        if (p + PREFETCH_PAIRS < pairs) {
+            Py_ssize_t ahead = right[p + PREFETCH_PAIRS];
+            if (narrow)
+                prefetch_set(narrowed + offsets[ahead], narrowed + offsets[ahead + 1]);
+            else
+                prefetch_set(numbers + offsets[ahead], numbers + offsets[ahead + 1]);
+        }
         if (l != marked) {
             marked = l;
             for (int64_t i = offsets[l]; i < offsets[l + 1]; i++) marks[numbers[i]] = mark;
@@ -726,6 +747,11 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     PyMem_Free(norms), PyMem_Free(squares), PyMem_Free(marks), PyMem_Free(narrowed);
     release(all);
+    if (out_of_range) {
+        PyErr_SetString(PyExc_ValueError,
+                        "pair_similarities: shingle numbers must be below distinct");
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -733,7 +759,8 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
 
 /* The distinct values seen so far, in order of first sight, and an open-addressing table from a
  * value to its position among them; it doubles when half full. The values are well-mixed
- * hashes, so their low bits index the table. */
+ * hashes, so their low bits index the table. Its memory is Python's raw allocator's, which
+ * needs no GIL: a kernel may grow it with the GIL released. */
 typedef struct {
     uint64_t *values;
     int64_t *counts, *last_seen; /* per distinct value: document frequency, last segment */
@@ -743,17 +770,18 @@ typedef struct {
 
 static int distinct_init(Distinct *d, int with_counts) {
     d->size = 0, d->capacity = 1 << 16;
-    d->values = PyMem_Malloc(d->capacity / 2 * sizeof(uint64_t));
-    d->counts = with_counts ? PyMem_Malloc(d->capacity / 2 * sizeof(int64_t)) : NULL;
-    d->last_seen = with_counts ? PyMem_Malloc(d->capacity / 2 * sizeof(int64_t)) : NULL;
-    d->slots = PyMem_Malloc(d->capacity * sizeof(int64_t));
+    d->values = PyMem_RawMalloc(d->capacity / 2 * sizeof(uint64_t));
+    d->counts = with_counts ? PyMem_RawMalloc(d->capacity / 2 * sizeof(int64_t)) : NULL;
+    d->last_seen = with_counts ? PyMem_RawMalloc(d->capacity / 2 * sizeof(int64_t)) : NULL;
+    d->slots = PyMem_RawMalloc(d->capacity * sizeof(int64_t));
     if (!d->values || !d->slots || (with_counts && (!d->counts || !d->last_seen))) return -1;
     memset(d->slots, 0xFF, d->capacity * sizeof(int64_t));
     return 0;
 }
 
 static void distinct_free(Distinct *d) {
-    PyMem_Free(d->values), PyMem_Free(d->counts), PyMem_Free(d->last_seen), PyMem_Free(d->slots);
+    PyMem_RawFree(d->values), PyMem_RawFree(d->counts);
+    PyMem_RawFree(d->last_seen), PyMem_RawFree(d->slots);
 }
 
 static Py_ssize_t slot_of(const Distinct *d, uint64_t value) {
@@ -764,21 +792,21 @@ static Py_ssize_t slot_of(const Distinct *d, uint64_t value) {
 
 static int distinct_grow(Distinct *d) {
     Py_ssize_t capacity = d->capacity * 2;
-    uint64_t *values = PyMem_Realloc(d->values, capacity / 2 * sizeof(uint64_t));
+    uint64_t *values = PyMem_RawRealloc(d->values, capacity / 2 * sizeof(uint64_t));
     if (!values) return -1;
     d->values = values;
     if (d->counts) {
-        int64_t *counts = PyMem_Realloc(d->counts, capacity / 2 * sizeof(int64_t));
+        int64_t *counts = PyMem_RawRealloc(d->counts, capacity / 2 * sizeof(int64_t));
         if (!counts) return -1;
         d->counts = counts;
-        int64_t *last = PyMem_Realloc(d->last_seen, capacity / 2 * sizeof(int64_t));
+        int64_t *last = PyMem_RawRealloc(d->last_seen, capacity / 2 * sizeof(int64_t));
         if (!last) return -1;
         d->last_seen = last;
     }
-    int64_t *slots = PyMem_Malloc(capacity * sizeof(int64_t));
+    int64_t *slots = PyMem_RawMalloc(capacity * sizeof(int64_t));
     if (!slots) return -1;
     memset(slots, 0xFF, capacity * sizeof(int64_t));
-    PyMem_Free(d->slots);
+    PyMem_RawFree(d->slots);
     d->slots = slots, d->capacity = capacity;
     for (Py_ssize_t i = 0; i < d->size; i++) d->slots[slot_of(d, d->values[i])] = i;
     return 0;
@@ -838,6 +866,7 @@ static PyObject *shingle_numbers(PyObject *self, PyObject *args) {
     Distinct d = {0};
     /* Without the order, a repeat within a text is told by the text its number was last seen in. */
     int failed = !hashes || !spare || !counts || distinct_init(&d, !in_order) < 0;
+    Py_BEGIN_ALLOW_THREADS /* buffers only: two threads may number halves of the texts */
     for (Py_ssize_t t = 0; t < texts && !failed; t++) {
         int64_t n = shingle_count(offsets[t + 1] - offsets[t], size);
         shingle_hashes(&tokens_b, token_bytes, offsets, t, n, size, seed, hashes);
@@ -857,6 +886,7 @@ static PyObject *shingle_numbers(PyObject *self, PyObject *args) {
         }
         out_offsets[t + 1] = written;
     }
+    Py_END_ALLOW_THREADS
     PyObject *result = failed ? NULL : as_bytes(d.values, d.size);
     if (!result) PyErr_NoMemory();
     PyMem_Free(hashes), PyMem_Free(spare), PyMem_Free(counts);
