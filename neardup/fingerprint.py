@@ -37,6 +37,7 @@ from .errors import InvalidParameter, InvalidText
 
 ShingleKind = Literal["word", "char"]
 _Sliceable = TypeVar("_Sliceable", str, np.ndarray)
+T = TypeVar("T")
 
 
 class TokenField(StrEnum):
@@ -602,14 +603,55 @@ def shingle_segments(
     return distinct[numbers], offsets
 
 
+# Contents past which shingle_numbers numbers half of them on a second thread.
+PARALLEL_CONTENTS = 2_000
+
+Numbered = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
 def shingle_numbers(
     contents: Sequence[str], params: FingerprintParams, *, in_hash_order: bool = True
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> Numbered:
     """The shingle sets of normalised contents as numbers: (each set's shingles as their
     numbers among all the sets' distinct shingles (int32), set after set; each set's offsets;
     the distinct shingles' hashes, in order of first sight). What a report weighs and marks,
     each distinct shingle once. Each set is sorted by hash unless ``in_hash_order`` is False
-    (then in order of first sight, for similarities that need no order)."""
+    (then in order of first sight, for similarities that need no order). Past
+    PARALLEL_CONTENTS, each half of the contents is numbered on a thread of its own (20,000
+    ads: 0.17 s on one), then the two numberings are made one."""
+    if len(contents) < PARALLEL_CONTENTS:
+        return _shingle_numbers(contents, params, in_hash_order)
+    halves = _on_two_threads(
+        lambda half: _shingle_numbers(contents[half], params, in_hash_order), len(contents)
+    )
+    return _one_numbering(*halves)
+
+
+def _one_numbering(first: Numbered, second: Numbered) -> Numbered:
+    """The numbering of two halves' contents together, as numbering them at once gives it: the
+    second half's shingles that the first holds take the first's numbers, and its new ones the
+    numbers after the first's, in their order of first sight."""
+    numbers, offsets, distinct = first
+    later_numbers, later_offsets, later_distinct = second
+    by_hash = np.argsort(distinct)
+    at = np.searchsorted(distinct, later_distinct, sorter=by_hash).clip(max=len(distinct) - 1)
+    held = np.zeros(len(later_distinct), dtype=bool)
+    if len(distinct):
+        held = distinct[by_hash[at]] == later_distinct
+    new = np.flatnonzero(~held)
+    renumbered = np.empty(len(later_distinct), dtype=np.int32)
+    renumbered[held] = by_hash[at[held]]
+    renumbered[new] = len(distinct) + np.arange(len(new), dtype=np.int32)
+    return (
+        np.concatenate([numbers, renumbered[later_numbers]]),
+        np.concatenate([offsets, later_offsets[1:] + offsets[-1]]),
+        np.concatenate([distinct, later_distinct[new]]),
+    )
+
+
+def _shingle_numbers(
+    contents: Sequence[str], params: FingerprintParams, in_hash_order: bool
+) -> Numbered:
     tokens, offsets = _tokens(contents, params)
     numbers = np.empty(int(_shingle_counts(offsets, params).sum()), dtype=np.int32)
     set_offsets = np.zeros(len(contents) + 1, dtype=np.int64)
@@ -789,16 +831,16 @@ def pair_similarities(
     return result
 
 
-def _on_two_threads(measure: Callable[[slice], None], count: int) -> None:
-    # A complete report measures millions of pairs: half on a second thread (the kernel runs
-    # without the GIL). Below PARALLEL_PAIRS the thread costs more than it saves.
+def _on_two_threads(work: Callable[[slice], T], count: int) -> tuple[T, T]:
+    """``work`` of the first and of the second half of ``count`` items, the second on another
+    thread: for kernels that run without the GIL, on inputs large enough to pay for a thread
+    (a complete report measures millions of pairs)."""
     from concurrent.futures import ThreadPoolExecutor
 
     half = count // 2
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-pairs") as helper:
-        other = helper.submit(measure, slice(half, count))
-        measure(slice(0, half))
-        other.result()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-halves") as helper:
+        other = helper.submit(work, slice(half, count))
+        return work(slice(0, half)), other.result()
 
 
 def shared_counts(

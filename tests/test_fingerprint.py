@@ -481,9 +481,12 @@ def test_frequency_counts_count_each_record_once_per_shingle() -> None:
 
 
 @pytest.mark.parametrize("params", [FingerprintParams(), WORD3], ids=["char", "word"])
+@pytest.mark.parametrize("halves", [False, True], ids=["one-thread", "two-halves"])
 def test_shingle_numbers_number_each_distinct_shingle_in_order_of_first_sight(
-    params: FingerprintParams,
+    params: FingerprintParams, halves: bool, monkeypatch
 ) -> None:
+    if halves:  # each half numbered on its own thread, then the two made one numbering
+        monkeypatch.setattr(importlib.import_module("neardup.fingerprint"), "PARALLEL_CONTENTS", 2)
     rng = random.Random(5)
     words = [f"w{i}" for i in range(40)]
     texts = [" ".join(rng.choices(words, k=rng.randint(0, 90))) for _ in range(300)]
