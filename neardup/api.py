@@ -784,7 +784,7 @@ def report(
         nearest = None if found.nearest is None else found.nearest.tolist()
         recall = None
         if found.rules.threshold is not None and _bands_may_miss(source, found.rules):
-            recall = _candidate_recall(source, found.pairs)
+            recall = _candidate_recall(source, found.pairs, found.rules.similarity)
         measured = Measured(
             found.histogram.tolist(),
             found.rules.threshold,
@@ -903,7 +903,9 @@ def tune_store(store: StoreRef = None, *, preset: str | None = None) -> StoreTun
         if measured.threshold is not None and rules.method == TokenField.BANDS:
             chance = float(candidate_probability(measured.threshold, bands, rows))
             if measured.estimated_candidate_recall is None:  # the report found it not worth it
-                measured.estimated_candidate_recall = _candidate_recall(source, pairs)
+                measured.estimated_candidate_recall = _candidate_recall(
+                    source, pairs, rules.similarity
+                )
         candidate_pairs = sum(measured.histogram)
         # The pairs the threshold was read from: the checks' where they speak for the store.
         if checked := _checks_speaking_for(source, rules):
@@ -922,21 +924,29 @@ def tune_store(store: StoreRef = None, *, preset: str | None = None) -> StoreTun
 ESTIMATE_PAIRS = 100_000
 
 
-def _candidate_recall(store: Store, pairs: Sequence[Pair]) -> float | None:
+def _candidate_recall(store: Store, pairs: Sequence[Pair], similarity: Similarity) -> float | None:
     """The share of the pairs at or above the threshold that the store's bands make
     candidates, estimated from the near pairs reported (every k-th, up to ESTIMATE_PAIRS) and
     the Jaccard of their shingle sets (:func:`neardup.tuning.estimated_candidate_recall`);
-    None without near pairs."""
+    None without near pairs. Pairs measured by the Jaccard ``similarity`` carry it already."""
     near = [p for p in pairs if p.kind == "near"]
     near = near[:: max(1, -(-len(near) // ESTIMATE_PAIRS))]
-    ids = sorted({i for p in near for i in (p.left_id, p.right_id)})
+    if similarity == "jaccard":
+        jaccards = np.array([p.similarity for p in near], dtype=np.float64)
+    else:
+        jaccards = _shingle_jaccards(store, near)
+    return estimated_candidate_recall(jaccards, store.params.bands, store.params.rows_per_band)
+
+
+def _shingle_jaccards(store: Store, pairs: Sequence[Pair]) -> np.ndarray:
+    """The Jaccard of each pair's shingle sets, their contents read from the store."""
+    ids = sorted({i for p in pairs for i in (p.left_id, p.right_id)})
     contents = {i: record.content for i, record in store.get(ids).items()}
     distinct = sorted(set(contents.values()))
     number = {content: n for n, content in enumerate(distinct)}
-    left = np.array([number[contents[p.left_id]] for p in near], dtype=np.int64)
-    right = np.array([number[contents[p.right_id]] for p in near], dtype=np.int64)
-    jaccards = jaccard_pairs(distinct, left, right, store.params)
-    return estimated_candidate_recall(jaccards, store.params.bands, store.params.rows_per_band)
+    left = np.array([number[contents[p.left_id]] for p in pairs], dtype=np.int64)
+    right = np.array([number[contents[p.right_id]] for p in pairs], dtype=np.int64)
+    return jaccard_pairs(distinct, left, right, store.params)
 
 
 @dataclass
