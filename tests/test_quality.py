@@ -1033,6 +1033,20 @@ def test_a_report_whose_bands_may_miss_pairs_estimates_what_they_hold(tmp_path: 
     assert estimate is not None and 0 < estimate < 0.99
     assert f"estimated candidate recall {estimate:.3f}: the bands may miss" in printed.stderr
     assert f'<p id="missed">The estimated candidate recall {estimate:.3f}' in page.read_text()
+    # Pairs measured by their Jaccard carry it: the estimate their shingle sets give.
+    near = [
+        p
+        for p in api.report(four, rules={"threshold": 0.3, "similarity": "jaccard"})
+        if p.kind == "near"
+    ]
+    with api.opened(four) as store:
+        held = store.get([i for p in near for i in (p.left_id, p.right_id)])
+        sets = {i: shingle_sets([r.content], store.params)[0] for i, r in held.items()}
+    jaccards = np.array([jaccard(sets[p.left_id], sets[p.right_id]) for p in near])
+    assert len(set(jaccards.round(3))) > 10
+    assert api.last_report(four).estimated_candidate_recall == pytest.approx(
+        estimated_candidate_recall(jaccards, 32, 4)
+    )
     two = f"sqlite:///{tmp_path / 'two.db'}"
     api.index([records], two)
     printed = neardup("report", "--store", two, "--threshold", "0.3", "-o", str(tmp_path / "q"))
