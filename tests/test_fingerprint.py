@@ -486,7 +486,9 @@ def test_shingle_numbers_number_each_distinct_shingle_in_order_of_first_sight(
     params: FingerprintParams, halves: bool, monkeypatch
 ) -> None:
     if halves:  # each half numbered on its own thread, then the two made one numbering
-        monkeypatch.setattr(importlib.import_module("neardup.fingerprint"), "PARALLEL_CONTENTS", 2)
+        fingerprint_module = importlib.import_module("neardup.fingerprint")
+        monkeypatch.setattr(fingerprint_module, "PARALLEL_CONTENTS", 2)
+        monkeypatch.setattr(fingerprint_module, "RENUMBERED_RUN", 7)  # moved in runs
     rng = random.Random(5)
     words = [f"w{i}" for i in range(40)]
     texts = [" ".join(rng.choices(words, k=rng.randint(0, 90))) for _ in range(300)]
