@@ -631,16 +631,21 @@ static inline int64_t gather_shared(const void *values, int narrow, int64_t from
  * read in order once it has seen a few of its lines. */
 #define PREFETCH_LINES 8
 
+/* The i-th of numbers 16 bits wide (narrow) or 32. */
+#define NUMBER_AT(numbers, narrow, i)                                                          \
+    ((narrow) ? (uint32_t)((const uint16_t *)(numbers))[i]                                     \
+              : (uint32_t)((const int32_t *)(numbers))[i])
+
 static inline void prefetch_set(const void *start, const void *end) {
     const char *line = start, *last = (const char *)start + 64 * PREFETCH_LINES;
     if ((const char *)end < last) last = end;
     for (; line < last; line += 64) __builtin_prefetch(line);
 }
 
-/* pair_similarities(numbers i32, distinct, weights f64 or None, offsets i64, left i32,
- * right i32, out f64): the similarity of sets left[i] and right[i] for many pairs at once:
- * their exact Jaccard with weights None, else weighted_similarity, the same floats as one pair
- * at a time.
+/* pair_similarities(numbers u16 or i32, width, distinct, weights f64 or None, offsets i64,
+ * left i32, right i32, out f64): the similarity of sets left[i] and right[i] for many pairs at
+ * once: their exact Jaccard with weights None, else weighted_similarity, the same floats as one
+ * pair at a time.
  *
  * A set is its shingles' numbers (shingle_numbers, set after set, each below `distinct`), and
  * ``weights`` gives each distinct shingle's weight, so a set is marked in an array indexed by
@@ -650,14 +655,15 @@ static inline void prefetch_set(const void *start, const void *end) {
  * (whether a value is shared is a coin toss the CPU would mispredict), in the set's order, which
  * is ascending order of their hashes, and their weights summed in lanes in that order, as the
  * merge of weighted_similarity sums them: the same bits. Each segment's norm is computed once.
- * Where the numbers fit 16 bits (up to 65,536 distinct shingles: 20,000 ads-like documents
- * have 27,466 character 4-grams), the sets are read from a 16-bit copy: half the bytes that
- * every pair reads. */
+ * The numbers are `width` bytes each: 2 where they fit 16 bits (up to 65,536 distinct
+ * shingles: 20,000 ads-like documents have 27,466 character 4-grams), half the bytes that every
+ * pair reads. Everything past the checks of the arguments runs without the GIL, so that two
+ * threads may measure halves of the pairs at once. */
 static PyObject *pair_similarities(PyObject *self, PyObject *args) {
     Py_buffer numbers_b, offsets_b, left_b, right_b, out_b, weights_b = {0};
-    Py_ssize_t distinct;
+    Py_ssize_t width, distinct;
     PyObject *weights_object;
-    if (!PyArg_ParseTuple(args, "y*nOy*y*y*w*", &numbers_b, &distinct, &weights_object,
+    if (!PyArg_ParseTuple(args, "y*nnOy*y*y*w*", &numbers_b, &width, &distinct, &weights_object,
                           &offsets_b, &left_b, &right_b, &out_b))
         return NULL;
     int weighted = weights_object != Py_None;
@@ -667,75 +673,69 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
         release(all);
         return NULL;
     }
-    const int32_t *numbers = numbers_b.buf;
+    const void *numbers = numbers_b.buf;
     const int64_t *offsets = offsets_b.buf;
     const int32_t *left = left_b.buf, *right = right_b.buf;
     double *out = out_b.buf;
-    Py_ssize_t segments = offsets_b.len / 8 - 1, values = numbers_b.len / 4;
+    Py_ssize_t segments = offsets_b.len / 8 - 1, pairs = left_b.len / 4;
+    int narrow = width == 2;
     const char *refused = NULL;
+    if (segments < 0 || offsets[0] != 0 || offsets[segments] > numbers_b.len / width)
+        refused = "pair_similarities: offsets must start at 0 and end within the numbers";
+    if (width != 2 && width != 4) refused = "pair_similarities: numbers are 2 or 4 bytes wide";
+    if (narrow && distinct > 65536) refused = "pair_similarities: 16 bits number 65,536 shingles";
     if (segments >= INT32_MAX) refused = "pair_similarities: too many sets for 32-bit marks";
     if (weighted && weights_b.len / 8 != distinct)
         refused = "pair_similarities: shingle numbers must index the weights";
-    Py_ssize_t pairs = left_b.len / 4;
     if (right_b.len / 4 != pairs || out_b.len / 8 != pairs)
         refused = "pair_similarities: left, right and out must hold one value per pair";
+    double *norms = refused ? NULL : PyMem_Malloc((segments + 1) * sizeof(double));
+    double *squares = refused ? NULL : PyMem_Malloc((distinct + 1) * sizeof(double));
+    /* The left set's mark, its number + 1: 32 bits keep the array in the CPU's cache longer. */
+    int32_t *marks = refused ? NULL : PyMem_Calloc(distinct + 1, sizeof(int32_t));
+    if (refused || !norms || !squares || !marks) {
+        PyMem_Free(norms), PyMem_Free(squares), PyMem_Free(marks);
+        release(all);
+        if (refused) PyErr_SetString(PyExc_ValueError, refused);
+        return refused ? NULL : PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t p = 0; p < pairs && !refused; p++)
         if ((uint32_t)left[p] >= (uint64_t)segments || (uint32_t)right[p] >= (uint64_t)segments)
             refused = "pair_similarities: pairs must name sets below len(offsets) - 1";
-    if (refused) {
-        release(all);
-        PyErr_SetString(PyExc_ValueError, refused);
-        return NULL;
-    }
-    int narrow = distinct <= 65536;
-    double *norms = PyMem_Malloc((segments + 1) * sizeof(double));
-    double *squares = PyMem_Malloc((distinct + 1) * sizeof(double)); /* weight * weight */
-    /* The left set's mark, its number + 1: 32 bits keep the array in the CPU's cache longer. */
-    int32_t *marks = PyMem_Calloc(distinct + 1, sizeof(int32_t));
-    uint16_t *narrowed = narrow ? PyMem_Malloc((values + 1) * sizeof(uint16_t)) : NULL;
-    if (!norms || !squares || !marks || (narrow && !narrowed)) {
-        PyMem_Free(norms), PyMem_Free(squares), PyMem_Free(marks), PyMem_Free(narrowed);
-        release(all);
-        return PyErr_NoMemory();
-    }
-    int out_of_range = 0;
-    /* Buffers only, from here: two threads may measure halves of the pairs, each preparing its
-     * own copies while the other does. */
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t d = 0; d < distinct; d++)
+    for (Py_ssize_t d = 0; d < distinct; d++) /* weight * weight */
         squares[d] = weighted ? ((double *)weights_b.buf)[d] * ((double *)weights_b.buf)[d] : 1.0;
-    for (Py_ssize_t s = 0; s < segments && !out_of_range; s++) {
+    for (Py_ssize_t s = 0; s < segments && !refused; s++) {
         double sum = 0.0;
         for (int64_t i = offsets[s]; i < offsets[s + 1]; i++) {
-            if ((uint32_t)numbers[i] >= (uint64_t)distinct) { /* each checked where first read */
-                out_of_range = 1;
+            uint32_t number = NUMBER_AT(numbers, narrow, i);
+            if (number >= (uint64_t)distinct) { /* each checked where first read */
+                refused = "pair_similarities: shingle numbers must be below distinct";
                 break;
             }
-            sum += squares[numbers[i]];
-            if (narrow) narrowed[i] = (uint16_t)numbers[i];
+            sum += squares[number];
         }
         norms[s] = sum;
     }
     int64_t marked = -1; /* the left segment marked */
     const double *summed = weighted ? squares : NULL;
-    for (Py_ssize_t p = 0; p < pairs && !out_of_range; p++) {
+    for (Py_ssize_t p = 0; p < pairs && !refused; p++) {
         int64_t l = left[p], r = right[p], nl = offsets[l + 1] - offsets[l];
         int64_t nr = offsets[r + 1] - offsets[r];
         int32_t mark = (int32_t)(l + 1);
         if (p + PREFETCH_PAIRS < pairs) {
             Py_ssize_t ahead = right[p + PREFETCH_PAIRS];
-            if (narrow)
-                prefetch_set(narrowed + offsets[ahead], narrowed + offsets[ahead + 1]);
-            else
-                prefetch_set(numbers + offsets[ahead], numbers + offsets[ahead + 1]);
+            prefetch_set((const char *)numbers + offsets[ahead] * width,
+                         (const char *)numbers + offsets[ahead + 1] * width);
         }
         if (l != marked) {
             marked = l;
-            for (int64_t i = offsets[l]; i < offsets[l + 1]; i++) marks[numbers[i]] = mark;
+            for (int64_t i = offsets[l]; i < offsets[l + 1]; i++)
+                marks[NUMBER_AT(numbers, narrow, i)] = mark;
         }
         double lanes[4] = {0.0, 0.0, 0.0, 0.0};
         int64_t shared_count =
-            narrow ? gather_shared(narrowed, 1, offsets[r], offsets[r + 1], marks, mark, summed,
+            narrow ? gather_shared(numbers, 1, offsets[r], offsets[r + 1], marks, mark, summed,
                                    lanes)
                    : gather_shared(numbers, 0, offsets[r], offsets[r + 1], marks, mark, summed,
                                    lanes);
@@ -745,11 +745,10 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
             out[p] = nl + nr ? (double)shared_count / (double)(nl + nr - shared_count) : 1.0;
     }
     Py_END_ALLOW_THREADS
-    PyMem_Free(norms), PyMem_Free(squares), PyMem_Free(marks), PyMem_Free(narrowed);
+    PyMem_Free(norms), PyMem_Free(squares), PyMem_Free(marks);
     release(all);
-    if (out_of_range) {
-        PyErr_SetString(PyExc_ValueError,
-                        "pair_similarities: shingle numbers must be below distinct");
+    if (refused) {
+        PyErr_SetString(PyExc_ValueError, refused);
         return NULL;
     }
     Py_RETURN_NONE;

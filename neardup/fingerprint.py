@@ -820,7 +820,11 @@ def pair_similarities(
     at a time. The sets are :func:`shingle_numbers`' (``distinct`` shingles in all);
     ``weights`` gives each distinct shingle's weight."""
     result = np.empty(len(left), dtype=np.float64)
-    numbers = np.ascontiguousarray(numbers, dtype=np.int32)
+    if len(numbers) and (numbers.min() < 0 or numbers.max() >= distinct):
+        raise ValueError("pair_similarities: shingle numbers must be below distinct")
+    # Where they fit 16 bits, the sets are read from a 16-bit copy, which both threads share:
+    # half the bytes every pair reads.
+    numbers = np.ascontiguousarray(numbers, dtype=np.uint16 if distinct <= 1 << 16 else np.int32)
     weights = None if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
     offsets = _int64(offsets)
     # A report's sides are int32 already (the sets number fewer than 2**31): no copy.
@@ -828,7 +832,14 @@ def pair_similarities(
 
     def measure(part: slice) -> None:
         _kernels.pair_similarities(
-            numbers, distinct, weights, offsets, left[part], right[part], result[part]
+            numbers,
+            numbers.itemsize,
+            distinct,
+            weights,
+            offsets,
+            left[part],
+            right[part],
+            result[part],
         )
 
     if len(left) < PARALLEL_PAIRS:
