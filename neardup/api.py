@@ -206,7 +206,7 @@ def index(
                 check.admit(batch, "error")
     files = readers()  # every file is opened and its header checked before the store is
     summary = IndexSummary()
-    with opened(store, create=True) as target, _removed_if_left_empty(target):
+    with opened(store, create=True) as target, _removed_if_left_empty(target, summary):
         new = target.read_params() is None
         if new and isinstance(asked, Mapping | None):
             asked = _with_bands(asked, [*paths, *measured_with], format, id_field, text_fields)
@@ -269,13 +269,16 @@ def _choice_forgotten_if_changed(target: Store, summary: IndexSummary) -> Iterat
 
 
 @contextmanager
-def _removed_if_left_empty(target: Store) -> Iterator[None]:
-    """Remove a store this run created when the run ends, failed or not, with nothing in it."""
+def _removed_if_left_empty(target: Store, summary: IndexSummary) -> Iterator[None]:
+    """Remove a store this run created when the run ends, failed or not, with nothing in it
+    (said in the ``summary``): the next run that stores records makes it, with bands chosen
+    for them."""
     try:
         yield
     finally:
         if target.created and target.count() == 0:
             target.drop()
+            summary.removed = target.url
 
 
 def _refuse_renumbering(target: Store, files: Sequence[RecordReader]) -> None:

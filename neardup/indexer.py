@@ -99,6 +99,7 @@ class IndexSummary:
     duplicates: list[tuple[str, str, float]] = field(default_factory=list)
     checked: str = ""  # with skip_duplicates: the threshold records were checked at, and why
     narrowed: int = 0  # with skip_duplicates: records checked by their rarer tokens alone
+    removed: str = ""  # the store the run made and removed, as it stored nothing
 
     def describe(self) -> str:
         rate = self.indexed / self.seconds if self.seconds else 0.0
@@ -124,7 +125,11 @@ class IndexSummary:
         return "".join(f"{line}\n" for line in lines if line) + (
             f"read {self.read:,}, indexed {self.indexed:,}, skipped {self.skipped.summary()}"
             f"{repeated}; {self.seconds:.1f} s ({rate:,.0f} records/s); "
-            f"store holds {self.documents:,}"
+            + (
+                f"nothing stored, so no store was made at {self.removed}"
+                if self.removed
+                else f"store holds {self.documents:,}"
+            )
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -138,6 +143,7 @@ class IndexSummary:
             "replaced_stored": self.replaced_stored.total,
             "replaced_stored_first": [reason for _, reason in self.replaced_stored.examples],
             "documents": self.documents,
+            "store_made": not self.removed,
             "seconds": round(self.seconds, 3),
             "text": self.text,
             "damaged": self.damaged,

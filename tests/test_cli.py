@@ -740,6 +740,10 @@ def test_an_empty_first_run_leaves_no_store_for_later_data_to_inherit(tmp_path: 
     empty = neardup("index", str(tmp_path / "empty.tsv"), "--store", url)
     assert empty.returncode == 0, empty.stderr
     assert not (tmp_path / "store.db").exists()
+    # The summary says so, rather than "store holds 0" of a store the next command cannot open.
+    assert empty.stderr.rstrip().endswith(f"nothing stored, so no store was made at {url}")
+    printed = neardup("index", str(tmp_path / "empty.tsv"), "--store", url, "--json")
+    assert json.loads(printed.stdout)["store_made"] is False
     assert neardup("index", str(tmp_path / "ads.tsv"), "--store", url).returncode == 0
     assert api_stats(url)["parameters"]["bands"] == 32  # long texts' bands, not short records'
 
