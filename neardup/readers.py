@@ -96,6 +96,28 @@ class SkipLog:
 STDIN = "-"  # a path that names standard input
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _UTF32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
+GZIP_MAGIC = b"\x1f\x8b"
+# The first bytes of files that are given as records and are not text: spreadsheets and
+# documents as they are saved, whose bytes would be read as a header of garbage or as lines
+# skipped one by one.
+_NOT_TEXT = {
+    b"PK\x03\x04": "a zip archive (as an .xlsx, .ods or .docx file is)",
+    b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1": "an Office document (.xls or .doc)",
+    b"%PDF-": "a PDF document",
+}
+
+
+def not_text(start: bytes) -> str | None:
+    """What a file is that starts with ``start``, if it is a document or an archive rather than
+    text; None for anything else."""
+    return next((what for magic, what in _NOT_TEXT.items() if start.startswith(magic)), None)
+
+
+def _not_text_error(name: str, what: str) -> NeardupError:
+    return NeardupError(
+        f"{name} is {what}, not a record file: save it as CSV UTF-8, or as tab-separated or "
+        "JSON lines text"
+    )
 
 
 def standard_input() -> IO[str]:
@@ -142,9 +164,26 @@ def detect_format(path: str | Path) -> Format:
         suffixes.pop()
     if suffixes and suffixes[-1] in _EXTENSIONS:
         return _EXTENSIONS[suffixes[-1]]
+    if not read_once(path) and (what := _what_file_is(Path(path))):
+        raise _not_text_error(str(path), what)
     raise NeardupError(
         f"cannot tell the format of {path} from its name: give --format ({', '.join(FORMATS)})"
     )
+
+
+def _peek(raw: IO[bytes], size: int) -> bytes:
+    """The next ``size`` bytes of a buffered file, left to be read."""
+    return raw.peek(size)[:size]  # type: ignore[attr-defined]
+
+
+def _what_file_is(path: Path) -> str | None:
+    """:func:`not_text` of a regular file's first bytes (None where it cannot be read: reading
+    it says why)."""
+    try:
+        with open(path, "rb") as f:
+            return not_text(f.read(8))
+    except OSError:
+        return None
 
 
 class RecordReader:
@@ -176,7 +215,7 @@ class RecordReader:
         self.streamed = read_once(path)  # no size, no position, no second reading
         self.delimiter = "\t" if self.format == "tsv" else ","  # a csv file's: read from its header
         self._raw = self._open()
-        self._refuse_other_encodings()
+        self._refuse_what_is_not_utf8()
         self._records = self._until_damage(self._parse())
         self._first = next(self._records, None)  # reads the header now, so field errors come first
 
@@ -228,13 +267,16 @@ class RecordReader:
     def close(self) -> None:
         self._raw.close()
 
-    def _refuse_other_encodings(self) -> None:
+    def _refuse_what_is_not_utf8(self) -> None:
         """A file that starts with a UTF-16 or UTF-32 byte order mark (a spreadsheet's "Unicode
-        text") in one line, where its lines would be skipped one by one as undecodable."""
+        text"), or as a document or an archive does (:func:`not_text`), in one line, where its
+        lines would be skipped one by one as undecodable, or its bytes read as a header."""
         try:
-            start = self._raw.peek(4)[:4]  # type: ignore[attr-defined]
+            start = _peek(self._raw, 8)
         except (OSError, EOFError, zlib.error):  # a damaged .gz is counted as it is read
             return
+        if what := not_text(start):
+            raise _not_text_error(file_name(self.path), what)
         boms = {"UTF-32": _UTF32_BOMS, "UTF-16": _UTF16_BOMS}  # UTF-32's begin as UTF-16's
         marked = (name for name, marks in boms.items() if start.startswith(marks))
         if encoding := next(marked, None):
@@ -244,6 +286,17 @@ class RecordReader:
             )
 
     def _open(self) -> IO[bytes]:
+        """The file's bytes, decompressed where it is gzip's, whatever its name says (a download
+        saved without its .gz)."""
+        raw = self._opened()
+        if isinstance(raw, gzip.GzipFile) or _peek(raw, 2) != GZIP_MAGIC:
+            return raw
+        if self.streamed:  # what was peeked is in its buffer: read on through it
+            return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        raw.close()
+        return gzip.open(self.path, "rb")  # type: ignore[return-value]
+
+    def _opened(self) -> IO[bytes]:
         if self.stdin:
             return standard_input().buffer
         try:

@@ -1,7 +1,9 @@
 import codecs
 import gzip
+import io
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -351,6 +353,42 @@ def test_a_file_in_utf16_or_utf32_is_one_error_before_anything_is_written(
     refused = neardup("index", name, "--store", "s.db", cwd=tmp_path)
     assert_user_error(refused, f"{name} is {said} (it starts with its byte order mark)")
     assert not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "start", "said"),
+    [
+        ("prices.xlsx", b"PK\x03\x04\x14\x00\x06\x00\x08\x00\x00\x00!\x00", "a zip archive"),
+        ("prices.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1\x00\x00", "an Office document"),
+        ("prices.pdf", b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n", "a PDF document"),
+    ],
+)
+@pytest.mark.parametrize("flags", [[], ["--format", "csv"]], ids=["named", "as-csv"])
+def test_a_spreadsheet_or_document_given_as_records_is_one_error(
+    tmp_path: Path, name: str, start: bytes, said: str, flags: list[str]
+) -> None:
+    """A workbook as Excel saves it, read as CSV, made a header of its zip's bytes and indexed
+    nothing with exit status 0; without --format it asked for one, which no format reads."""
+    write(tmp_path / name, start + bytes(range(256)) * 4)
+    refused = neardup("index", name, *flags, "--store", "s.db", cwd=tmp_path)
+    assert_user_error(refused, f"{name} is {said}")
+    assert "save it as CSV UTF-8" in refused.stderr
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_a_compressed_file_is_read_whatever_its_name_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A download saved without its .gz, or piped in compressed, is read as the .gz is."""
+    text = "id,name\n1,Art's Deli\n2,Arts Deli\n"
+    write(tmp_path / "shop.csv", gzip.compress(text.encode()))
+    records, reader = read(tmp_path / "shop.csv", id_field="id")
+    assert [(r.id, r.text) for r in records] == [("1", "Art's Deli"), ("2", "Arts Deli")]
+    assert reader.bytes_read == reader.size
+    piped = gzip.compress(b"1 Art's Deli\n2 Arts Deli\n")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(io.BytesIO(piped))))
+    records, _ = read(Path("-"))
+    assert [(r.id, r.text) for r in records] == [("1", "Art's Deli"), ("2", "Arts Deli")]
 
 
 def test_a_file_of_nothing_but_urls_keeps_them(tmp_path: Path) -> None:
