@@ -250,7 +250,7 @@ def index(
                 if reader.damaged:
                     summary.damaged.append(f"{reader.path} is {reader.damaged}")
                 summary.read += reader.skipped.total  # rows read and skipped are read too
-                summary.skipped.merge(reader.skipped, str(reader.path))
+                summary.skipped.merge(reader.skipped, file_name(reader.path))
                 if chosen_text := reader.fields_chosen():
                     summary.text.append(chosen_text)
     return summary
@@ -692,7 +692,7 @@ def link(
     records = (r for reader in linked_file for r in reader)
     linked = link_records(records, store, preset=preset, rules=rules)
     for reader in linked_file:
-        linked.skipped.merge(reader.skipped, str(reader.path))
+        linked.skipped.merge(reader.skipped, file_name(reader.path))
     linked.indexed = indexed
     return linked
 

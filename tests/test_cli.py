@@ -563,9 +563,10 @@ def test_index_skip_duplicates_stores_only_new_records(indexed: str, tmp_path: P
 
 def test_index_reads_standard_input(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
-    result = neardup_process("index", "-", "--store", url, stdin=RECORDS)
+    result = neardup_process("index", "-", "--store", url, stdin=RECORDS + "7\n")
     assert result.returncode == 0, result.stderr
     assert "store holds 6" in result.stderr
+    assert "line 7 (standard input: id without text)" in result.stderr  # a skip names it too
     copies = neardup("lookup", "--store", url, "--id", "2", "--collapse-copies", "--json")
     assert [(m["id"], m["copies"]) for m in json.loads(copies.stdout)] == [("1", ["6"])]
 
