@@ -30,7 +30,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.security import APIKeyHeader
 from fastapi.staticfiles import StaticFiles
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -219,6 +219,11 @@ def create_app(
         """Whether the service can reach its store (503 when it cannot). It needs no key, so
         it says nothing of the store but that it answers."""
         return await held.read(lambda source: {"status": "ok", "documents": source.count()})
+
+    @app.get("/", include_in_schema=False)
+    async def home() -> RedirectResponse:
+        """A browser pointed at the service lands on its documentation (which needs the key)."""
+        return RedirectResponse("/docs")
 
     @app.get("/openapi.json", dependencies=guarded, include_in_schema=False)
     async def openapi() -> dict[str, Any]:

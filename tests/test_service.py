@@ -308,6 +308,8 @@ def test_concurrent_adds_of_one_new_text_store_it_once(served: str) -> None:
     assert sum(len(a["added"]) for a in answers) == 1
     assert sum(len(a["duplicates"]) for a in answers) == 7
     assert requests.get(f"{served}/docs", timeout=10).status_code == 200
+    home = requests.get(served, timeout=10)  # a browser pointed at the service: its documentation
+    assert home.url == f"{served}/docs" and "swagger-ui" in home.text
     assert requests.get(f"{served}/openapi.json", timeout=10).json()["info"]["title"] == "neardup"
 
 
