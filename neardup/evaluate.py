@@ -66,10 +66,10 @@ def _spreadsheet_value(cell: str) -> str:
 def _rows(path: Path) -> tuple[list[str], Iterable[list[str]] | Iterable[dict]]:
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         # JSON escapes every line break inside a value, so only "\n" ends a line.
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
         lines = [json.loads(line) for line in text.split("\n") if line.strip()]
         return (list(lines[0]) if lines else []), lines
-    with path.open(encoding="utf-8", newline="") as file:
+    with path.open(encoding="utf-8-sig", newline="") as file:
         if path.suffix.lower() == ".csv":
             rows = [list(map(_spreadsheet_value, row)) for row in csv.reader(file)]
         else:

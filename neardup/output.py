@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Literal
 from .evaluate import SPREADSHEET_UNSAFE_CELL, Evaluation, spreadsheet_safe, tsv_escape
 from .explain import Explanation
 from .phrases import counted
-from .readers import Format, Record
+from .readers import BYTE_ORDER_MARK, Format, Record
 from .report import PHASES, Pair, for_review
 from .searcher import Match
 from .tuning import NEAREST_SPLIT, TUNE_POINTS, Tuning, candidate_probability
@@ -115,6 +115,7 @@ def _write(
                 line = "\t".join(map(spreadsheet_safe, values))
             out.write(line + "\n")
         return count
+    out.write(BYTE_ORDER_MARK)  # CSV is for spreadsheets: Excel reads it as UTF-8 only with one
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(fields)
     for count, row in enumerate(rows, start=1):  # noqa: B007

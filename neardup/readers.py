@@ -97,6 +97,7 @@ STDIN = "-"  # a path that names standard input
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _UTF32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
 GZIP_MAGIC = b"\x1f\x8b"
+BYTE_ORDER_MARK = "\ufeff"  # as text; in UTF-8, codecs.BOM_UTF8
 # The first bytes of files that are given as records and are not text: spreadsheets and
 # documents as they are saved, whose bytes would be read as a header of garbage or as lines
 # skipped one by one.
@@ -215,7 +216,11 @@ class RecordReader:
         self.streamed = read_once(path)  # no size, no position, no second reading
         self.delimiter = "\t" if self.format == "tsv" else ","  # a csv file's: read from its header
         self._raw = self._open()
-        self._refuse_what_is_not_utf8()
+        start = self._start()
+        self._refuse_what_is_not_utf8(start)
+        # Whether the file starts with UTF-8's byte order mark, as a spreadsheet's CSV UTF-8
+        # does: a file written back keeps it, which is how such a spreadsheet knows UTF-8.
+        self.bom = start.startswith(codecs.BOM_UTF8)
         self._records = self._until_damage(self._parse())
         self._first = next(self._records, None)  # reads the header now, so field errors come first
 
@@ -267,14 +272,18 @@ class RecordReader:
     def close(self) -> None:
         self._raw.close()
 
-    def _refuse_what_is_not_utf8(self) -> None:
+    def _start(self) -> bytes:
+        """The file's first bytes, left to be read (none where a .gz is damaged from its start:
+        that is counted as it is read)."""
+        try:
+            return _peek(self._raw, 8)
+        except (OSError, EOFError, zlib.error):
+            return b""
+
+    def _refuse_what_is_not_utf8(self, start: bytes) -> None:
         """A file that starts with a UTF-16 or UTF-32 byte order mark (a spreadsheet's "Unicode
         text"), or as a document or an archive does (:func:`not_text`), in one line, where its
         lines would be skipped one by one as undecodable, or its bytes read as a header."""
-        try:
-            start = _peek(self._raw, 8)
-        except (OSError, EOFError, zlib.error):  # a damaged .gz is counted as it is read
-            return
         if what := not_text(start):
             raise _not_text_error(file_name(self.path), what)
         boms = {"UTF-32": _UTF32_BOMS, "UTF-16": _UTF16_BOMS}  # UTF-32's begin as UTF-16's

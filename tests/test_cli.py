@@ -178,7 +178,9 @@ def test_report_formats(indexed: str, tmp_path: Path) -> None:
         ("3", "4"),
     ]
     as_csv = neardup("report", "--store", indexed, "--format", "csv").stdout
-    assert list(csv.DictReader(io.StringIO(as_csv))) == rows
+    # CSV is for spreadsheets: its byte order mark is how Excel knows the file is UTF-8.
+    assert as_csv.startswith("\ufeffleft_id,")
+    assert list(csv.DictReader(io.StringIO(as_csv.removeprefix("\ufeff")))) == rows
     as_jsonl = [
         json.loads(line)
         for line in neardup("report", "--store", indexed, "--format", "jsonl").stdout.splitlines()
@@ -204,7 +206,7 @@ def test_a_report_is_written_in_the_format_its_file_is_named_for(
         ("pairs.txt", lambda text: list(csv.DictReader(io.StringIO(text), delimiter="\t"))),
     ]:
         assert neardup("report", "--store", indexed, "-o", str(tmp_path / name)).returncode == 0
-        rows = read((tmp_path / name).read_text())
+        rows = read((tmp_path / name).read_text(encoding="utf-8-sig"))
         assert [(r["left_id"], r["right_id"]) for r in rows] == [
             (r["left_id"], r["right_id"]) for r in expected
         ], name
@@ -235,7 +237,7 @@ def test_report_clusters(indexed: str) -> None:
 def test_report_with_the_records_own_texts(indexed: str, records: Path) -> None:
     own = dict(line.split(" ", 1) for line in RECORDS.splitlines())
     pairs = neardup("report", "--store", indexed, "--texts-from", str(records), "--format", "csv")
-    rows = list(csv.DictReader(io.StringIO(pairs.stdout)))
+    rows = list(csv.DictReader(io.StringIO(pairs.stdout.removeprefix("\ufeff"))))
     assert rows and all(
         (r["left_text"], r["right_text"]) == (own[r["left_id"]], own[r["right_id"]]) for r in rows
     )

@@ -49,6 +49,24 @@ def test_one_record_per_group_every_field_as_it_was(folder: Path) -> None:
     assert "read 6, wrote 3, removed 3 near-duplicates from 2 groups" in result.stderr
 
 
+def test_a_spreadsheets_file_keeps_its_byte_order_mark(folder: Path) -> None:
+    """Excel's CSV UTF-8 starts with a byte order mark, which is how Excel knows the file is
+    UTF-8 when it opens it again: written back without it, "Café" read as "CafÃ©"."""
+    (folder / "excel.csv").write_text("\ufeff" + LISTINGS.replace("Deli", "Délice"), "utf-8")
+    args = ["--id-field", "sku", *TEXT, "--threshold", "0.5"]
+    assert neardup("index", "excel.csv", *args, "--store", "excel.db", cwd=folder).returncode == 0
+    result = neardup(
+        "dedup", "excel.csv", *args, "--store", "excel.db", "-o", "kept.csv", cwd=folder
+    )
+    assert result.returncode == 0, result.stderr
+    kept = (folder / "kept.csv").read_bytes()
+    assert kept.startswith("\ufeffsku,title,".encode()) and "Délice".encode() in kept
+    # A file without one is written back without one.
+    result = neardup("dedup", "listings.csv", *args, "-o", "plain.csv", cwd=folder, env=ENV)
+    assert result.returncode == 0, result.stderr
+    assert (folder / "plain.csv").read_bytes().startswith(b"sku,title,")
+
+
 def test_keep_longest_and_center_groups(folder: Path) -> None:
     out = io.StringIO()
     summary = api.dedup(

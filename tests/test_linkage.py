@@ -171,7 +171,7 @@ def test_the_link_command_indexes_the_first_file_and_writes_the_links(tmp_path: 
     result = neardup("link", str(first), str(second), "--store", store, "-o", str(out))
     assert result.returncode == 0, result.stderr
     lines = out.read_text().splitlines()
-    assert lines[0] == "id,stored_id,exact,edit_distance,similarity,shared_tokens,copies"
+    assert lines[0] == "\ufeffid,stored_id,exact,edit_distance,similarity,shared_tokens,copies"
     assert len(lines) - 1 == len(api.link([second], store).links) > 0
     assert f"indexed {records_in(first)}" in result.stderr and f"written to {out}" in result.stderr
     assert "skipped 2 (1 no words after normalisation, 1 no text)" in result.stderr

@@ -713,6 +713,14 @@ def test_eval_counts_precision_recall_and_bands(tmp_path: Path) -> None:
     }
 
 
+def test_eval_reads_a_pair_file_a_spreadsheet_saved(tmp_path: Path) -> None:
+    """Excel's CSV UTF-8 starts with a byte order mark, as neardup's CSV does: the first column
+    is still found by its name."""
+    saved = tmp_path / "pairs.csv"
+    saved.write_text("\ufeffsimilarity,left_id,right_id\n0.9,1,2\n0.8,4,3\n", encoding="utf-8")
+    assert read_pairs(saved) == {("1", "2"): 0.9, ("3", "4"): 0.8}
+
+
 def test_eval_rejects_a_file_that_is_not_pairs(tmp_path: Path) -> None:
     bad = tmp_path / "bad.tsv"
     bad.write_text("only\n1\n")
