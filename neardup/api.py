@@ -607,7 +607,8 @@ def lookup_file(
     collapse: bool = False,
 ) -> list[tuple[str, Match]]:
     """Look up every record of some files (``-``: standard input) without adding them: each
-    record's id with each of its stored duplicates, in file order."""
+    record's id with each of its stored duplicates, in file order. A record's own stored
+    version (the same id) is no duplicate of it, as for ``add(if_unique=True)``."""
     files = _readers(paths, format, id_field, text_fields)
     found: list[tuple[str, Match]] = []
     with opened(store) as source:
@@ -618,8 +619,8 @@ def lookup_file(
             looked_up = [(r, fp) for r, fp in zip(batch, fps, strict=True) if fp.num_words]
             answers = searcher.lookup_many([fp for _, fp in looked_up])
             for (record, _), matches in zip(looked_up, answers, strict=True):
-                shown = collapse_copies(matches) if collapse else matches
-                found += [(record.id, m) for m in shown]
+                others = [m for m in matches if m.id != record.id]
+                found += [(record.id, m) for m in (collapse_copies(others) if collapse else others)]
     return found
 
 

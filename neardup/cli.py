@@ -211,8 +211,9 @@ def _lookup(args: argparse.Namespace) -> int:
             collapse=args.collapse_copies,
             **_rules(args),
         )
+        written_as = "jsonl" if args.json else output.named_format(args.output) or "tsv"
         with _output_file(args.output) as out:
-            output.write_file_matches(found, out, "jsonl" if args.json else "tsv")
+            output.write_file_matches(found, out, written_as)
         records = len({record_id for record_id, _ in found})
         print(f"{records} records have stored duplicates ({len(found)} lines)", file=sys.stderr)
         return 0 if found else NOTHING_FOUND

@@ -546,6 +546,13 @@ def test_lookup_a_whole_file_and_from_standard_input(indexed: str, tmp_path: Pat
     ]
     nothing = neardup_process("lookup", "--store", indexed, "--file", "-", stdin="x entirely new\n")
     assert nothing.returncode == 1
+    # A record the store holds under its id is no duplicate of itself; a .csv is written as CSV.
+    (tmp_path / "held.txt").write_text(RECORDS.splitlines()[1] + "\n")
+    held = neardup("lookup", "--store", indexed, "--file", str(tmp_path / "held.txt"), "-o",
+                   str(tmp_path / "held.csv"))  # fmt: skip
+    assert held.returncode == 0, held.stderr
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "held.csv").read_text("utf-8-sig"))))
+    assert [(r["id"], r["stored_id"]) for r in rows] == [("2", "1"), ("2", "6")]
 
 
 def test_index_skip_duplicates_stores_only_new_records(indexed: str, tmp_path: Path) -> None:
