@@ -25,7 +25,7 @@ from typing import IO, Any
 import numpy as np
 
 from ._version import __version__ as __version__  # re-exported: neardup.api.__version__
-from .errors import InvalidParameter, NeardupError, TooManyPairs
+from .errors import InvalidParameter, NeardupError, ParameterMismatch, TooManyPairs
 from .evaluate import Evaluation, pairs_of, plot, read_pairs
 from .evaluate import evaluate as score
 from .exact import exact_pairs
@@ -209,9 +209,16 @@ def index(
     summary = IndexSummary()
     with opened(store, create=True) as target, _removed_if_left_empty(target, summary):
         new = target.read_params() is None
+        requested = asked
         if new and isinstance(asked, Mapping | None):
             asked = _with_bands(asked, [*paths, *measured_with], format, id_field, text_fields)
-        chosen = target.ensure_params(asked)
+        try:
+            chosen = target.ensure_params(asked)
+        except ParameterMismatch:
+            if asked is requested:
+                raise
+            # Another run made the store meanwhile: its bands, as for a store made before.
+            chosen = target.ensure_params(requested)
         if not new:
             _refuse_renumbering(target, files)
         given = {"threshold": threshold, "similarity": similarity}
@@ -277,8 +284,7 @@ def _removed_if_left_empty(target: Store, summary: IndexSummary) -> Iterator[Non
     try:
         yield
     finally:
-        if target.created and target.count() == 0:
-            target.drop()
+        if target.created and target.count() == 0 and target.drop_if_alone():
             summary.removed = target.url
 
 

@@ -94,6 +94,26 @@ def test_concurrent_writers_and_readers_wait_for_each_other(tmp_path: Path) -> N
     assert api.stats(url)["documents"] == 6000
 
 
+def test_a_run_that_stores_nothing_leaves_a_store_another_run_is_filling(tmp_path: Path) -> None:
+    """An index run that made a store and stored nothing (an empty file, or refused for its
+    settings) removes the store, unless another run has it open: that run may be writing its
+    first records, not committed yet, and they went into a removed file with exit status 0."""
+    path = tmp_path / "new.db"
+    made = SQLiteStore(str(path))  # the first run made the file
+    assert made.created
+    filling = SQLiteStore(str(path))  # another run opened it before its first batch
+    assert not made.drop_if_alone()
+    assert path.exists()
+    records = tmp_path / "records.txt"
+    records.write_text("".join(f"{n} listing {n} on street {n % 7}\n" for n in range(50)))
+    api.index([records], filling)
+    filling.close()
+    assert api.stats(f"sqlite:///{path}")["documents"] == 50
+    alone = SQLiteStore(str(tmp_path / "alone.db"))  # made, and nobody else has it open
+    assert alone.drop_if_alone()
+    assert not (tmp_path / "alone.db").exists()
+
+
 def _band_tables(path: Path) -> dict[str, int]:
     """The store's tables of band postings (and the retired ones), with their rows."""
     database = sqlite3.connect(path)

@@ -145,6 +145,22 @@ def test_settings_merged_at_once_by_two_writers_lose_nothing(store_url_factory) 
         assert store.read_params() == PARAMS
 
 
+def test_two_runs_making_one_store_at_once_agree_on_its_params(store_url_factory) -> None:
+    """Two runs that each found no parameters (two index processes into one new store): the
+    second to write them does not overwrite the first's, which it would fingerprint against;
+    it is told the store's."""
+    url = store_url_factory()
+    other = FingerprintParams("char", 5, 16, 4, fields=TOKEN_FIELDS)
+    with open_store(url) as first, open_store(url) as second:
+        assert second.read_params() is None  # read before the first run writes its own
+        assert first.ensure_params(PARAMS) == PARAMS
+        with pytest.raises(ParameterMismatch, match="word:1, 16 hashes"):
+            second.ensure_params(other)
+        assert second.ensure_params(None) == PARAMS
+    with open_store(url) as third:
+        assert third.read_params() == PARAMS
+
+
 def test_new_store_without_params_uses_defaults(store: Store) -> None:
     assert store.ensure_params(None) == FingerprintParams()
 

@@ -300,8 +300,14 @@ class Store(ABC):
             params = replace(stored or FingerprintParams(), **params)
         if stored is None:
             chosen = params or FingerprintParams()
-            self.update_settings(chosen.to_dict() | {"layout": LAYOUT})
-            return chosen
+            # Only where no other run set them since they were read: two runs making one store
+            # at once each fingerprinted with its own, and the last to write named the store's.
+            new = chosen.to_dict() | {"layout": LAYOUT}
+            self._settings = self._rewrite_settings(lambda now: now or new)
+            self._settings_read_at = time.monotonic()
+            stored = self.params
+            if stored == chosen:
+                return chosen
         if params is not None and params != stored:
             raise ParameterMismatch(
                 f"{self.url} was indexed with {stored.describe()}; "
@@ -426,6 +432,12 @@ class Store(ABC):
     @abstractmethod
     def drop(self) -> None:
         """Remove the store: its file, core, collection or index, records and settings."""
+
+    def drop_if_alone(self) -> bool:
+        """Remove the store, as :meth:`drop`, where no other handle has it open (another run
+        may be writing its first records into it); whether it did. A store that cannot tell
+        (an engine's) is never removed so."""
+        return False
 
     # --- reading ----------------------------------------------------------------------------------
 

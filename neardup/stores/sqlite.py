@@ -24,7 +24,9 @@ same reason a first run into a new store builds the MD5 index once, at its end (
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -119,6 +121,36 @@ def _nothing_pending(path: str) -> bool:
     return not wal.exists() or wal.stat().st_size == 0
 
 
+# Beside the store's file: every handle holds a shared lock on this one (flock) while it has the
+# store open. A lock on the database file itself would be wrong: closing any descriptor of it
+# drops every POSIX lock the process holds on it, SQLite's own included.
+OPEN_MARK = "-open"
+
+
+def _held_open(path: str) -> int | None:
+    """A descriptor of the store's OPEN_MARK file holding a shared lock on it, for as long as a
+    handle has the store open: a run that made the store and stored nothing removes it only
+    while no other handle of any process holds one (:meth:`SQLiteStore.drop_if_alone`). Taken
+    before SQLite opens the store, and taken again where the mark was removed meanwhile, so
+    that no handle writes into a removed file. None for a store in memory, or where the mark
+    cannot be made (a folder that is full or read-only): such a store is never removed so."""
+    if path == ":memory:":
+        return None
+    mark = f"{path}{OPEN_MARK}"
+    while True:
+        try:
+            held = os.open(mark, os.O_RDONLY | os.O_CREAT, 0o644)
+        except OSError:
+            return None
+        fcntl.flock(held, fcntl.LOCK_SH)  # waits only while a remover holds it
+        try:
+            if os.stat(mark).st_ino == os.fstat(held).st_ino:
+                return held
+        except FileNotFoundError:
+            pass  # removed while this waited, with the store: it is made again
+        os.close(held)
+
+
 class SQLiteStore(Store):
     local = True
     _schema_applied = True  # as each connection is opened (see _prepare)
@@ -129,7 +161,25 @@ class SQLiteStore(Store):
         exists = path == ":memory:" or Path(path).exists()
         if not create and not exists:
             raise StoreUnavailable(f"no store at {path}: index some records into it first")
+        if create and not exists and not Path(path).parent.is_dir():
+            raise StoreUnavailable(
+                f"cannot open {path} as a neardup store: its folder {Path(path).parent} does "
+                "not exist"
+            )
+        self._held_open = _held_open(path)
         self.created = not exists
+        try:
+            self._open(path)
+        except BaseException:
+            self._release()
+            raise
+        self._held = False  # inside exclusive(): writes join its transaction
+        self._pending = 0  # postings this connection added to the pending tables
+        self._writing = False  # whether this connection has written records
+        self._md5_indexed = True  # False while a first run into a new store has no MD5 index
+
+    def _open(self, path: str) -> None:
+        """Connect, for writing where the disk allows, else read-only, and check the schema."""
         try:
             version = self._connected(path)
         except StoreUnavailable as refused:
@@ -139,13 +189,10 @@ class SQLiteStore(Store):
         if version is None:
             self._set_meta("schema_version", SCHEMA_VERSION)
         elif version != SCHEMA_VERSION:
+            self._conn.close()
             raise StoreUnavailable(
                 f"{path} has store schema {version}; this neardup reads {SCHEMA_VERSION}"
             )
-        self._held = False  # inside exclusive(): writes join its transaction
-        self._pending = 0  # postings this connection added to the pending tables
-        self._writing = False  # whether this connection has written records
-        self._md5_indexed = True  # False while a first run into a new store has no MD5 index
 
     def _read_only(self, path: str, refused: StoreUnavailable) -> str:
         """Open the file read-only; its schema version. A full disk (or a read-only one) cannot
@@ -497,10 +544,27 @@ class SQLiteStore(Store):
         return len(rows)
 
     def drop(self) -> None:
-        self.close()
+        self._conn.close()
         if self.path != ":memory:":
-            for suffix in ("", "-wal", "-shm"):
+            for suffix in ("", "-wal", "-shm", OPEN_MARK):
                 Path(self.path + suffix).unlink(missing_ok=True)
+        self._release()
+
+    def drop_if_alone(self) -> bool:
+        """Remove the store, as :meth:`drop`, where no other handle of any process has it open
+        (one may be writing its first records, not yet committed); whether it did. The handle
+        is closed either way."""
+        try:
+            alone = self._held_open is not None
+            if alone:
+                fcntl.flock(self._held_open, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            alone = False
+        if alone:
+            self.drop()
+        else:
+            self.close()
+        return alone
 
     # --- reading --------------------------------------------------------------------------------
 
@@ -720,6 +784,20 @@ class SQLiteStore(Store):
 
     def close(self) -> None:
         self._conn.close()
+        self._release()
+
+    def _release(self) -> None:
+        """Let go of the OPEN_MARK's lock; the last handle out removes the mark, as SQLite
+        removes its write-ahead log (one waiting to open meanwhile makes it again)."""
+        if self._held_open is None:
+            return
+        try:
+            fcntl.flock(self._held_open, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            Path(f"{self.path}{OPEN_MARK}").unlink(missing_ok=True)
+        except BlockingIOError:
+            pass  # another handle has the store open
+        os.close(self._held_open)  # its lock with it
+        self._held_open = None
 
 
 def _numbers(lists: Sequence[str | None]) -> list[np.ndarray]:
