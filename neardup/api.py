@@ -173,7 +173,7 @@ def index(
     on_duplicate_id: OnDuplicateId = "replace",
     skip_duplicates: bool = False,
     progress: bool = False,
-    measured_with: Sequence[str | Path] = (),
+    measured_with: Sequence[RecordReader] = (),
 ) -> IndexSummary:
     """Index record files. Every file is opened and checked before anything is written.
 
@@ -186,7 +186,8 @@ def index(
     before anything is written (``"error"``). With ``skip_duplicates``, a record that
     has a near-duplicate in the store or earlier in the files is not stored; the summary counts
     it and ``summary.duplicates`` says of what. A new store's bands are chosen for the length
-    of the records of ``paths`` and of ``measured_with`` (a file to be linked to them).
+    of the records of ``paths`` and of ``measured_with`` (the reader of a file to be linked to
+    them, with fields of its own).
     """
     asked = params_request(params, preset_name=preset, threshold=threshold)
     if batch_size < 1:
@@ -211,7 +212,8 @@ def index(
         new = target.read_params() is None
         requested = asked
         if new and isinstance(asked, Mapping | None):
-            asked = _with_bands(asked, [*paths, *measured_with], format, id_field, text_fields)
+            measured = _readers(_read_twice(paths), format, id_field, text_fields)
+            asked = _with_bands(asked, [*measured, *measured_with])
         try:
             chosen = target.ensure_params(asked)
         except ParameterMismatch:
@@ -307,25 +309,28 @@ def _refuse_renumbering(target: Store, files: Sequence[RecordReader]) -> None:
 
 
 def _with_bands(
-    asked: Mapping[str, object] | None,
-    paths: Sequence[str | Path],
-    format: Format | None,
-    id_field: str | None,
-    text_fields: Sequence[str],
-    sample: int = 1000,
+    asked: Mapping[str, object] | None, files: Sequence[RecordReader], sample: int = 1000
 ) -> Mapping[str, object] | None:
     """A new store's settings with bands chosen for the length of its first records, when
     nothing chose them (see :func:`neardup.settings.default_bands`): ``sample`` records, as
     many from the start of each file (two files linked, a shop's long descriptions and
-    another's short names, are both measured). Standard input or a pipe, read once, is not
-    measured: with none other, the store keeps the short records' default."""
+    another's short names, are both measured). With no file (standard input or a pipe is
+    read once, so not measured: :func:`_read_twice`) the store keeps the short records'
+    default."""
     if "bands" in (asked or {}):
         return asked
     texts = []
-    if files := _readers([p for p in paths if not read_once(p)], format, id_field, text_fields):
+    if files:
         each = max(1, sample // len(files))
         texts = [r.text for reader in files for r in islice(reader, each)]
+        for reader in files:
+            reader.close()
     return _bands_for(asked, normalize_batch(texts))
+
+
+def _read_twice(paths: Sequence[str | Path]) -> list[str | Path]:
+    """The files among ``paths`` that can be read again: not standard input or a pipe."""
+    return [p for p in paths if not read_once(p)]
 
 
 def _stream_name(path: str) -> str:
@@ -672,6 +677,8 @@ def link(
     format: Format | None = None,
     id_field: str | None = None,
     text_fields: Sequence[str] = (),
+    linked_id_field: str | None = None,
+    linked_text_fields: Sequence[str] = (),
     preset: str | None = None,
     rules: RulesRequest = None,
 ) -> Linked:
@@ -686,17 +693,26 @@ def link(
     ``auto`` (the default), read from the links' similarities
     (:func:`neardup.tuning.choose_link_threshold`), not the store's, which is read for
     near-duplicates within one source. With two files, the first is indexed into the store (a
-    new store's bands chosen for both files' records) and the second linked to it."""
+    new store's bands chosen for both files' records) and the second linked to it; two
+    sources name their fields apart, so ``linked_id_field`` and ``linked_text_fields`` name
+    the linked file's where they are not ``id_field`` and ``text_fields``."""
     if len(paths) not in (1, 2):
         raise NeardupError(
             "link takes one file, linked to the store's records, or two: the first indexed "
             "into the store and the second linked to it"
         )
-    linked_file = _readers(paths[-1:], format, id_field, text_fields)  # checked before indexing
+    if len(paths) == 1 and (linked_id_field or linked_text_fields):
+        raise NeardupError(
+            "--linked-id-field and --linked-text-field name the fields of the second of two "
+            "files: with one, give --id-field and --text-field"
+        )
+    linked_fields = (linked_id_field or id_field, linked_text_fields or text_fields)
+    linked_file = _readers(paths[-1:], format, *linked_fields)  # checked before indexing
     indexed = None
     if len(paths) == 2:
         reading = {"format": format, "id_field": id_field, "text_fields": text_fields}
-        indexed = index([paths[0]], store, preset=preset, measured_with=[paths[1]], **reading)
+        measured = _readers(_read_twice(paths[1:]), format, *linked_fields)
+        indexed = index([paths[0]], store, preset=preset, measured_with=measured, **reading)
     records = (r for reader in linked_file for r in reader)
     linked = link_records(records, store, preset=preset, rules=rules)
     for reader in linked_file:

@@ -234,6 +234,8 @@ def _link(args: argparse.Namespace) -> int:
         format=args.format,
         id_field=args.id_field,
         text_fields=args.text_fields,
+        linked_id_field=args.linked_id_field,
+        linked_text_fields=args.linked_text_fields,
         **_rules(args),
     )
     written_as = "jsonl" if args.json else output.named_format(args.output) or "tsv"
@@ -650,6 +652,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     _store_option(link)
     _reader_options(link)
+    link.add_argument(
+        "--linked-id-field",
+        help="with two files: the second's id field, where it is not --id-field's",
+    )
+    link.add_argument(
+        "--linked-text-field",
+        action="append",
+        default=[],
+        dest="linked_text_fields",
+        help="with two files: the second's text field, where they are not --text-field's; "
+        "repeat to join several",
+    )
     link.add_argument("-o", "--output", help="file to write (default: stdout)")
     _rule_options(
         link,

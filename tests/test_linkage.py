@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import random
 import sys
 from pathlib import Path
@@ -160,6 +161,34 @@ def test_linking_to_an_empty_store_or_three_files_is_refused(
         api.link([second], empty)
     with pytest.raises(NeardupError, match="link takes one file"):
         api.link([first, second, second], sqlite_url)
+
+
+def test_two_sources_that_name_their_fields_apart(tmp_path: Path) -> None:
+    """A shop's file and another's, with their own names for the id and the text: linked as
+    the same records under one set of names are, and each file measured for the new store's
+    bands by its own fields."""
+    first, second, _ = two_sources(tmp_path)
+    renamed = tmp_path / "renamed.tsv"
+    header, *rows = second.read_text().splitlines()
+    assert header.split("\t")[:2] == ["id", "name"]
+    renamed.write_text("\n".join(["code\tfull_name\t" + header.split("\t", 2)[2], *rows]) + "\n")
+    store = f"sqlite:///{tmp_path / 'same.db'}"
+    expected = api.link([first, second], store, text_fields=["name", "street"])
+    apart = f"sqlite:///{tmp_path / 'apart.db'}"
+    printed = neardup(
+        "link", str(first), str(renamed), "--store", apart, "--text-field", "name",
+        "--text-field", "street", "--linked-id-field", "code", "--linked-text-field",
+        "full_name", "--linked-text-field", "street", "--json",
+    )  # fmt: skip
+    assert printed.returncode == 0, printed.stderr
+    links = [json.loads(line) for line in printed.stdout.splitlines()]
+    assert [(link["id"], link["stored_id"]) for link in links] == [
+        (record_id, match.id) for record_id, match in expected.links
+    ]
+    assert len(links) > 100
+    assert api.stats(apart)["parameters"] == api.stats(store)["parameters"]
+    one = neardup("link", str(renamed), "--store", apart, "--linked-id-field", "code")
+    assert one.returncode == 2 and "the second of two files" in one.stderr
 
 
 def test_the_link_command_indexes_the_first_file_and_writes_the_links(tmp_path: Path) -> None:
