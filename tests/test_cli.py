@@ -358,6 +358,24 @@ def test_a_failing_file_writes_nothing(records: Path, tmp_path: Path, sqlite_url
     assert not (tmp_path / "store.db").exists()
 
 
+def test_delete_takes_whole_lines_of_a_file_as_ids(tmp_path: Path) -> None:
+    """An id may hold spaces: split at them, "New York 1" deleted the record "1"."""
+    (tmp_path / "shops.tsv").write_text(
+        "id\ttext\n1\tArt's Deli Ventura Blvd\nNew York 1\tGolden Lotus Grant Ave\n"
+        "2\tThai Orchid Elm Street\n"
+    )
+    url = f"sqlite:///{tmp_path / 'shops.db'}"
+    assert neardup("index", str(tmp_path / "shops.tsv"), "--store", url).returncode == 0
+    (tmp_path / "gone.txt").write_text("\ufeffNew York 1\r\n\n")  # as Notepad saves it
+    deleted = neardup("delete", "--file", str(tmp_path / "gone.txt"), "--store", url)
+    assert deleted.returncode == 0, deleted.stderr
+    assert "deleted 1 of 1 ids" in deleted.stderr
+    with api.opened(url) as store:
+        assert sorted(store.iter_ids()) == ["1", "2"]
+    missing = neardup("delete", "--file", str(tmp_path / "none.txt"), "--store", url)
+    assert_user_error(missing, "cannot read")
+
+
 def test_schema_apply(store_url: str) -> None:
     result = neardup("schema", "apply", "--store", store_url)
     assert result.returncode == 0, result.stderr
