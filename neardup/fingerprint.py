@@ -960,7 +960,11 @@ def _int64(values: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.int64)
 
 
-def frequency_counts(fingerprints: Sequence[Fingerprint]) -> tuple[np.ndarray, np.ndarray]:
+# (shingle keys, how many records hold each): frequency_counts of some records.
+Counted = tuple[np.ndarray, np.ndarray]
+
+
+def frequency_counts(fingerprints: Sequence[Fingerprint]) -> Counted:
     """(shingle keys, how many of the records hold each): document frequencies of some records,
     keys as :meth:`TokenField.keys` gives them (int64, sorted). One pass over the shingles, with
     no set made per record."""

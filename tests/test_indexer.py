@@ -21,7 +21,7 @@ class SlowUpserts:
         self.threads: set[int] = set()
         self.fail_at = fail_at
 
-    def upsert(self, documents: list[str]) -> None:
+    def upsert(self, documents: list[str], counted: object = None) -> None:
         time.sleep(0.02)
         self.threads.add(threading.get_ident())
         if len(self.batches) == self.fail_at:

@@ -11,6 +11,7 @@ import pytest
 
 from neardup import api
 from neardup.errors import InvalidText
+from neardup.fingerprint import fingerprint_batch, frequency_counts
 from neardup.readers import Record
 from neardup.stores import sqlite as sqlite_store
 from neardup.stores.sqlite import SQLiteStore
@@ -112,6 +113,34 @@ def test_a_run_that_stores_nothing_leaves_a_store_another_run_is_filling(tmp_pat
     alone = SQLiteStore(str(tmp_path / "alone.db"))  # made, and nobody else has it open
     assert alone.drop_if_alone()
     assert not (tmp_path / "alone.db").exists()
+
+
+def test_shingles_counted_by_batch_are_the_stored_records(tmp_path: Path) -> None:
+    """The indexer counts a batch's shingles as it fingerprints it and lets the records' own
+    shingles go: the counts are still those of exactly the records stored, after a run that
+    replaces some, leaves some as they were, repeats an id and adds more."""
+    url = f"sqlite:///{tmp_path / 'counted.db'}"
+    first = tmp_path / "first.txt"
+    first.write_text(
+        "".join(f"{n} listing {n} on street {n % 7} of town {n % 3}\n" for n in range(60))
+    )
+    api.index([first], url)
+    again = tmp_path / "again.txt"
+    again.write_text(
+        "".join(f"{n} listing {n} on street {n % 7} of town {n % 3}\n" for n in range(10))
+        + "".join(f"{n} a changed listing {n} by the river\n" for n in range(10, 20))
+        + "".join(f"{n} a new listing {n} near the park\n" for n in range(60, 70))
+        + "65 the new listing 65 again, replaced within the run\n"
+    )
+    api.index([again], url, batch_size=16)  # batches that are all new, mixed, and repeated
+    with api.opened(url) as store:
+        contents = [r.content for batch in store.iter_records() for r in batch]
+        expected_keys, expected_counts = frequency_counts(
+            fingerprint_batch(contents, store.params, normalized=True)
+        )
+        found = store.frequencies(expected_keys)
+    assert found.records == len(contents) == 70
+    assert found.counts.tolist() == expected_counts.tolist()
 
 
 def _band_tables(path: Path) -> dict[str, int]:

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import NeardupError, ParameterMismatch, StoreUnavailable
 from ..fingerprint import (
+    Counted,
     Fingerprint,
     FingerprintParams,
     Frequencies,
@@ -373,13 +374,28 @@ class Store(ABC):
 
     # --- writing ----------------------------------------------------------------------------------
 
-    def upsert(self, documents: Sequence[Document]) -> None:
+    def upsert(self, documents: Sequence[Document], counted: Counted | None = None) -> None:
         """Insert or replace records by id (the last of repeated ids wins). The store must have
-        its parameters (:meth:`ensure_params`); see the module's note on what a write guarantees."""
-        self._upsert({d.id: d for d in documents}, self.params)
+        its parameters (:meth:`ensure_params`); see the module's note on what a write guarantees.
+        ``counted``: the documents' shingle frequencies (:func:`frequency_counts`), made as
+        they were fingerprinted, for a store that ``counts_batches``: their fingerprints then
+        need not keep their shingles."""
+        latest = {d.id: d for d in documents}
+        self._upsert(latest, self.params, counted if len(latest) == len(documents) else None)
+
+    # Whether the store counts a batch's shingles from upsert's ``counted`` (the embedded store
+    # keeps the counts in a table) rather than from each record's (an engine indexes them).
+    counts_batches = False
 
     @abstractmethod
-    def _upsert(self, documents: Mapping[str, Document], params: FingerprintParams) -> None: ...
+    def _upsert(
+        self,
+        documents: Mapping[str, Document],
+        params: FingerprintParams,
+        counted: Counted | None = None,
+    ) -> None:
+        """Write ``documents``; ``counted`` is their shingle frequencies, if made (and no id
+        repeated among them)."""
 
     @abstractmethod
     def delete(self, ids: Sequence[str]) -> int:

@@ -32,7 +32,7 @@ from elasticsearch import (
 )
 
 from ..errors import NeardupError, StoreUnavailable
-from ..fingerprint import FingerprintParams, TokenField
+from ..fingerprint import Counted, FingerprintParams, TokenField
 from .base import (
     MEASURED_SETTINGS,
     Buckets,
@@ -320,7 +320,12 @@ class ElasticsearchStore(Store):
 
     # --- writing ----------------------------------------------------------------------------------
 
-    def _upsert(self, documents: Mapping[str, Document], params: FingerprintParams) -> None:
+    def _upsert(
+        self,
+        documents: Mapping[str, Document],
+        params: FingerprintParams,
+        counted: Counted | None = None,  # the engine counts the shingles it indexes
+    ) -> None:
         names, counted = field_names(self.settings), self.keeps_frequencies
         actions = (
             {"_index": self.index, "_id": d.id, "_source": engine_document(d, names, counted)}

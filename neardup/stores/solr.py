@@ -45,7 +45,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from ..errors import NeardupError, StoreUnavailable
-from ..fingerprint import FingerprintParams, TokenField
+from ..fingerprint import Counted, FingerprintParams, TokenField
 from .base import (
     Buckets,
     Candidate,
@@ -539,7 +539,12 @@ class SolrStore(Store):
 
     # --- writing ----------------------------------------------------------------------------------
 
-    def _upsert(self, documents: Mapping[str, Document], params: FingerprintParams) -> None:
+    def _upsert(
+        self,
+        documents: Mapping[str, Document],
+        params: FingerprintParams,
+        counted: Counted | None = None,  # the engine counts the shingles it indexes
+    ) -> None:
         if PARAMS_ID in documents:
             raise NeardupError(f"the id {PARAMS_ID!r} is reserved by the Solr store")
         names = field_names(self.settings)

@@ -39,7 +39,13 @@ from urllib.parse import quote
 import numpy as np
 
 from ..errors import StoreUnavailable
-from ..fingerprint import Fingerprint, FingerprintParams, fingerprint_batch, frequency_counts
+from ..fingerprint import (
+    Counted,
+    Fingerprint,
+    FingerprintParams,
+    fingerprint_batch,
+    frequency_counts,
+)
 from .base import (
     Buckets,
     Candidate,
@@ -286,7 +292,14 @@ class SQLiteStore(Store):
 
     # --- writing --------------------------------------------------------------------------------
 
-    def _upsert(self, latest: Mapping[str, Document], params: FingerprintParams) -> None:
+    counts_batches = True
+
+    def _upsert(
+        self,
+        latest: Mapping[str, Document],
+        params: FingerprintParams,
+        counted: Counted | None = None,
+    ) -> None:
         with self._transaction():
             if not self._writing:
                 self._writing = True
@@ -321,7 +334,9 @@ class SQLiteStore(Store):
             self._insert("INSERT OR REPLACE INTO docs", 6, list(chain.from_iterable(rows)))
             stored = [latest[row[1]] for row in rows]
             self._insert_postings(keys, stored)
-            self._count([d.fingerprint for d in stored], +1)
+            if counted is None or len(stored) < len(latest):  # the counts are of every record
+                counted = self._counts_of([d.fingerprint for d in stored], params)
+            self._count(counted, +1)
         if self._pending > PENDING_LIMIT:
             self._seal_pending()
 
@@ -401,7 +416,8 @@ class SQLiteStore(Store):
             pairs = rows.reshape(-1, 2).tolist()
             for table in self._tables(field):
                 self._conn.executemany(f"DELETE FROM {table} WHERE token = ? AND doc = ?", pairs)
-        self._count(old, -1)
+        if self.keeps_frequencies and old:
+            self._count(frequency_counts(old), -1)
 
     def _runs(self, field: TokenField, level: int | str = "%") -> list[str]:
         """The field's runs (of one level), tables named ``<field>_run_<level>_<number>``."""
@@ -519,12 +535,26 @@ class SQLiteStore(Store):
             self._conn.execute(_MD5_INDEX)
             self._md5_indexed = True
 
-    def _count(self, fingerprints: Sequence[Fingerprint], sign: int) -> None:
-        """Add (+1) or remove (-1) these records' shingles from the frequencies. A count that
-        falls to 0 stays as a row: it means what a missing row means."""
-        if not self.keeps_frequencies:
+    def _counts_of(
+        self, fingerprints: Sequence[Fingerprint], params: FingerprintParams
+    ) -> Counted | None:
+        """The shingle frequencies of these records, where the store keeps them; fingerprints
+        made without their shingles (upsert's ``counted`` stood for them) are made again from
+        their contents."""
+        if not self.keeps_frequencies or not fingerprints:
+            return None
+        if any(fp.shingle_hashes is None for fp in fingerprints):
+            contents = [fp.content for fp in fingerprints]
+            fingerprints = fingerprint_batch(contents, params, normalized=True)
+        return frequency_counts(fingerprints)
+
+    def _count(self, counted: Counted | None, sign: int) -> None:
+        """Add (+1) or remove (-1) some records' shingle frequencies (``counted``; None:
+        nothing to count). A count that falls to 0 stays as a row: it means what a missing row
+        means."""
+        if counted is None or not self.keeps_frequencies:
             return
-        keys, counts = frequency_counts(fingerprints)
+        keys, counts = counted
         self._insert(
             "INSERT INTO frequencies",
             2,
