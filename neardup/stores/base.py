@@ -14,6 +14,7 @@ documents, so a failed batch can leave part of itself written until the run is r
 from __future__ import annotations
 
 import os
+import random
 import socket
 import time
 import uuid
@@ -332,11 +333,15 @@ class Store(ABC):
         if not self._schema_applied:  # once a handle: what a store made earlier lacks
             self.apply_schema()
             self._schema_applied = True
-        for _ in range(SETTINGS_ATTEMPTS):
+        for attempt in range(SETTINGS_ATTEMPTS):
             stored, version = self._stored_settings()
             settings = new(stored or {})
             if self._put_settings(settings, version):
                 return settings
+            # Another writer landed first: wait a random while, longer each time, so that two
+            # writers in step do not keep refusing each other (two threads writing 25 times
+            # each on Solr: one was refused 20 times in a row).
+            time.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
         raise StoreUnavailable(
             f"{self.url}: its settings changed {SETTINGS_ATTEMPTS} times while being written"
         )
