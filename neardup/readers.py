@@ -523,12 +523,15 @@ def _with_skips(
 
 
 def _text(value: object) -> str:
-    """A field's value as text: a JSON list's values joined by spaces (tags, authors, a
-    product's features), nothing for null or an object."""
+    """A field's value as text: a JSON list's values, or an object's (an address of street and
+    city), joined by spaces in their order (tags, authors, a product's features), nothing for
+    null."""
     if type(value) is str:  # every TSV and CSV value: the quickest test first
         return value
+    if isinstance(value, dict):
+        value = list(value.values())
     if isinstance(value, list):
         return " ".join(filter(None, (_text(item).strip() for item in value)))
-    if value is None or isinstance(value, dict):
+    if value is None:
         return ""
     return str(value)

@@ -118,12 +118,19 @@ def test_jsonl(tmp_path: Path) -> None:
         "not json",
         json.dumps(["a", "list"]),
         json.dumps({"id": 2, "title": "Second", "body": None}),
-        json.dumps({"id": 3, "title": {"nested": 1}}),
-    ]
+        json.dumps({"id": 3, "title": {}}),
+        # An object's values are text, as a list's are: an address of street and city.
+        json.dumps({"id": 4, "title": "Art's Deli", "body": {"street": "12224 Ventura Blvd",
+                                                            "city": ["Studio City"]}}),
+    ]  # fmt: skip
     records, reader = read(
         write(tmp_path / "a.jsonl", "\n".join(lines) + "\n"), text_fields=["title", "body"]
     )
-    assert [(r.id, r.text) for r in records] == [("1", "First text one"), ("2", "Second")]
+    assert [(r.id, r.text) for r in records] == [
+        ("1", "First text one"),
+        ("2", "Second"),
+        ("4", "Art's Deli 12224 Ventura Blvd Studio City"),
+    ]
     assert reader.skipped.reasons == {"invalid JSON": 1, "not a JSON object": 1, "no text": 1}
 
 
@@ -272,9 +279,9 @@ def test_json_lines_of_every_wrong_kind_are_counted(tmp_path: Path) -> None:
         '{"id": "2", "text": "good two"}',
         "not json",
         '{"id": null, "text": "x"}',
-        '{"id": "3", "text": {"an": "object"}}',
+        '{"id": "3", "text": {"an": {"empty": []}}}',
         '{"id": "4", "text": "good four"}',
-        '{"id": "5", "text": [null, [], {"n": 1}]}',
+        '{"id": "5", "text": [null, [], {"n": null}]}',
         '{"id": [5], "text": "an id in a list"}',
         '{"id": {"n": 6}, "text": "an id in an object"}',
     ]
