@@ -489,6 +489,13 @@ class RecordReader:
         return f"{name}: {'; '.join(chosen)}"
 
     def _check_fields(self, names: list[str], where: str) -> None:
+        if repeated := next((n for n in names if names.count(n) > 1), None):
+            columns = [str(number) for number, n in enumerate(names, start=1) if n == repeated]
+            raise NeardupError(
+                f"{file_name(self.path)}: {where} names {repeated!r} in columns "
+                f"{' and '.join(columns)}: a record keeps one value a name, so the others "
+                "would be lost; rename them"
+            )
         self.fields = names
         if self.id_field is None and "id" in names:
             self.id_field = "id"

@@ -398,6 +398,17 @@ def test_a_compressed_file_is_read_whatever_its_name_says(
     assert [(r.id, r.text) for r in records] == [("1", "Art's Deli"), ("2", "Arts Deli")]
 
 
+@pytest.mark.parametrize("name", ["phones.csv", "phones.tsv"])
+def test_a_header_that_names_a_column_twice_is_one_error(tmp_path: Path, name: str) -> None:
+    """Two columns called phone (a spreadsheet allows it): the first's values were lost, the
+    second's read twice, and dedup wrote the second's into both columns."""
+    separator = "," if name.endswith(".csv") else "\t"
+    write(tmp_path / name, separator.join(["id", "phone", "name", "phone"]) + "\n1,2,3,4\n")
+    refused = neardup("index", name, "--store", "s.db", cwd=tmp_path)
+    assert_user_error(refused, f"{name}: the header row names 'phone' in columns 2 and 4")
+    assert not (tmp_path / "s.db").exists()
+
+
 def test_a_file_of_nothing_but_urls_keeps_them(tmp_path: Path) -> None:
     records, reader = read(
         write(tmp_path / "a.jsonl", '{"id": "1", "link": "https://x.example/a"}\n')
