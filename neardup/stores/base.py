@@ -305,8 +305,7 @@ class Store(ABC):
             # Only where no other run set them since they were read: two runs making one store
             # at once each fingerprinted with its own, and the last to write named the store's.
             new = chosen.to_dict() | {"layout": LAYOUT}
-            self._settings = self._rewrite_settings(lambda now: now or new)
-            self._settings_read_at = time.monotonic()
+            self._hold_written(lambda now: now or new)
             stored = self.params
             if stored == chosen:
                 return chosen
@@ -322,7 +321,12 @@ class Store(ABC):
         read it (another process may have written it since: merged into a stale copy, its
         change was lost, and a threshold it had forgotten came back), and write it (creating
         the schema)."""
-        self._settings = self._rewrite_settings(lambda stored: stored | dict(changes))
+        self._hold_written(lambda stored: stored | dict(changes))
+
+    def _hold_written(self, new: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        """Write ``new(the stored settings)`` (:meth:`_rewrite_settings`) and hold what was
+        written as this handle's copy, read now."""
+        self._settings = self._rewrite_settings(new)
         self._settings_read_at = time.monotonic()
 
     def _rewrite_settings(self, new: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:

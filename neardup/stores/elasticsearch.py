@@ -326,9 +326,9 @@ class ElasticsearchStore(Store):
         params: FingerprintParams,
         counted: Counted | None = None,  # the engine counts the shingles it indexes
     ) -> None:
-        names, counted = field_names(self.settings), self.keeps_frequencies
+        names, counting = field_names(self.settings), self.keeps_frequencies
         actions = (
-            {"_index": self.index, "_id": d.id, "_source": engine_document(d, names, counted)}
+            {"_index": self.index, "_id": d.id, "_source": engine_document(d, names, counting)}
             for d in documents.values()
         )
         self._bulk(actions)

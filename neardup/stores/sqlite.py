@@ -416,8 +416,7 @@ class SQLiteStore(Store):
             pairs = rows.reshape(-1, 2).tolist()
             for table in self._tables(field):
                 self._conn.executemany(f"DELETE FROM {table} WHERE token = ? AND doc = ?", pairs)
-        if self.keeps_frequencies and old:
-            self._count(frequency_counts(old), -1)
+        self._count(self._counts_of(old, params), -1)
 
     def _runs(self, field: TokenField, level: int | str = "%") -> list[str]:
         """The field's runs (of one level), tables named ``<field>_run_<level>_<number>``."""
@@ -584,17 +583,23 @@ class SQLiteStore(Store):
         """Remove the store, as :meth:`drop`, where no other handle of any process has it open
         (one may be writing its first records, not yet committed); whether it did. The handle
         is closed either way."""
-        try:
-            alone = self._held_open is not None
-            if alone:
-                fcntl.flock(self._held_open, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            alone = False
+        alone = self._alone()
         if alone:
             self.drop()
         else:
             self.close()
         return alone
+
+    def _alone(self) -> bool:
+        """Whether no other handle of any process has the store open: this one's lock on the
+        OPEN_MARK made exclusive, where it has one."""
+        if self._held_open is None:
+            return False
+        try:
+            fcntl.flock(self._held_open, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
 
     # --- reading --------------------------------------------------------------------------------
 
@@ -821,11 +826,8 @@ class SQLiteStore(Store):
         removes its write-ahead log (one waiting to open meanwhile makes it again)."""
         if self._held_open is None:
             return
-        try:
-            fcntl.flock(self._held_open, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if self._alone():
             Path(f"{self.path}{OPEN_MARK}").unlink(missing_ok=True)
-        except BlockingIOError:
-            pass  # another handle has the store open
         os.close(self._held_open)  # its lock with it
         self._held_open = None
 
