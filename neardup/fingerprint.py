@@ -620,12 +620,12 @@ def shingle_numbers(
     PARALLEL_CONTENTS, each half of the contents is numbered on a thread of its own (20,000
     ads: 0.12 s on one), into its part of one array, and the two numberings are made one."""
     tokens, offsets = _tokens(contents, params)
-    counts = _shingle_counts(offsets, params)
-    numbers = np.empty(int(counts.sum()), dtype=np.int32)
+    rooms = _offsets(_shingle_counts(offsets, params))  # where each content's numbers may go
+    numbers = np.empty(int(rooms[-1]), dtype=np.int32)
 
     def numbered(part: slice) -> tuple[np.ndarray, np.ndarray]:
         """The part's set offsets and distinct shingles; its numbers from its first room on."""
-        room = int(counts[: part.start].sum())
+        room = int(rooms[part.start])
         set_offsets = np.zeros(part.stop - part.start + 1, dtype=np.int64)
         distinct = _kernels.shingle_numbers(
             tokens,
@@ -648,7 +648,7 @@ def shingle_numbers(
     renumbered, new = _renumbering(distinct, later_distinct)
     # The second half's numbers, renumbered, move down behind the first's, a run at a time:
     # each run is read before its place (at or before it) is written.
-    first, room = int(set_offsets[-1]), int(counts[: len(set_offsets) - 1].sum())
+    first, room = int(set_offsets[-1]), int(rooms[len(set_offsets) - 1])
     total = first + int(later_offsets[-1])
     for start in range(first, total, RENUMBERED_RUN):
         stop = min(start + RENUMBERED_RUN, total)
