@@ -1335,9 +1335,9 @@ def dedup(
         kept = max(group, key=lambda i: len(grouped.get(i, ""))) if longest else group[0]
         removed.update(member for member in group if member != kept)
     summary = DedupSummary(groups=len(groups), keep=keep, skipped=reader.skipped)
-    # A csv file's own delimiter, when it is written back as csv (a semicolon's stays).
     if reader.bom and written_as != "jsonl":  # the file's own form: a spreadsheet's CSV UTF-8
         out.write(BYTE_ORDER_MARK)
+    # A csv file's own delimiter, when it is written back as csv (a semicolon's stays).
     write = record_writer(written_as, reader.fields, out, reader.delimiter)
     misread: dict[str, int] = {}  # ids read with a text the store does not hold: first line
     read_as_held: set[str] = set()

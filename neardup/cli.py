@@ -211,7 +211,7 @@ def _lookup(args: argparse.Namespace) -> int:
             collapse=args.collapse_copies,
             **_rules(args),
         )
-        written_as = "jsonl" if args.json else output.named_format(args.output) or "tsv"
+        written_as = _matches_format(args)
         with _output_file(args.output) as out:
             output.write_file_matches(found, out, written_as)
         records = len({record_id for record_id, _ in found})
@@ -238,7 +238,7 @@ def _link(args: argparse.Namespace) -> int:
         linked_text_fields=args.linked_text_fields,
         **_rules(args),
     )
-    written_as = "jsonl" if args.json else output.named_format(args.output) or "tsv"
+    written_as = _matches_format(args)
     with _output_file(args.output) as out:
         output.write_file_matches(linked.links, out, written_as)
     if linked.indexed:
@@ -246,6 +246,12 @@ def _link(args: argparse.Namespace) -> int:
     written = f"; written to {args.output}" if args.output else ""
     print(f"{linked.describe()}{written}", file=sys.stderr)
     return 0 if linked.links else NOTHING_FOUND
+
+
+def _matches_format(args: argparse.Namespace) -> output.ReportFormat:
+    """How lookup --file and link write their lines: JSON lines with --json, else as the
+    output file is named (a .csv opens in a spreadsheet), else TSV."""
+    return "jsonl" if args.json else output.named_format(args.output) or "tsv"
 
 
 @command("explain")
