@@ -794,9 +794,15 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--json", action="store_true", help="print JSON")
 
     generate = add("generate")
-    generate.add_argument("count", type=int, help="how many documents")
-    generate.add_argument("-o", "--output", required=True, help="documents (TSV: id, text)")
-    generate.add_argument("--truth", help="also write the true pairs (TSV)")
+    generate.add_argument("count", type=int, help="how many records")
+    generate.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="the records: an id and the kind's fields, as the name says (.csv, .jsonl, .txt: "
+        "lines of id and text; .gz: compressed), else TSV",
+    )
+    generate.add_argument("--truth", help="also write the true pairs (.csv, .jsonl, else TSV)")
     generate.add_argument("--seed", type=int, default=1, help="random seed (default: %(default)s)")
     generate.add_argument(
         "--words",

@@ -8,14 +8,17 @@ whose name contains ``jaccard``, when present. A pair counts once whatever its o
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
+from typing import IO
 
 from .errors import NeardupError
+from .readers import GZIP_MAGIC, record_format
 from .report import Pair
 
 PairKey = tuple[str, str]
@@ -64,13 +67,13 @@ def _spreadsheet_value(cell: str) -> str:
 
 
 def _rows(path: Path) -> tuple[list[str], Iterable[list[str]] | Iterable[dict]]:
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
-        # JSON escapes every line break inside a value, so only "\n" ends a line.
-        text = path.read_text(encoding="utf-8-sig")
-        lines = [json.loads(line) for line in text.split("\n") if line.strip()]
-        return (list(lines[0]) if lines else []), lines
-    with path.open(encoding="utf-8-sig", newline="") as file:
-        if path.suffix.lower() == ".csv":
+    format = record_format(path)
+    with _opened(path) as file:
+        if format == "jsonl":
+            # JSON escapes every line break inside a value, so only "\n" ends a line.
+            lines = [json.loads(line) for line in file.read().split("\n") if line.strip()]
+            return (list(lines[0]) if lines else []), lines
+        if format == "csv":
             rows = [list(map(_spreadsheet_value, row)) for row in csv.reader(file)]
         else:
             lines = (line.rstrip("\r\n") for line in file.read().split("\n"))
@@ -82,12 +85,21 @@ def _rows(path: Path) -> tuple[list[str], Iterable[list[str]] | Iterable[dict]]:
     return (rows[0] if rows else []), rows[1:]
 
 
+def _opened(path: Path) -> IO[str]:
+    """A pair file to read, with or without a byte order mark, gzip-compressed or not."""
+    with path.open("rb") as raw:
+        compressed = raw.read(2) == GZIP_MAGIC
+    if compressed:
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
+    return path.open(encoding="utf-8-sig", newline="")
+
+
 def read_pairs(path: str | Path) -> dict[PairKey, float | None]:
     """Pairs in a file, each with its similarity (or None when the file has none)."""
     path = Path(path)
     try:
         header, rows = _rows(path)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise NeardupError(f"cannot read pairs from {path}: {exc}") from None
     if len(header) < 2:
         raise NeardupError(f"{path}: a pair file needs a header with at least two columns")

@@ -17,17 +17,20 @@ are a true pair, written with their true character 5-shingle Jaccard similarity.
 from __future__ import annotations
 
 import contextlib
-import csv
+import gzip
 import random
 from collections import deque
+from collections.abc import Callable, Sequence
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 import numpy as np
 
 from .errors import InvalidParameter
 from .fingerprint import FingerprintParams, fingerprint_batch, jaccard
+from .output import row_writer
+from .readers import record_format
 
 _SYLLABLES = [c + v for c in "bcdfghklmnprstvz" for v in "aeiou"] + ["ar", "en", "ol", "us", "ta"]
 _FOOTERS = [
@@ -243,8 +246,10 @@ def write_corpus(
     duplicates: float | None = None,
     pool: int = 5_000,
 ) -> tuple[int, int]:
-    """Write ``count`` records (TSV: id and the kind's fields) and, if asked, the true pairs
-    (TSV: left_id, right_id, jaccard_char5). Returns (records, true pairs).
+    """Write ``count`` records (id and the kind's fields) and, if asked, the true pairs
+    (left_id, right_id, jaccard_char5), each file in the format its name says (csv, jsonl;
+    .txt: lines of id and text) and compressed when it ends in .gz, else TSV. Returns
+    (records, true pairs).
 
     Copies are made of one of the last ``pool`` originals, so memory does not grow with ``count``;
     a family's pairs are written when its original leaves the pool.
@@ -263,20 +268,14 @@ def write_corpus(
     families: dict[str, list[tuple[str, str]]] = {}
     pairs = 0
     with contextlib.ExitStack() as files:
-        documents = csv.writer(
-            files.enter_context(open(output, "w", encoding="utf-8", newline="")),
-            delimiter="\t",
-            lineterminator="\n",
-        )
-        documents.writerow(["id", *writer.fields])
-        truth_rows = None
+        write_record = _record_writer(files.enter_context(_opened(output)), output, writer.fields)
+        write_pair = None
         if truth:
-            truth_rows = csv.writer(
-                files.enter_context(open(truth, "w", encoding="utf-8", newline="")),
-                delimiter="\t",
-                lineterminator="\n",
+            write_pair = row_writer(
+                ["left_id", "right_id", "jaccard_char5"],
+                files.enter_context(_opened(truth)),
+                {"csv": "csv", "jsonl": "jsonl"}.get(record_format(truth) or "", "tsv"),
             )
-            truth_rows.writerow(["left_id", "right_id", "jaccard_char5"])
         for n in range(count):
             doc_id = f"{writer.prefix}{n:08d}"
             if recent and writer.rng.random() < duplicates:
@@ -289,25 +288,45 @@ def write_corpus(
                 if len(recent) > pool:
                     gone = recent.popleft()
                     del originals[gone]
-                    pairs += _write_family(truth_rows, families.pop(gone))
+                    pairs += _write_family(write_pair, families.pop(gone))
             row = writer.row(parts)
             families.setdefault(family, []).append((doc_id, " ".join(row)))
-            documents.writerow([doc_id, *row])
+            write_record([doc_id, *row])
         for members in families.values():
-            pairs += _write_family(truth_rows, members)
+            pairs += _write_family(write_pair, members)
     return count, pairs
 
 
 _TRUTH_PARAMS = FingerprintParams("char", 5, 8, 1)
 
 
-def _write_family(rows: Any, members: list[tuple[str, str]]) -> int:
+def _opened(path: str | Path) -> IO[str]:
+    """A file to write text to, compressed when its name ends in .gz."""
+    if str(path).lower().endswith(".gz"):
+        return gzip.open(path, "wt", encoding="utf-8", newline="")
+    return open(path, "w", encoding="utf-8", newline="")
+
+
+def _record_writer(
+    out: IO[str], path: str | Path, fields: Sequence[str]
+) -> Callable[[Sequence[object]], None]:
+    """Writes records (an id, then the kind's fields) in the format the file's name says, as
+    ``neardup index`` reads it: TSV when it says none."""
+    format = record_format(path) or "tsv"
+    if format == "lines":
+        return lambda row: out.write(f"{row[0]} {' '.join(map(str, row[1:]))}\n")
+    return row_writer(["id", *fields], out, format)
+
+
+def _write_family(
+    write: Callable[[Sequence[object]], None] | None, members: list[tuple[str, str]]
+) -> int:
     """Every pair of one family, with the Jaccard similarity of their character 5-shingles."""
-    if rows is None or len(members) < 2:
+    if write is None or len(members) < 2:
         return 0
     fps = fingerprint_batch([text for _, text in members], _TRUTH_PARAMS)
     written = 0
     for (i, (a, _)), (j, (b, _)) in combinations(enumerate(members), 2):
-        rows.writerow([a, b, f"{jaccard(fps[i].shingles, fps[j].shingles):.4f}"])
+        write([a, b, f"{jaccard(fps[i].shingles, fps[j].shingles):.4f}"])
         written += 1
     return written

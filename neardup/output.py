@@ -7,6 +7,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
+from functools import partial
 from operator import attrgetter
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
@@ -97,30 +98,41 @@ def _write(
     rows: Iterable[Sequence[object]], fields: list[str], out: IO[str], format: ReportFormat
 ) -> int:
     """Rows of values in the order of ``fields``; returns how many were written."""
+    write = row_writer(fields, out, format)
     count = 0
+    for count, row in enumerate(rows, start=1):  # noqa: B007 - count is the result
+        write(row)
+    return count
+
+
+def row_writer(
+    fields: Sequence[str], out: IO[str], format: ReportFormat
+) -> Callable[[Sequence[object]], None]:
+    """Writes the header (and a csv file's byte order mark) now, and returns what writes one
+    row of values in the order of ``fields``, every cell safe to open in a spreadsheet."""
     if format == "jsonl":
-        for count, row in enumerate(rows, start=1):  # noqa: B007 - count is the result
-            out.write(json.dumps(dict(zip(fields, row, strict=True)), ensure_ascii=False) + "\n")
-        return count
+        return lambda row: out.write(
+            json.dumps(dict(zip(fields, row, strict=True)), ensure_ascii=False) + "\n"
+        )
     if format == "tsv":
         out.write("\t".join(fields) + "\n")
-        for count, row in enumerate(rows, start=1):  # noqa: B007
-            values = list(map(str, row))
-            line = "\t".join(values)
-            # Most rows need no escapes: one look at the joined line is cheaper than escaping.
-            if line.count("\t") >= len(fields) or "\\" in line or "\n" in line or "\r" in line:
-                values = list(map(tsv_escape, values))
-                line = "\t".join(values)
-            if SPREADSHEET_UNSAFE_CELL.search(line):
-                line = "\t".join(map(spreadsheet_safe, values))
-            out.write(line + "\n")
-        return count
+        return partial(_write_tsv_row, out, len(fields))
     out.write(BYTE_ORDER_MARK)  # CSV is for spreadsheets: Excel reads it as UTF-8 only with one
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(fields)
-    for count, row in enumerate(rows, start=1):  # noqa: B007
-        writer.writerow(_safe_cells(row))
-    return count
+    return lambda row: writer.writerow(_safe_cells(row))
+
+
+def _write_tsv_row(out: IO[str], width: int, row: Sequence[object]) -> None:
+    values = list(map(str, row))
+    line = "\t".join(values)
+    # Most rows need no escapes: one look at the joined line is cheaper than escaping.
+    if line.count("\t") >= width or "\\" in line or "\n" in line or "\r" in line:
+        values = list(map(tsv_escape, values))
+        line = "\t".join(values)
+    if SPREADSHEET_UNSAFE_CELL.search(line):
+        line = "\t".join(map(spreadsheet_safe, values))
+    out.write(line + "\n")
 
 
 def _safe_cells(row: Iterable[object]) -> list[object]:

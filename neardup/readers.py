@@ -146,25 +146,37 @@ def read_once(path: str | Path) -> bool:
         return False
 
 
+# What a csv file's fields may be separated by, other than commas, as its summary names them.
+_OTHER_DELIMITERS = {";": "semicolons", "\t": "tabs"}
+
+
 def csv_delimiter(header: str) -> str:
-    """The delimiter of a CSV file, read from its header line: a semicolon where commas make
-    one field of it and semicolons several (spreadsheets export CSV so where the comma is the
-    decimal separator), else a comma."""
+    """The delimiter of a CSV file, read from its header line: where commas make one field of
+    it, semicolons (spreadsheets export CSV so where the comma is the decimal separator) or
+    tabs (a tab-separated file named .csv), whichever make more fields; else a comma."""
 
     def fields(delimiter: str) -> int:
         return len(next(csv.reader([header], delimiter=delimiter), []))
 
-    return ";" if fields(",") == 1 and fields(";") > 1 else ","
+    if fields(",") > 1:
+        return ","
+    most = max(_OTHER_DELIMITERS, key=fields)
+    return most if fields(most) > 1 else ","
+
+
+def record_format(path: str | Path) -> Format | None:
+    """The record format a file's name says (``people.csv.gz``: csv), if it says one."""
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes.pop()
+    return _EXTENSIONS.get(suffixes[-1]) if suffixes else None
 
 
 def detect_format(path: str | Path) -> Format:
     if str(path) == STDIN:
         return "lines"
-    suffixes = [s.lower() for s in Path(path).suffixes]
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes.pop()
-    if suffixes and suffixes[-1] in _EXTENSIONS:
-        return _EXTENSIONS[suffixes[-1]]
+    if named := record_format(path):
+        return named
     if not read_once(path) and (what := _what_file_is(Path(path))):
         raise _not_text_error(str(path), what)
     raise NeardupError(
@@ -473,9 +485,10 @@ class RecordReader:
             self.left_out.clear()  # nothing would be left: keep every field
 
     def fields_chosen(self) -> str | None:
-        """What neardup chose in reading the file, for the summary: a csv file's semicolons,
+        """What neardup chose in reading the file, for the summary: a csv file's delimiter,
         and what the text is made of, when no text field was named."""
-        chosen = [f"fields separated by {self.delimiter!r}"] if self.delimiter == ";" else []
+        separated = self.format == "csv" and self.delimiter in _OTHER_DELIMITERS
+        chosen = [f"fields separated by {_OTHER_DELIMITERS[self.delimiter]}"] if separated else []
         if self.automatic_text:
             left = ", ".join(f"{name} ({kind})" for name, kind in self.left_out.items())
             chosen.append(

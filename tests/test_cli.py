@@ -954,3 +954,43 @@ def test_skip_duplicates_stores_an_edited_record_over_its_own_version(tmp_path: 
         assert store.get(["1"])["1"].content == (
             "casa oaxaca cocina 2210 mission street san francisco ca"
         )
+
+
+@pytest.mark.parametrize("name", ["people.csv", "people.jsonl", "people.txt", "people.csv.gz"])
+def test_a_generated_corpus_is_written_as_its_name_says_and_read_back_whole(
+    tmp_path: Path, name: str
+) -> None:
+    """`generate -o people.csv` wrote tabs under a .csv name: `index` read each line as one
+    field (ids lost, every field in the text) and `eval` refused the truth file."""
+    records, truth = tmp_path / name, tmp_path / name.replace("people", "truth")
+    made = neardup("generate", "300", "--kind", "people", "-o", str(records), "--truth", str(truth))
+    assert made.returncode == 0, made.stderr
+    url = f"sqlite:///{tmp_path / 'people.db'}"
+    indexed = neardup("index", str(records), "--store", url)
+    assert indexed.returncode == 0, indexed.stderr
+    if not name.endswith(".txt"):  # lines: an id, then the text
+        assert "text from name, street, city, state, zip" in indexed.stderr
+    # The ids are the generator's: the copy p00000001 finds its original.
+    assert "p00000000" in neardup("lookup", "--id", "p00000001", "--store", url).stdout
+    report = tmp_path / "pairs.tsv"
+    assert neardup("report", "--store", url, "-o", str(report)).returncode == 0
+    scored = neardup("eval", "--truth", str(truth), "--report", str(report), "--json")
+    assert scored.returncode == 0, scored.stderr
+    assert json.loads(scored.stdout)["f1"] > 0.9
+    # The same corpus as the TSV one of the same seed, in another form.
+    tsv = tmp_path / "tsv"
+    tsv.mkdir()
+    neardup(
+        "generate",
+        "300",
+        "--kind",
+        "people",
+        "-o",
+        str(tsv / "p.tsv"),
+        "--truth",
+        str(tsv / "t.tsv"),
+    )
+    assert read_pairs(truth) == read_pairs(tsv / "t.tsv")
+    again = f"sqlite:///{tsv / 'people.db'}"
+    assert neardup("index", str(tsv / "p.tsv"), "--store", again).returncode == 0
+    assert api.report(again) == api.report(url)

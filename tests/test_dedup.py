@@ -164,7 +164,7 @@ def test_a_record_a_repeated_id_replaced_in_the_store_is_written_as_it_is(tmp_pa
 def test_a_file_separated_by_semicolons_is_written_back_with_them(tmp_path: Path) -> None:
     (tmp_path / "shop.csv").write_text(LISTINGS.replace(",", ";"), encoding="utf-8")
     indexed = neardup("index", "shop.csv", "--id-field", "sku", cwd=tmp_path, env=ENV)
-    assert "shop.csv: fields separated by ';'" in indexed.stderr
+    assert "shop.csv: fields separated by semicolons" in indexed.stderr
     result = neardup("dedup", "shop.csv", "--id-field", "sku", "-o", "kept.csv", cwd=tmp_path,
                      env=ENV)  # fmt: skip
     assert result.returncode == 0, result.stderr

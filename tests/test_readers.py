@@ -329,12 +329,27 @@ def test_a_csv_file_separated_by_semicolons_is_read_by_its_fields(tmp_path: Path
     ]
     assert reader.delimiter == ";"
     assert reader.fields_chosen() == (
-        "shop.csv: fields separated by ';'; text from title, price (--text-field chooses)"
+        "shop.csv: fields separated by semicolons; text from title, price (--text-field chooses)"
     )
     commas = 'sku,title\n1,"Art\'s Deli; Studio City"\n'
     records, reader = read(write(tmp_path / "commas.csv", commas), id_field="sku")
     assert [(r.id, r.text) for r in records] == [("1", "Art's Deli; Studio City")]
     assert reader.delimiter == ","
+
+
+def test_a_tab_separated_file_named_csv_is_read_by_its_fields(tmp_path: Path) -> None:
+    """A TSV saved under a .csv name was read with commas: one field, the id column lost and
+    every line whole as the text. A header that commas leave whole and tabs split is tabs."""
+    tabs = "sku\ttitle\tprice\n12345\tArt's Deli, Studio City\t10.50\n"
+    records, reader = read(write(tmp_path / "shop.csv", tabs), id_field="sku")
+    assert [(r.id, r.text) for r in records] == [("12345", "Art's Deli, Studio City 10.50")]
+    assert reader.delimiter == "\t"
+    assert reader.fields_chosen() == (
+        "shop.csv: fields separated by tabs; text from title, price (--text-field chooses)"
+    )
+    # A header of commas stays commas, whatever its fields hold.
+    records, reader = read(write(tmp_path / "c.csv", 'sku,"a\tb"\n1,x\n'), id_field="sku")
+    assert reader.delimiter == "," and records[0].text == "x"
 
 
 @pytest.mark.parametrize(
