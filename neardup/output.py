@@ -147,6 +147,8 @@ def record_writer(
     file's."""
     if format == "lines":
         return lambda record: out.write(f"{record.id} {record.text}\n")
+    if format == "text":
+        return lambda record: out.write(f"{record.text}\n")
     if format == "jsonl":
         return lambda record: out.write(json.dumps(record.values, ensure_ascii=False) + "\n")
     cells = (

@@ -18,6 +18,7 @@ import re
 import stat
 import sys
 import zlib
+from bisect import insort
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,8 +29,8 @@ from typing import IO, Literal
 from .errors import NeardupError
 from .fingerprint import holds_surrogates
 
-Format = Literal["lines", "tsv", "csv", "jsonl"]
-FORMATS: tuple[Format, ...] = ("lines", "tsv", "csv", "jsonl")
+Format = Literal["lines", "text", "tsv", "csv", "jsonl"]
+FORMATS: tuple[Format, ...] = ("lines", "text", "tsv", "csv", "jsonl")
 
 _EXTENSIONS: dict[str, Format] = {
     ".txt": "lines",
@@ -72,8 +73,10 @@ class SkipLog:
 
     def add(self, line: int, reason: str) -> None:
         self.reasons[reason] += 1
-        if len(self.examples) < self.keep:
-            self.examples.append((line, reason))
+        # The first lines, in order: a sample read ahead skips some lines before earlier ones.
+        if len(self.examples) < self.keep or line < self.examples[-1][0]:
+            insort(self.examples, (line, reason))
+            del self.examples[self.keep :]
 
     @property
     def total(self) -> int:
@@ -215,8 +218,11 @@ class RecordReader:
         self.format: Format = format or detect_format(path)
         if self.format not in FORMATS:
             raise NeardupError(f"unknown format {format!r}: use one of {', '.join(FORMATS)}")
-        if self.format == "lines" and (id_field or text_fields):
+        if self.format in ("lines", "text") and (id_field or text_fields):
             raise NeardupError("--id-field and --text-field apply to tsv, csv and jsonl files")
+        # A lines file read as text (format not given): its first words repeat, and where.
+        self.first_words_repeat: tuple[str, int, int] | None = None
+        self._format_given = format is not None
         self.id_field = id_field
         self.text_fields = list(text_fields)
         self.automatic_text = False  # neardup chooses the text fields (none were named)
@@ -242,7 +248,8 @@ class RecordReader:
 
     @property
     def numbered(self) -> bool:
-        """Whether the ids are record numbers: a tsv, csv or jsonl file with no id field."""
+        """Whether the ids are record numbers: a text file, or a tsv, csv or jsonl one with no id
+        field."""
         return self.format != "lines" and self.id_field is None
 
     @property
@@ -330,7 +337,7 @@ class RecordReader:
             raise NeardupError(f"cannot read {self.path}: {exc.strerror or exc}") from None
 
     def _parse(self) -> Iterator[Record]:
-        if self.format == "lines":
+        if self.format in ("lines", "text"):
             return self._lines()
         if self.format == "jsonl":
             return self._from_values(self._jsonl())
@@ -350,7 +357,18 @@ class RecordReader:
             yield number, line
 
     def _lines(self) -> Iterator[Record]:
-        for number, line in self._decoded_lines():
+        lines = self._decoded_lines()
+        if self.format == "lines" and not self._format_given:
+            sample = list(islice(lines, SAMPLE_ROWS))
+            self.first_words_repeat = _repeated_word(sample)
+            if self.first_words_repeat:
+                self.format = "text"
+            lines = chain(sample, lines)
+        if self.format == "text":
+            for count, (number, line) in enumerate(lines, start=1):
+                yield Record(f"{self.number_prefix}{count}", line.strip(), number)
+            return
+        for number, line in lines:
             parts = _ID_SEPARATOR.split(line.strip(), maxsplit=1)
             if len(parts) < 2 or not parts[1].strip():
                 self.skipped.add(number, "id without text")
@@ -489,6 +507,12 @@ class RecordReader:
         and what the text is made of, when no text field was named."""
         separated = self.format == "csv" and self.delimiter in _OTHER_DELIMITERS
         chosen = [f"fields separated by {_OTHER_DELIMITERS[self.delimiter]}"] if separated else []
+        if self.first_words_repeat:
+            word, first, second = self.first_words_repeat
+            chosen.append(
+                f"each line is a record's text, numbered 1, 2, …: its first words are no ids "
+                f"({word!r} begins lines {first} and {second}; --format lines reads ID TEXT)"
+            )
         if self.automatic_text:
             left = ", ".join(f"{name} ({kind})" for name, kind in self.left_out.items())
             chosen.append(
@@ -522,6 +546,19 @@ class RecordReader:
         if not self.text_fields:
             self.text_fields = [name for name in names if name != self.id_field]
             self.automatic_text = True
+
+
+def _repeated_word(lines: Sequence[tuple[int, str]]) -> tuple[str, int, int] | None:
+    """The first repeat among the first words of these (numbered) lines that holds no digit,
+    and the lines of its first two: a file of sentences (``The quick…``, ``The cat…``) rather
+    than of ids and texts, whose ids are unique or numbers."""
+    first_seen: dict[str, int] = {}
+    for number, line in lines:
+        word = _ID_SEPARATOR.split(line.strip(), maxsplit=1)[0]
+        if word in first_seen and not any(c.isdigit() for c in word):
+            return word, first_seen[word], number
+        first_seen.setdefault(word, number)
+    return None
 
 
 def _damage(exc: BaseException) -> str:

@@ -994,3 +994,28 @@ def test_a_generated_corpus_is_written_as_its_name_says_and_read_back_whole(
     again = f"sqlite:///{tsv / 'people.db'}"
     assert neardup("index", str(tsv / "p.tsv"), "--store", again).returncode == 0
     assert api.report(again) == api.report(url)
+
+
+def test_a_text_file_of_sentences_keeps_every_line_and_dedups_back_to_text(
+    tmp_path: Path,
+) -> None:
+    """Read as ID TEXT, the lines that start with 'The' replaced each other: 'store holds 2'
+    of 4 lines. Each line is now a record, and dedup writes the kept lines as they were."""
+    lines = [
+        "The quick brown fox jumps over the lazy dog",
+        "The quick brown fox jumped over the lazy dog",
+        "A completely different sentence here",
+        "The cat sat on the mat today",
+    ]
+    (tmp_path / "notes.txt").write_text("\n".join(lines) + "\n")
+    url = f"sqlite:///{tmp_path / 'notes.db'}"
+    indexed = neardup("index", str(tmp_path / "notes.txt"), "--store", url)
+    assert indexed.returncode == 0, indexed.stderr
+    assert "notes.txt: each line is a record's text" in indexed.stderr
+    assert "store holds 4" in indexed.stderr and "replaced" not in indexed.stderr
+    out = tmp_path / "kept.txt"
+    deduped = neardup(
+        "dedup", str(tmp_path / "notes.txt"), "--store", url, "--threshold", "0.5", "-o", str(out)
+    )
+    assert deduped.returncode == 0, deduped.stderr
+    assert out.read_text().splitlines() == [lines[0], *lines[2:]]

@@ -37,6 +37,32 @@ def test_lines_split_id_at_first_space_or_tab(tmp_path: Path) -> None:
     assert reader.skipped.total == 0
 
 
+def test_a_text_file_of_sentences_is_one_record_a_line_numbered(tmp_path: Path) -> None:
+    """A .txt of sentences was read as ID TEXT: 'The' became the id of every line that starts
+    with it, and the store kept one of them. First words that repeat (and hold no digit) are
+    no ids: each line is then a record's whole text, numbered as a file with no id field."""
+    sentences = "The quick brown fox\nA different line\n\nThe cat sat on the mat\nOk\n"
+    records, reader = read(write(tmp_path / "notes.txt", sentences))
+    assert [(r.id, r.text, r.line) for r in records] == [
+        ("1", "The quick brown fox", 1),
+        ("2", "A different line", 2),
+        ("3", "The cat sat on the mat", 4),
+        ("4", "Ok", 5),  # one word is a whole text here, not an id without one
+    ]
+    assert (reader.format, reader.numbered) == ("text", True)
+    assert reader.fields_chosen() == (
+        "notes.txt: each line is a record's text, numbered 1, 2, …: its first words are no ids "
+        "('The' begins lines 1 and 4; --format lines reads ID TEXT)"
+    )
+    assert reader.skipped.reasons == {"empty line": 1}
+    given, reader = read(tmp_path / "notes.txt", format="lines")  # as the user says
+    assert [r.id for r in given] == ["The", "A", "The"] and reader.fields_chosen() is None
+    # Ids that repeat are ids still when they hold a digit (a file's updates of one record).
+    ids = "r1 first text\nr2 other\nr1 second text\n"
+    records, reader = read(write(tmp_path / "ids.txt", ids))
+    assert reader.format == "lines" and [r.id for r in records] == ["r1", "r2", "r1"]
+
+
 def test_lines_skip_and_count_bad_lines_and_keep_the_rest(tmp_path: Path) -> None:
     data = b"1 good one\n\n2\n3 \xff\xfe broken\n   \n4 good two\r\n5 \n"
     records, reader = read(write(tmp_path / "a.txt", data))
