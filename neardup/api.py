@@ -1337,6 +1337,8 @@ def dedup(
     summary = DedupSummary(groups=len(groups), keep=keep, skipped=reader.skipped)
     if reader.bom and written_as != "jsonl":  # the file's own form: a spreadsheet's CSV UTF-8
         out.write(BYTE_ORDER_MARK)
+    if written_as == "csv":  # and the line naming its delimiter, which Excel reads
+        out.write(reader.separator_line)
     # A csv file's own delimiter, when it is written back as csv (a semicolon's stays).
     write = record_writer(written_as, reader.fields, out, reader.delimiter)
     misread: dict[str, int] = {}  # ids read with a text the store does not hold: first line

@@ -149,6 +149,8 @@ def read_once(path: str | Path) -> bool:
         return False
 
 
+# A csv file's first line that names its delimiter, as Excel writes and reads it: "sep=;".
+_SEPARATOR_LINE = re.compile(r"sep=(.)", re.IGNORECASE)
 # What a csv file's fields may be separated by, other than commas, as its summary names them.
 _OTHER_DELIMITERS = {";": "semicolons", "\t": "tabs"}
 
@@ -233,6 +235,7 @@ class RecordReader:
         self.damaged: str | None = None  # where and how a compressed file turned out damaged
         self.streamed = read_once(path)  # no size, no position, no second reading
         self.delimiter = "\t" if self.format == "tsv" else ","  # a csv file's: read from its header
+        self.separator_line = ""  # a csv file's "sep=;" line before its header, if it has one
         self._raw = self._open()
         start = self._start()
         self._refuse_what_is_not_utf8(start)
@@ -423,8 +426,12 @@ class RecordReader:
             lines: Iterator[str] = text
             if not resume:  # the header, read first, tells the delimiter
                 header = text.readline()
-                self.delimiter = csv_delimiter(header)
-                lines = chain([header], text)
+                if named := _SEPARATOR_LINE.fullmatch(header.rstrip("\r\n")):
+                    self.delimiter, self.separator_line = named[1], header
+                    resume = 1  # the header is the next line
+                else:
+                    self.delimiter = csv_delimiter(header)
+                    lines = chain([header], text)
             rows = csv.reader(lines, delimiter=self.delimiter, strict=True)
             done = resume  # lines read before the next row
             try:

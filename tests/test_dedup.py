@@ -173,6 +173,23 @@ def test_a_file_separated_by_semicolons_is_written_back_with_them(tmp_path: Path
     assert all(line.count(";") == 3 for line in kept)
 
 
+def test_a_csv_file_that_names_its_delimiter_is_read_and_written_back_so(tmp_path: Path) -> None:
+    """Excel writes and reads a first line "sep=;": it was read as a header of one field, and
+    every record skipped as having more fields than the header."""
+    named = "sep=;\n" + LISTINGS.replace(",", ";")
+    (tmp_path / "shop.csv").write_text(named, encoding="utf-8")
+    indexed = neardup("index", "shop.csv", "--id-field", "sku", cwd=tmp_path, env=ENV)
+    assert indexed.returncode == 0, indexed.stderr
+    assert "skipped none" in indexed.stderr and "text from title, description, price" in (
+        indexed.stderr
+    )
+    result = neardup("dedup", "shop.csv", "--id-field", "sku", "-o", "kept.csv", cwd=tmp_path,
+                     env=ENV)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    kept = (tmp_path / "kept.csv").read_text(encoding="utf-8").splitlines()
+    assert kept[:2] == ["sep=;", "sku;title;description;price"] and len(kept) == 5
+
+
 def test_the_summary_counts_one_group_in_the_singular() -> None:
     summary = api.DedupSummary(read=3, written=2, removed=1, groups=1)
     assert summary.describe().startswith("read 3, wrote 2, removed 1 near-duplicate from 1 group (")
