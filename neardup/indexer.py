@@ -4,7 +4,7 @@ second thread, while the next batch is fingerprinted)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -24,7 +24,7 @@ from .fingerprint import (
 from .phrases import counted
 from .readers import Record, SkipLog
 from .stores import Document, Store, id_problem
-from .stores.base import ParamsRequest
+from .stores.base import ParamsRequest, StoredRecord
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -95,6 +95,7 @@ class IndexSummary:
     kept: SkipLog = field(default_factory=lambda: SkipLog(keep=3))  # repeats kept, numbered
     # stored records, from before this run, that a record of the run replaced (same id)
     replaced_stored: SkipLog = field(default_factory=lambda: SkipLog(keep=3))
+    unchanged: int = 0  # stored records, from before this run, given again with the same text
     seconds: float = 0.0
     documents: int = 0  # records in the store afterwards
     params: ParamsRequest = None
@@ -114,14 +115,17 @@ class IndexSummary:
         repeats = [  # each count, what it counts, and what else there is to do
             (self.replaced, "replaced {} with a repeated id", "earlier record", KEEP_HINT),
             (self.kept, "kept {} with a repeated id under a numbered id", "record", ""),
-            (self.replaced_stored, "replaced {} with the same id", "stored record", ""),
-        ]
+            (self.replaced_stored, "replaced {} with the same id and another text",
+             "stored record", ""),
+        ]  # fmt: skip
         repeated = "".join(
             f"; {text.format(counted(log.total, noun))} "
             f"(first: {', '.join(reason for _, reason in log.examples)}{hint})"
             for log, text, noun, hint in repeats
             if log.total
         )
+        if self.unchanged:
+            repeated += f"; {counted(self.unchanged, 'stored record')} given again unchanged"
         narrowed = (
             f"{counted(self.narrowed, 'record')} checked against the stored records that share "
             "their rarer tokens alone: tokens that very many stored records share were left "
@@ -150,6 +154,7 @@ class IndexSummary:
             "kept": self.kept.total,
             "replaced_stored": self.replaced_stored.total,
             "replaced_stored_first": [reason for _, reason in self.replaced_stored.examples],
+            "unchanged": self.unchanged,
             "documents": self.documents,
             "store_made": not self.removed,
             "seconds": round(self.seconds, 3),
@@ -209,8 +214,22 @@ class IndexSummary:
         self.kept.add(record.line, f"{record.id!r} at line {record.line} as {kept_id!r}")
         return replace(record, id=kept_id)
 
+    def count_stored(
+        self,
+        records: Sequence[Record],
+        held: Mapping[str, StoredRecord],
+        contents: Mapping[str, str],
+    ) -> None:
+        """Of the ``records`` whose id the store ``held`` before the run, count those stored
+        again with the same content as unchanged, and name the others as replaced (their
+        ``contents`` as indexed)."""
+        changed = {i for i, stored in held.items() if stored.content != contents.get(i)}
+        self.unchanged += len(held) - len(changed)
+        self.count_replaced(records, changed)
+
     def count_replaced(self, records: Sequence[Record], held: Collection[str]) -> None:
-        """Count and name the ``records`` whose id the store ``held`` before the run."""
+        """Count and name the ``records`` whose id the store ``held`` before the run with
+        another content."""
         for record in records:
             if record.id in held:
                 self.replaced_stored.add(record.line, f"{record.id!r} at line {record.line}")
@@ -360,7 +379,8 @@ def _index_batch(
     summary.indexed += len(documents)
     if looked_up is None:
         return None
-    return lambda: summary.count_replaced(first, looked_up.result())
+    contents = {d.id: d.fingerprint.content for d in documents}
+    return lambda: summary.count_stored(first, looked_up.result(), contents)
 
 
 def _counted(store: Store, documents: Sequence[Document]) -> Counted | None:

@@ -836,11 +836,19 @@ def test_index_counts_and_names_the_stored_records_it_replaces(tmp_path: Path) -
     first = json.loads(neardup("index", str(tmp_path / "a.tsv"), "--store", url, "--json").stdout)
     assert first["replaced_stored"] == 0
     second = neardup("index", str(tmp_path / "b.tsv"), "--store", url)
-    assert "replaced 1 stored record with the same id (first: 'x2' at line 2)" in second.stderr
-    again = json.loads(neardup("index", str(tmp_path / "b.tsv"), "--store", url, "--json").stdout)
-    assert (again["replaced_stored"], again["replaced_stored_first"]) == (2, [
-        "'x2' at line 2", "'x3' at line 3"
-    ])  # fmt: skip
+    assert (
+        "replaced 1 stored record with the same id and another text (first: 'x2' at line 2)"
+        in second.stderr
+    )
+    # The same file again replaces nothing: every record is as stored (it said 'replaced 2').
+    again = neardup("index", str(tmp_path / "b.tsv"), "--store", url)
+    assert "2 stored records given again unchanged" in again.stderr
+    assert "replaced" not in again.stderr
+    counts = json.loads(neardup("index", str(tmp_path / "b.tsv"), "--store", url, "--json").stdout)
+    assert (counts["replaced_stored"], counts["unchanged"], counts["documents"]) == (0, 2, 3)
+    (tmp_path / "b.tsv").write_text("id\ttext\nx2\tsecond text of x2\nx3\tedited text of x3\n")
+    edited = json.loads(neardup("index", str(tmp_path / "b.tsv"), "--store", url, "--json").stdout)
+    assert (edited["replaced_stored_first"], edited["unchanged"]) == (["'x3' at line 3"], 1)
 
 
 def test_skip_duplicates_again_stores_nothing(tmp_path: Path) -> None:
