@@ -15,6 +15,7 @@ import io
 import json
 import os
 import re
+import shlex
 import stat
 import sys
 import zlib
@@ -50,6 +51,7 @@ _NOISE = {
     "times of day": re.compile(r"\b\d{1,2}:\d{2}\b"),
 }
 SAMPLE_ROWS = 200
+SAMPLE_BYTES = 65_536  # read first to tell a file's encoding
 
 csv.field_size_limit(sys.maxsize)
 
@@ -315,6 +317,39 @@ class RecordReader:
                 f"{file_name(self.path)} is {encoding} (it starts with its byte order mark); "
                 "neardup reads UTF-8: save it as UTF-8 (a spreadsheet's CSV UTF-8)"
             )
+        if where := code_page_byte(self._sample()):
+            line, byte = where
+            name = file_name(self.path)
+            raise NeardupError(
+                f'{name} is not UTF-8 but a Windows code page, as a spreadsheet\'s plain "CSV" '
+                f"is saved (line {line} holds the byte 0x{byte:02X}, "
+                f"{bytes([byte]).decode('cp1252', 'replace')!r} in Windows-1252, and no line "
+                f"holds UTF-8): save it as CSV UTF-8, or convert it: {self._conversion()}"
+            )
+
+    def _conversion(self) -> str:
+        """The command that makes a UTF-8 copy of a file in Windows-1252."""
+        iconv = "iconv -f WINDOWS-1252 -t UTF-8"
+        if self.stdin:
+            return f"… | {iconv} | neardup …"
+        path = self.path
+        if isinstance(self._raw, gzip.GzipFile):
+            plain = path.with_suffix("") if path.suffix.lower() == ".gz" else path
+            converted = plain.with_name(f"utf8-{plain.name}")
+            return f"gunzip -c {shlex.quote(str(path))} | {iconv} > {shlex.quote(str(converted))}"
+        converted = path.with_name(f"utf8-{path.name}")
+        return f"{iconv} {shlex.quote(str(path))} > {shlex.quote(str(converted))}"
+
+    def _sample(self) -> bytes:
+        """The file's first SAMPLE_BYTES (decompressed), left to be read: all that is buffered
+        of standard input or a pipe, which cannot be read twice."""
+        if self.streamed:
+            return _peek(self._raw, SAMPLE_BYTES)
+        with self._open() as again:
+            try:
+                return again.read(SAMPLE_BYTES)
+            except (OSError, EOFError, zlib.error):  # damage is counted as the file is read
+                return b""
 
     def _open(self) -> IO[bytes]:
         """The file's bytes, decompressed where it is gzip's, whatever its name says (a download
@@ -553,6 +588,33 @@ class RecordReader:
         if not self.text_fields:
             self.text_fields = [name for name in names if name != self.id_field]
             self.automatic_text = True
+
+
+# Bytes that are not UTF-8, as surrogateescape decodes them; and characters that are.
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+_UTF8_BEYOND_ASCII = re.compile("[^\x00-\x7f\udc80-\udcff]")
+# A code page's letters beyond ASCII, as single bytes that are not UTF-8: é (0xE9), ü (0xFC).
+_CODE_PAGE_LETTER = re.compile(
+    rb"(?<=[A-Za-z])[\x80-\xff](?![\x80-\xff])|(?<![\x80-\xff])[\x80-\xff](?=[A-Za-z])"
+)
+
+
+def code_page_byte(sample: bytes) -> tuple[int, int] | None:
+    """Where a file's first bytes show it is written in a single-byte code page (Windows-1252,
+    Latin-1) rather than UTF-8: the line and value of its first byte that is not UTF-8, when
+    no character beyond ASCII is UTF-8 in the sample and its bytes beyond ASCII stand alone
+    beside letters, as accented letters do (``Jos\xe9``). A UTF-8 file with a damaged line, or
+    bytes that are no text, is read as ever, its bad lines skipped and counted."""
+    whole = sample[: sample.rfind(b"\n") + 1] or sample  # no character cut at the end
+    if whole.isascii():
+        return None
+    text = whole.decode("utf-8", "surrogateescape")
+    bad = _NOT_UTF8.search(text)
+    if bad is None or _UTF8_BEYOND_ASCII.search(text):
+        return None
+    if len(_CODE_PAGE_LETTER.findall(whole)) < 0.8 * len(_NOT_UTF8.findall(text)):
+        return None
+    return text.count("\n", 0, bad.start()) + 1, ord(bad[0]) - 0xDC00
 
 
 def _repeated_word(lines: Sequence[tuple[int, str]]) -> tuple[str, int, int] | None:

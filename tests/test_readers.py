@@ -10,7 +10,7 @@ import pytest
 
 from neardup import api
 from neardup.errors import NeardupError
-from neardup.readers import Record, RecordReader, detect_format
+from neardup.readers import Record, RecordReader, code_page_byte, detect_format
 from tests.runner import assert_user_error, neardup
 
 
@@ -61,6 +61,43 @@ def test_a_text_file_of_sentences_is_one_record_a_line_numbered(tmp_path: Path) 
     ids = "r1 first text\nr2 other\nr1 second text\n"
     records, reader = read(write(tmp_path / "ids.txt", ids))
     assert reader.format == "lines" and [r.id for r in records] == ["r1", "r2", "r1"]
+
+
+@pytest.mark.parametrize(
+    ("sample", "found"),
+    [
+        ("id;name\n1;Jos\xe9 Garc\xeda\n2;Fran\xe7ois\n".encode("cp1252"), (2, 0xE9)),
+        (b"id,name\n1,Ann\n2,\xc9mile Zola\n", (3, 0xC9)),  # a word that begins with one
+        ("id,name\n1,Jos\xe9\n".encode(), None),  # UTF-8
+        (b"id,name\n1,ascii only\n", None),
+        ("1,Jos\xe9\n2,Jos".encode() + b"\xe9 damaged\n", None),  # UTF-8 with one bad line
+        (b"1 good\n3 \xff\xfe broken\n", None),  # bytes that are no letters
+    ],
+)
+def test_a_file_in_a_windows_code_page_is_told_from_a_damaged_utf8_one(
+    sample: bytes, found: tuple[int, int] | None
+) -> None:
+    assert code_page_byte(sample) == found
+
+
+def test_a_csv_saved_in_a_windows_code_page_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    """Excel's plain "CSV" on Windows is Windows-1252: every record with an accent was
+    skipped as undecodable (exit 0, 'store holds 2' of 4 people)."""
+    people = "id;name;city\r\n1;Jos\xe9 Garc\xeda;M\xe1laga\r\n2;Jose Garcia;Malaga\r\n"
+    people += "3;Fran\xe7ois M\xfcller;Z\xfcrich\r\n4;Anna Rossi;Roma\r\n"
+    (tmp_path / "people.csv").write_bytes(people.encode("cp1252"))
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    refused = neardup("index", "people.csv", "--store", url, cwd=tmp_path)
+    assert_user_error(refused, "people.csv is not UTF-8 but a Windows code page")
+    assert "line 2 holds the byte 0xE9, 'é' in Windows-1252" in refused.stderr
+    command = "iconv -f WINDOWS-1252 -t UTF-8 people.csv > utf8-people.csv"
+    assert refused.stderr.rstrip().endswith(command)
+    assert not (tmp_path / "p.db").exists()
+    (tmp_path / "utf8-people.csv").write_text(people, encoding="utf-8")  # what iconv writes
+    indexed = neardup("index", "utf8-people.csv", "--store", url, cwd=tmp_path)
+    assert "read 4, indexed 4, skipped none" in indexed.stderr
 
 
 def test_lines_skip_and_count_bad_lines_and_keep_the_rest(tmp_path: Path) -> None:
