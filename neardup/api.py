@@ -1320,7 +1320,8 @@ def dedup(
         raise NeardupError(f"keep must be one of {', '.join(KEEPS)}, not {keep!r}")
     reader = _readers([path], format, id_field, text_fields)[0]
     written_as = written_as or reader.format
-    if written_as != reader.format and reader.format not in ("tsv", "csv"):
+    objects = {written_as, reader.format} <= {"json", "jsonl"}  # an array's, or one a line
+    if written_as != reader.format and reader.format not in ("tsv", "csv") and not objects:
         raise NeardupError(
             f"the records of a {reader.format} file are written back as {reader.format}, "
             f"not {written_as}: name the output .{reader.format}"
@@ -1335,27 +1336,27 @@ def dedup(
         kept = max(group, key=lambda i: len(grouped.get(i, ""))) if longest else group[0]
         removed.update(member for member in group if member != kept)
     summary = DedupSummary(groups=len(groups), keep=keep, skipped=reader.skipped)
-    if reader.bom and written_as != "jsonl":  # the file's own form: a spreadsheet's CSV UTF-8
+    if reader.bom and written_as not in ("jsonl", "json"):  # a spreadsheet's CSV UTF-8
         out.write(BYTE_ORDER_MARK)
     if written_as == "csv":  # and the line naming its delimiter, which Excel reads
         out.write(reader.separator_line)
-    # A csv file's own delimiter, when it is written back as csv (a semicolon's stays).
-    write = record_writer(written_as, reader.fields, out, reader.delimiter)
     misread: dict[str, int] = {}  # ids read with a text the store does not hold: first line
     read_as_held: set[str] = set()
-    for batch in batches(reader, DEFAULT_BATCH_SIZE):
-        other = _other_texts(batch, grouped)
-        for place, record in enumerate(batch):
-            summary.read += 1
-            if place in other:  # not the record the store's groups are of: written as it is
-                misread.setdefault(record.id, record.line)
-            elif record.id in grouped:
-                read_as_held.add(record.id)
-                if record.id in removed:
-                    summary.removed += 1
-                    continue
-            write(record)
-            summary.written += 1
+    # A csv file's own delimiter, when it is written back as csv (a semicolon's stays).
+    with record_writer(written_as, reader.fields, out, reader.delimiter) as write:
+        for batch in batches(reader, DEFAULT_BATCH_SIZE):
+            other = _other_texts(batch, grouped)
+            for place, record in enumerate(batch):
+                summary.read += 1
+                if place in other:  # not the record the store's groups are of: as it is
+                    misread.setdefault(record.id, record.line)
+                elif record.id in grouped:
+                    read_as_held.add(record.id)
+                    if record.id in removed:
+                        summary.removed += 1
+                        continue
+                write(record)
+                summary.written += 1
     if stray := sorted((line, i) for i, line in misread.items() if i not in read_as_held):
         raise _another_text(path, *stray[0])
     if removed and not summary.removed:

@@ -713,7 +713,8 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--format",
         choices=output.REPORT_FORMATS,
-        help="of the pairs or groups (default: from the -o file's name, .csv or .jsonl, else tsv)",
+        help="of the pairs or groups (default: from the -o file's name, .csv, .jsonl or "
+        ".json, else tsv)",
     )
     report.add_argument(
         "--exact",

@@ -69,10 +69,17 @@ def _spreadsheet_value(cell: str) -> str:
 def _rows(path: Path) -> tuple[list[str], Iterable[list[str]] | Iterable[dict]]:
     format = record_format(path)
     with _opened(path) as file:
-        if format == "jsonl":
+        if format in ("jsonl", "json"):
             # JSON escapes every line break inside a value, so only "\n" ends a line.
-            lines = [json.loads(line) for line in file.read().split("\n") if line.strip()]
-            return (list(lines[0]) if lines else []), lines
+            text = file.read()
+            objects = (
+                json.loads(text)
+                if format == "json"
+                else [json.loads(line) for line in text.split("\n") if line.strip()]
+            )
+            if not isinstance(objects, list):
+                raise json.JSONDecodeError("not an array of pairs", text, 0)
+            return (list(objects[0]) if objects else []), objects
         if format == "csv":
             rows = [list(map(_spreadsheet_value, row)) for row in csv.reader(file)]
         else:

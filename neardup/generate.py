@@ -268,13 +268,18 @@ def write_corpus(
     families: dict[str, list[tuple[str, str]]] = {}
     pairs = 0
     with contextlib.ExitStack() as files:
-        write_record = _record_writer(files.enter_context(_opened(output)), output, writer.fields)
+        write_record = files.enter_context(
+            _record_writer(files.enter_context(_opened(output)), output, writer.fields)
+        )
         write_pair = None
         if truth:
-            write_pair = row_writer(
-                ["left_id", "right_id", "jaccard_char5"],
-                files.enter_context(_opened(truth)),
-                {"csv": "csv", "jsonl": "jsonl"}.get(record_format(truth) or "", "tsv"),
+            pairs_format = record_format(truth)
+            write_pair = files.enter_context(
+                row_writer(
+                    ["left_id", "right_id", "jaccard_char5"],
+                    files.enter_context(_opened(truth)),
+                    pairs_format if pairs_format in ("csv", "jsonl", "json") else "tsv",
+                )
             )
         for n in range(count):
             doc_id = f"{writer.prefix}{n:08d}"
@@ -309,12 +314,14 @@ def _opened(path: str | Path) -> IO[str]:
 
 def _record_writer(
     out: IO[str], path: str | Path, fields: Sequence[str]
-) -> Callable[[Sequence[object]], None]:
-    """Writes records (an id, then the kind's fields) in the format the file's name says, as
-    ``neardup index`` reads it: TSV when it says none."""
+) -> contextlib.AbstractContextManager[Callable[[Sequence[object]], None]]:
+    """What writes records (an id, then the kind's fields) in the format the file's name says,
+    as ``neardup index`` reads it: TSV when it says none."""
     format = record_format(path) or "tsv"
-    if format == "lines":
-        return lambda row: out.write(f"{row[0]} {' '.join(map(str, row[1:]))}\n")
+    if format in ("lines", "text"):
+        return contextlib.nullcontext(
+            lambda row: out.write(f"{row[0]} {' '.join(map(str, row[1:]))}\n")
+        )
     return row_writer(["id", *fields], out, format)
 
 

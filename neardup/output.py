@@ -5,7 +5,8 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
 from functools import partial
 from operator import attrgetter
@@ -23,15 +24,22 @@ from .tuning import NEAREST_SPLIT, TUNE_POINTS, Tuning, candidate_probability
 if TYPE_CHECKING:  # the API imports this module: its types only for annotations
     from .api import StoreTuning
 
-ReportFormat = Literal["tsv", "csv", "jsonl"]
-REPORT_FORMATS: tuple[ReportFormat, ...] = ("tsv", "csv", "jsonl")
+ReportFormat = Literal["tsv", "csv", "jsonl", "json"]
+REPORT_FORMATS: tuple[ReportFormat, ...] = ("tsv", "csv", "jsonl", "json")
+JSON_FORMATS = ("jsonl", "json")  # objects, one a line or in one array
 
 
 def named_format(path: str | None) -> ReportFormat | None:
     """The format an output file's name asks for (``pairs.csv``: csv), if any. A spreadsheet
     opens a .csv by commas: tabs under that name would land in one column."""
     suffix = Path(path).suffix.lower() if path else ""
-    return {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}.get(suffix)
+    return {
+        ".csv": "csv",
+        ".tsv": "tsv",
+        ".jsonl": "jsonl",
+        ".ndjson": "jsonl",
+        ".json": "json",
+    }.get(suffix)
 
 
 def write_pairs(
@@ -75,7 +83,7 @@ def write_clusters(
     ``review`` (:func:`neardup.report.for_review`); with ``texts`` (by id), each member's text."""
     flagged = {i for pair in review for i in pair}
     numbered = [(n, g, int(any(i in flagged for i in g))) for n, g in enumerate(groups, start=1)]
-    if format == "jsonl":
+    if format in JSON_FORMATS:
         return _write(
             (
                 (n, len(g), g[0], g, r, *([[texts.get(i, "") for i in g]] if texts else []))
@@ -98,29 +106,49 @@ def _write(
     rows: Iterable[Sequence[object]], fields: list[str], out: IO[str], format: ReportFormat
 ) -> int:
     """Rows of values in the order of ``fields``; returns how many were written."""
-    write = row_writer(fields, out, format)
     count = 0
-    for count, row in enumerate(rows, start=1):  # noqa: B007 - count is the result
-        write(row)
+    with row_writer(fields, out, format) as write:
+        for count, row in enumerate(rows, start=1):  # noqa: B007 - count is the result
+            write(row)
     return count
 
 
+@contextmanager
 def row_writer(
     fields: Sequence[str], out: IO[str], format: ReportFormat
-) -> Callable[[Sequence[object]], None]:
-    """Writes the header (and a csv file's byte order mark) now, and returns what writes one
-    row of values in the order of ``fields``, every cell safe to open in a spreadsheet."""
+) -> Iterator[Callable[[Sequence[object]], None]]:
+    """What writes one row of values in the order of ``fields``, every cell safe to open in
+    a spreadsheet; the header (and a csv file's byte order mark) is written first, and a json
+    file's array closed when the block ends."""
+    if format == "json":
+        with _json_array(out) as add:
+            yield lambda row: add(dict(zip(fields, row, strict=True)))
+        return
     if format == "jsonl":
-        return lambda row: out.write(
+        yield lambda row: out.write(
             json.dumps(dict(zip(fields, row, strict=True)), ensure_ascii=False) + "\n"
         )
+        return
     if format == "tsv":
         out.write("\t".join(fields) + "\n")
-        return partial(_write_tsv_row, out, len(fields))
+        yield partial(_write_tsv_row, out, len(fields))
+        return
     out.write(BYTE_ORDER_MARK)  # CSV is for spreadsheets: Excel reads it as UTF-8 only with one
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(fields)
-    return lambda row: writer.writerow(_safe_cells(row))
+    yield lambda row: writer.writerow(_safe_cells(row))
+
+
+@contextmanager
+def _json_array(out: IO[str]) -> Iterator[Callable[[object], None]]:
+    """What writes values into one JSON array, a value a line, closed when the block ends."""
+    opening = ["[\n"]
+
+    def add(value: object) -> None:
+        out.write((opening.pop() if opening else ",\n") + json.dumps(value, ensure_ascii=False))
+
+    yield add
+    out.write("[]\n" if opening else "\n]\n")
 
 
 def _write_tsv_row(out: IO[str], width: int, row: Sequence[object]) -> None:
@@ -139,12 +167,23 @@ def _safe_cells(row: Iterable[object]) -> list[object]:
     return [spreadsheet_safe(cell) if isinstance(cell, str) else cell for cell in row]
 
 
+@contextmanager
 def record_writer(
     format: Format, fields: Sequence[str], out: IO[str], delimiter: str = ","
+) -> Iterator[Callable[[Record], None]]:
+    """What writes records back in their file's format, every field as it was read: ``fields``
+    is the header of a tsv or csv file (written before the first record), ``delimiter`` a csv
+    file's. A json file's array is closed when the block ends."""
+    if format == "json":
+        with _json_array(out) as add:
+            yield lambda record: add(record.values)
+        return
+    yield _record_writer(format, fields, out, delimiter)
+
+
+def _record_writer(
+    format: Format, fields: Sequence[str], out: IO[str], delimiter: str
 ) -> Callable[[Record], None]:
-    """Writes records back in their file's format, every field as it was read: ``fields`` is
-    the header of a tsv or csv file (written before the first record), ``delimiter`` a csv
-    file's."""
     if format == "lines":
         return lambda record: out.write(f"{record.id} {record.text}\n")
     if format == "text":
@@ -235,7 +274,7 @@ def write_file_matches(
     every TSV neardup writes, a yes or no is 1 or 0 and a list (``copies``) a JSON list; JSON
     lines keep true, false and lists as they are."""
     columns = ["id", "stored_id", "exact", "edit_distance", "similarity", "shared_tokens", "copies"]
-    listed = format == "jsonl"
+    listed = format in JSON_FORMATS
     rows = (
         (
             record_id,

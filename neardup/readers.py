@@ -21,17 +21,17 @@ import sys
 import zlib
 from bisect import insort
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, islice
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal, TypeVar
 
 from .errors import NeardupError
 from .fingerprint import holds_surrogates
 
-Format = Literal["lines", "text", "tsv", "csv", "jsonl"]
-FORMATS: tuple[Format, ...] = ("lines", "text", "tsv", "csv", "jsonl")
+Format = Literal["lines", "text", "tsv", "csv", "jsonl", "json"]
+FORMATS: tuple[Format, ...] = ("lines", "text", "tsv", "csv", "jsonl", "json")
 
 _EXTENSIONS: dict[str, Format] = {
     ".txt": "lines",
@@ -41,6 +41,7 @@ _EXTENSIONS: dict[str, Format] = {
     ".csv": "csv",
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",
+    ".json": "json",
 }
 _ID_SEPARATOR = re.compile(r"[ \t]")
 # A JSON escape of a surrogate: half of a pair, unless the other half follows.
@@ -289,9 +290,10 @@ class RecordReader:
             for record in records:
                 line = record.line
                 yield record
-        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-            self.skipped.add(line + 1, f"the rest of the file: {_damage(exc)}")
-            self.damaged = f"damaged from line {line + 1} ({_damage(exc)})"
+        except (*_DAMAGE, BrokenJson) as exc:
+            start = exc.line if isinstance(exc, BrokenJson) else line + 1
+            self.skipped.add(start, f"the rest of the file: {_damage(exc)}")
+            self.damaged = f"damaged from line {start} ({_damage(exc)})"
 
     def close(self) -> None:
         self._raw.close()
@@ -379,6 +381,8 @@ class RecordReader:
             return self._lines()
         if self.format == "jsonl":
             return self._from_values(self._jsonl())
+        if self.format == "json":
+            return self._from_values(self._json())
         return self._from_values(self._delimited())
 
     def _decoded_lines(self) -> Iterator[tuple[int, str]]:
@@ -397,11 +401,11 @@ class RecordReader:
     def _lines(self) -> Iterator[Record]:
         lines = self._decoded_lines()
         if self.format == "lines" and not self._format_given:
-            sample = list(islice(lines, SAMPLE_ROWS))
+            sample, damage = _read_ahead(lines, SAMPLE_ROWS)
             self.first_words_repeat = _repeated_word(sample)
             if self.first_words_repeat:
                 self.format = "text"
-            lines = chain(sample, lines)
+            lines = chain(sample, _raising(damage) if damage else lines)
         if self.format == "text":
             for count, (number, line) in enumerate(lines, start=1):
                 yield Record(f"{self.number_prefix}{count}", line.strip(), number)
@@ -414,25 +418,48 @@ class RecordReader:
             yield Record(parts[0], parts[1], number)
 
     def _jsonl(self) -> Iterator[tuple[dict[str, object], int, int]]:
+        """The objects of JSON lines; a line that is not JSON is skipped and counted."""
+
+        def values() -> Iterator[tuple[int, int, object, bool]]:
+            for count, (number, line) in enumerate(self._decoded_lines(), start=1):
+                try:
+                    value = json.loads(line)
+                except json.JSONDecodeError:
+                    self.skipped.add(number, "invalid JSON")
+                    continue
+                yield count, number, value, bool(_SURROGATE_ESCAPE.search(line))
+
+        return self._objects(values(), "half of a surrogate pair")
+
+    def _json(self) -> Iterator[tuple[dict[str, object], int, int]]:
+        """The objects of a JSON array (an API's or a database's export), or of objects one
+        after another, read a part of the file at a time; JSON that breaks off ends the
+        records (see :meth:`_until_damage`)."""
+        text = io.TextIOWrapper(self._raw, encoding="utf-8-sig", errors="surrogateescape")
+        values = (
+            (count, number, value, suspect)
+            for count, (number, value, suspect) in enumerate(_json_values(text), start=1)
+        )
+        return self._objects(values, "undecodable bytes or half of a surrogate pair")
+
+    def _objects(
+        self, values: Iterable[tuple[int, int, object, bool]], surrogates: str
+    ) -> Iterator[tuple[dict[str, object], int, int]]:
+        """The JSON objects among ``values`` (count, line, value, and whether it may hold a
+        surrogate, which is checked), with their count and line; the rest skipped and counted,
+        a value holding a surrogate as ``surrogates``."""
         checked = False
-        for count, (number, line) in enumerate(self._decoded_lines(), start=1):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                self.skipped.add(number, "invalid JSON")
-                continue
-            if not isinstance(obj, dict):
+        for count, number, value, suspect in values:
+            if not isinstance(value, dict):
                 self.skipped.add(number, "not a JSON object")
                 continue
-            if _SURROGATE_ESCAPE.search(line) and holds_surrogates(
-                json.dumps(obj, ensure_ascii=False)
-            ):
-                self.skipped.add(number, "half of a surrogate pair")
+            if suspect and holds_surrogates(json.dumps(value, ensure_ascii=False)):
+                self.skipped.add(number, surrogates)
                 continue
             if not checked:
-                self._check_fields(list(obj), "the first JSON object")
+                self._check_fields(list(value), "the first JSON object")
                 checked = True
-            yield obj, count, number
+            yield value, count, number
 
     def _tsv_rows(self) -> Iterator[tuple[int, list[str], str | None]]:
         """TSV has no quoting: a row is a line split at its tabs, which the csv module takes
@@ -507,8 +534,11 @@ class RecordReader:
         was named, the first rows decide which fields are text (see :meth:`_leave_out_noise`)."""
         first = list(islice(rows, 1))  # reads the header or first object: the fields are known
         if self.automatic_text:
-            first += islice(rows, SAMPLE_ROWS - 1)
+            sampled, damage = _read_ahead(rows, SAMPLE_ROWS - 1)
+            first += sampled
             self._leave_out_noise([values for values, _, _ in first])
+            if damage:  # raised once the records before it are read
+                rows = _raising(damage)
         id_field, fields, skipped = self.id_field, self.text_fields, self.skipped
         one_field = fields[0] if len(fields) == 1 else None  # most files: one text, no join
         for values, count, line in chain(first, rows):  # no call a record: this runs per line
@@ -630,10 +660,98 @@ def _repeated_word(lines: Sequence[tuple[int, str]]) -> tuple[str, int, int] | N
     return None
 
 
+T = TypeVar("T")
+# What ends a file's records early: compressed data cut short or corrupt, JSON that breaks off.
+_DAMAGE = (EOFError, zlib.error, gzip.BadGzipFile)
+
+
+def _read_ahead(rows: Iterator[T], count: int) -> tuple[list[T], BaseException | None]:
+    """Up to ``count`` rows, and the damage that ended them early, if any."""
+    read: list[T] = []
+    try:
+        read.extend(islice(rows, count))
+    except (*_DAMAGE, BrokenJson) as exc:
+        return read, exc
+    return read, None
+
+
+def _raising(exc: BaseException) -> Iterator[Any]:
+    raise exc
+    yield  # a generator: raises where it is read
+
+
 def _damage(exc: BaseException) -> str:
+    if isinstance(exc, BrokenJson):
+        return str(exc)
     return (
         "the compressed data ends early" if isinstance(exc, EOFError) else "corrupt compressed data"
     )
+
+
+class BrokenJson(ValueError):
+    """JSON that breaks off, or is not JSON, from ``line`` on, where a file's values were
+    being read."""
+
+    def __init__(self, reason: str, line: int) -> None:
+        super().__init__(reason)
+        self.line = line
+
+
+# Characters read at a time from a JSON file; a value longer than this reads on until it ends.
+JSON_PART = 1 << 20
+_JSON_GAP = re.compile(r"[\s,]*")  # between a JSON array's values
+_JSON_SPACE = re.compile(r"\s*")
+_MAYBE_SURROGATE = re.compile("[\udc80-\udcff]|" + _SURROGATE_ESCAPE.pattern)
+
+
+def _json_values(text: IO[str]) -> Iterator[tuple[int, object, bool]]:
+    """Each value of a JSON array (or of values one after another) in ``text``, with the line
+    it starts on and whether it may hold a surrogate (a byte that is not UTF-8, or the escape
+    of one), holding a part of the file at a time."""
+    decoder = json.JSONDecoder()
+    buffer, at, line, ended = "", 0, 1, False
+
+    def more() -> bool:
+        nonlocal buffer, at, ended
+        part = text.read(JSON_PART)
+        buffer, at, ended = buffer[at:] + part, 0, not part
+        return bool(part)
+
+    def skip(gap: re.Pattern[str]) -> None:
+        nonlocal at, line
+        while True:
+            end = gap.match(buffer, at).end()  # type: ignore[union-attr]
+            line += buffer.count("\n", at, end)
+            at = end
+            if at < len(buffer) or not more():
+                return
+
+    skip(_JSON_SPACE)
+    in_array = buffer.startswith("[", at)
+    if in_array:
+        at += 1
+    while True:
+        skip(_JSON_GAP if in_array else _JSON_SPACE)
+        if at == len(buffer):
+            if in_array:
+                raise BrokenJson("the array does not close", line)
+            return
+        if in_array and buffer[at] == "]":
+            at += 1
+            skip(_JSON_SPACE)
+            if at < len(buffer):
+                raise BrokenJson("more after the array's end", line)
+            return
+        while True:
+            try:
+                value, end = decoder.raw_decode(buffer, at)
+                break
+            except json.JSONDecodeError as exc:  # a value cut by the part's end, or broken
+                if ended or not more():
+                    raise BrokenJson(f"invalid JSON: {exc.msg}", line) from None
+        yield line, value, bool(_MAYBE_SURROGATE.search(buffer, at, end))
+        line += buffer.count("\n", at, end)
+        at = end
 
 
 def _with_skips(

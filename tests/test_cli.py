@@ -964,7 +964,9 @@ def test_skip_duplicates_stores_an_edited_record_over_its_own_version(tmp_path: 
         )
 
 
-@pytest.mark.parametrize("name", ["people.csv", "people.jsonl", "people.txt", "people.csv.gz"])
+@pytest.mark.parametrize(
+    "name", ["people.csv", "people.jsonl", "people.json", "people.txt", "people.csv.gz"]
+)
 def test_a_generated_corpus_is_written_as_its_name_says_and_read_back_whole(
     tmp_path: Path, name: str
 ) -> None:
@@ -1027,3 +1029,29 @@ def test_a_text_file_of_sentences_keeps_every_line_and_dedups_back_to_text(
     )
     assert deduped.returncode == 0, deduped.stderr
     assert out.read_text().splitlines() == [lines[0], *lines[2:]]
+
+
+def test_a_json_array_is_indexed_reported_and_deduplicated_as_json(tmp_path: Path) -> None:
+    """A .json file (one array of objects) could not be read at all, and `report -o
+    pairs.json` wrote tab-separated lines under that name."""
+    shops = [
+        {"sku": "a1", "title": "Art's Deli 12224 Ventura Blvd Studio City", "price": 10},
+        {"sku": "a2", "title": "Art's Deli 12224 Ventura Boulevard Studio City", "price": 10},
+        {"sku": "b1", "title": "Thai Orchid Kitchen 58 Elm Street Northampton", "price": 12},
+    ]
+    (tmp_path / "shops.json").write_text(json.dumps(shops, indent=2))
+    url = f"sqlite:///{tmp_path / 'shops.db'}"
+    indexed = neardup("index", "shops.json", "--id-field", "sku", "--store", url, cwd=tmp_path)
+    assert "read 3, indexed 3, skipped none" in indexed.stderr, indexed.stderr
+    given = ("--store", url, "--threshold", "0.5")
+    assert neardup("report", *given, "-o", "pairs.json", cwd=tmp_path).returncode == 0
+    pairs = json.loads((tmp_path / "pairs.json").read_text())
+    assert [(p["left_id"], p["right_id"]) for p in pairs] == [("a1", "a2")]
+    neardup("report", *given, "--clusters", "-o", "groups.json", cwd=tmp_path)
+    assert json.loads((tmp_path / "groups.json").read_text())[0]["ids"] == ["a1", "a2"]
+    deduped = neardup("dedup", "shops.json", "--id-field", "sku", *given, "-o", "kept.json",
+                      cwd=tmp_path)  # fmt: skip
+    assert deduped.returncode == 0, deduped.stderr
+    assert json.loads((tmp_path / "kept.json").read_text()) == [shops[0], shops[2]]
+    scored = neardup("eval", "--truth", "pairs.json", "--report", "pairs.json", cwd=tmp_path)
+    assert scored.stdout.startswith("precision 1.0000  recall 1.0000")

@@ -297,6 +297,76 @@ def test_a_truncated_gzip_keeps_what_came_before(tmp_path: Path) -> None:
     assert records == [] and "corrupt" in reader.skipped.examples[0][1]
 
 
+@pytest.mark.parametrize("name", ["a.txt.gz", "a.csv.gz", "a.jsonl.gz"])
+def test_a_gzip_cut_within_its_first_rows_keeps_them(tmp_path: Path, name: str) -> None:
+    """The first 200 rows are read ahead (to choose the text fields, or to tell ids from
+    text): damage among them lost every record before it."""
+    rows = {
+        "a.txt.gz": [f"{i} record number {i}" for i in range(100)],
+        "a.csv.gz": ["id,text", *(f"{i},record number {i}" for i in range(100))],
+        "a.jsonl.gz": [json.dumps({"id": i, "text": f"record number {i}"}) for i in range(100)],
+    }[name]
+    data = gzip.compress(("\n".join(rows) + "\n").encode())
+    records, reader = read(write(tmp_path / name, data[: len(data) * 2 // 3]))
+    assert 5 < len(records) < 100
+    assert [r.text for r in records] == [f"record number {i}" for i in range(len(records))]
+    assert reader.damaged and "ends early" in reader.damaged
+
+
+def test_a_json_array_is_read_an_object_a_record(tmp_path: Path, monkeypatch) -> None:
+    """An API's or a database's export: one array of objects. Read a few characters at a time
+    here, so that objects, strings and escapes are cut at every place between two reads."""
+    monkeypatch.setattr("neardup.readers.JSON_PART", 7)
+    people = [
+        {"id": 1, "name": "Anna Rossi", "address": {"street": "Via Roma 12", "city": "Roma"}},
+        {"id": "x2", "name": 'Jos\u00e9 "Pepe" Garc\u00eda', "address": ["a", "b"]},
+        {"id": 3, "name": "Line\nbreak", "address": 4.5},
+    ]
+    text = json.dumps(["skipped: no object", *people], indent=2)
+    records, reader = read(write(tmp_path / "people.json", text), id_field="id")
+    assert [(r.id, r.text) for r in records] == [
+        ("1", "Anna Rossi Via Roma 12 Roma"),
+        ("x2", 'José "Pepe" García a b'),
+        ("3", "Line\nbreak 4.5"),
+    ]
+    assert [r.line for r in records] == [3, 11, 19]  # where each object starts
+    assert reader.skipped.reasons == {"not a JSON object": 1}
+    # Objects one after another, as JSON lines named .json are, read the same way.
+    lines = "\n".join(json.dumps(p) for p in people)
+    again, _ = read(write(tmp_path / "lines.json", lines), id_field="id")
+    assert [(r.id, r.text) for r in again] == [(r.id, r.text) for r in records]
+
+
+def test_a_json_value_that_is_no_text_is_skipped_and_counted(tmp_path: Path) -> None:
+    data = (
+        b'[{"id": 1, "t": "half \\ud800 a pair"},\n{"id": 2, "t": "bad \xff\xfe bytes"},\n'
+        b'{"id": 3, "t": "\\ud83d\\ude00 a whole pair"}]'
+    )
+    records, reader = read(write(tmp_path / "a.json", data), id_field="id")
+    assert [(r.id, r.text) for r in records] == [("3", "\U0001f600 a whole pair")]
+    assert reader.skipped.reasons == {"undecodable bytes or half of a surrogate pair": 2}
+
+
+@pytest.mark.parametrize(
+    ("text", "kept", "damage"),
+    [
+        ('[{"id": 1, "t": "a b"},\n{"id": 2, "t": "c"}\n', 2, "line 3 (the array does not close)"),
+        (
+            '[{"id": 1, "t": "a b"},\n{"id": 2 "t": "c"},\n{"id": 3, "t": "d"}]',
+            1,
+            "line 2 (invalid",
+        ),
+        ('[{"id": 1, "t": "a b"}]\n\n{"id": 2}', 1, "line 3 (more after the array's end)"),
+    ],
+)
+def test_json_that_breaks_off_keeps_the_objects_before_it(
+    tmp_path: Path, text: str, kept: int, damage: str
+) -> None:
+    records, reader = read(write(tmp_path / "a.json", text), id_field="id")
+    assert [r.id for r in records] == [str(n) for n in range(1, kept + 1)]
+    assert reader.damaged and reader.damaged.startswith(f"damaged from {damage}")
+
+
 def test_indexing_a_damaged_file_keeps_what_came_before_and_exits_non_zero(tmp_path: Path) -> None:
     data = gzip.compress("".join(f"{i} record number {i}\n" for i in range(20_000)).encode())
     write(tmp_path / "cut.txt.gz", data[: len(data) // 2])
