@@ -132,7 +132,8 @@ def _reader_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--id-field",
-        help="column or key holding the id (default: 'id' if present, else the record number)",
+        help="column or key holding the id (default: 'id' if present, or 'ID' or 'Id', else "
+        "the record number)",
     )
     parser.add_argument(
         "--text-field",

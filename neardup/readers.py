@@ -606,8 +606,9 @@ class RecordReader:
                 "would be lost; rename them"
             )
         self.fields = names
-        if self.id_field is None and "id" in names:
-            self.id_field = "id"
+        if self.id_field is None:  # 'id', else 'ID' or 'Id' as spreadsheets name it
+            named_id = [name for name in names if name.strip().casefold() == "id"]
+            self.id_field = "id" if "id" in names else next(iter(named_id), None)
         wanted = ([self.id_field] if self.id_field else []) + self.text_fields
         missing = [name for name in wanted if name not in names]
         if missing:
