@@ -182,6 +182,26 @@ def test_malformed_urls(url: str) -> None:
         open_store(url)
 
 
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("People", "is lowercase"),
+        ("My Index", "is lowercase and holds no spaces"),
+        ("shop,2024", "holds no ','"),
+        ("_people", "does not start with -, _ or +"),
+        ("x" * 256, "is 255 bytes at most"),
+    ],
+)
+def test_an_index_name_elasticsearch_refuses_is_one_line_before_any_request(
+    name: str, said: str
+) -> None:
+    """The index name is checked before the server is asked (none listens on port 9)."""
+    with pytest.raises(
+        NeardupError, match=f"cannot name an Elasticsearch index: an index name {said}"
+    ):
+        open_store(f"elasticsearch://127.0.0.1:9/{name}")
+
+
 def test_an_index_made_before_bands_had_doc_values_reports_by_reading(
     elasticsearch_url, sqlite_url, tmp_path, monkeypatch
 ) -> None:

@@ -89,6 +89,19 @@ def test_malformed_urls(url: str) -> None:
         open_store(url)
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "solr://127.0.0.1:9/solr/my%20core",
+        "solr://127.0.0.1:9/solr/-x",
+        "solr+zk://127.0.0.1:9/a:b",
+    ],
+)
+def test_a_name_solr_refuses_is_one_line_before_any_request(url: str) -> None:
+    with pytest.raises(NeardupError, match="cannot name a Solr core or collection"):
+        open_store(url)
+
+
 def test_an_unreachable_zookeeper_is_one_line(monkeypatch) -> None:
     monkeypatch.setattr(solr, "ZOOKEEPER_SECONDS", 1)
     with pytest.raises(

@@ -99,6 +99,24 @@ def _candidate_search(query: CandidateQuery, name: str) -> dict[str, Any]:
     }
 
 
+# What Elasticsearch refuses in an index name (it names a folder on every node).
+_NOT_IN_INDEX_NAMES = set('\\/*?"<>| ,#:')
+
+
+def index_name_problem(name: str) -> str | None:
+    """Why Elasticsearch would refuse ``name`` for an index, before any request is made."""
+    problems = []
+    if name != name.lower():
+        problems.append("is lowercase")
+    if refused := sorted(set(name) & _NOT_IN_INDEX_NAMES):
+        problems.append("holds no " + ", ".join("spaces" if c == " " else repr(c) for c in refused))
+    if name[0] in "-_+" or name in (".", ".."):
+        problems.append("does not start with -, _ or + and is not . or ..")
+    if len(name.encode()) > 255:
+        problems.append("is 255 bytes at most")
+    return f"an index name {' and '.join(problems)}" if problems else None
+
+
 class ElasticsearchStore(Store):
     def __init__(self, url: str, *, create: bool = True, timeout: float = 60, retries: int = 3):
         parsed = parse_engine_url(url, "elasticsearch://host:port/INDEX", 9200, "ES")
@@ -106,6 +124,8 @@ class ElasticsearchStore(Store):
         if not self.index or "/" in self.index:
             example = "elasticsearch://host:port/INDEX"
             raise NeardupError(f"an Elasticsearch store URL looks like {example}, not {url!r}")
+        if problem := index_name_problem(self.index):
+            raise NeardupError(f"{self.index!r} cannot name an Elasticsearch index: {problem}")
         self.url, self.endpoint = parsed.public, parsed.endpoint
         self.nodes = len(parsed.endpoints)
         self.shards, self.replicas = parsed.shards, parsed.replicas

@@ -27,6 +27,7 @@ import logging
 import netrc
 import os
 import random
+import re
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -234,6 +235,19 @@ def _unreachable_reason(error: BaseException) -> str:
     return type(getattr(inner, "reason", None) or inner).__name__
 
 
+# A core's or collection's name, as Solr takes it: letters, digits, '.', '_' and '-', not first.
+_SOLR_NAME = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]*")
+
+
+def _check_name(name: str) -> None:
+    """Refuse a core or collection name Solr would refuse, before any request is made."""
+    if not _SOLR_NAME.fullmatch(name):
+        raise NeardupError(
+            f"{name!r} cannot name a Solr core or collection: names hold letters, digits, '.', "
+            "'_' and '-', and do not start with '-'"
+        )
+
+
 class SolrStore(Store):
     def __init__(self, url: str, *, create: bool = True, timeout: float = 60, retries: int = 3):
         self.timeout = timeout
@@ -254,6 +268,7 @@ class SolrStore(Store):
         root, _, self.name = parsed.path.rpartition("/")
         if not root.endswith("/solr") or not self.name:
             raise NeardupError(f"a Solr store URL looks like {example}, not {parsed.public!r}")
+        _check_name(self.name)
         if parsed.others:  # pysolr's failover between nodes follows ZooKeeper
             raise NeardupError(
                 f"a Solr store URL names one node, not {len(parsed.others) + 1}: "
@@ -272,6 +287,7 @@ class SolrStore(Store):
         chroot, _, self.name = parsed.path.rpartition("/")
         if not self.name:
             raise NeardupError(f"a Solr store URL looks like {example}, not {parsed.public!r}")
+        _check_name(self.name)
         hosts = ",".join(f"{h}:{p}" for h, p in ((parsed.host, parsed.port), *parsed.others))
         self.where = f"ZooKeeper {hosts}{chroot}"
         self.url = parsed.public
