@@ -120,6 +120,15 @@ def test_settings_written_by_two_handles_keep_both_changes(store_url_factory) ->
         assert third.read_params() == PARAMS
 
 
+def test_settings_written_whole_are_the_handles_copy_too(store_url_factory) -> None:
+    """A handle that wrote the settings object in place answered with the one it had read."""
+    with open_store(store_url_factory()) as store:
+        store.ensure_params(PARAMS)
+        store.update_settings({"threshold_choice": {"threshold": 0.6}})
+        store.write_settings(PARAMS.to_dict())
+        assert store.settings == PARAMS.to_dict() == store.read_settings()
+
+
 def test_settings_merged_at_once_by_two_writers_lose_nothing(store_url_factory) -> None:
     """Two writers merging into one store's settings at the same moment (a service's checked
     adds and a report of another process): each write lands on what the other wrote, however

@@ -364,8 +364,9 @@ class Store(ABC):
         return self._stored_settings()[0]
 
     def write_settings(self, settings: dict[str, Any]) -> None:
-        """Create the schema if needed and store the settings object in place of the stored."""
-        self._rewrite_settings(lambda _: dict(settings))
+        """Create the schema if needed and store the settings object in place of the stored,
+        held as this handle's copy too."""
+        self._hold_written(lambda _: dict(settings))
 
     @abstractmethod
     def _stored_settings(self) -> tuple[dict[str, Any] | None, Any]:
