@@ -179,7 +179,7 @@ class IndexSummary:
         admitted = Admitted([], [], [])
         for record, problem in zip(records, problems, strict=True):
             if problem:
-                self.skipped.add(record.line, problem)
+                self.skipped.add(record.line, problem, record.source)
                 record = None
             elif next(new):
                 admitted.first.append(record)
@@ -196,7 +196,7 @@ class IndexSummary:
     def count_replacing(self, records: Sequence[Record]) -> None:
         """Count and name ``records`` stored in place of an earlier record of the run."""
         for record in records:
-            self.replaced.add(record.line, f"{record.id!r} at line {record.line}")
+            self.replaced.add(record.line, f"{record.id!r} at {record.where}")
 
     def _numbered(self, record: Record) -> Record | None:
         """A repeat of an id, under the id with the next number no record of the run has
@@ -206,12 +206,12 @@ class IndexSummary:
             number += 1
             kept_id = f"{record.id}{KEPT_ID_MARK}{number}"
             if problem := id_problem(kept_id):
-                self.skipped.add(record.line, f"repeated id, numbered: {problem}")
+                self.skipped.add(record.line, f"repeated id, numbered: {problem}", record.source)
                 return None
             if self.ids.first_seen([kept_id])[0]:
                 break
         self.numbered[record.id] = number
-        self.kept.add(record.line, f"{record.id!r} at line {record.line} as {kept_id!r}")
+        self.kept.add(record.line, f"{record.id!r} at {record.where} as {kept_id!r}")
         return replace(record, id=kept_id)
 
     def count_stored(
@@ -232,17 +232,17 @@ class IndexSummary:
         another content."""
         for record in records:
             if record.id in held:
-                self.replaced_stored.add(record.line, f"{record.id!r} at line {record.line}")
+                self.replaced_stored.add(record.line, f"{record.id!r} at {record.where}")
 
     def _repeated(self, record: Record, on_duplicate_id: OnDuplicateId) -> bool:
         """Whether to index a record whose id came earlier in the run."""
         if on_duplicate_id == "error":
             raise NeardupError(
-                f"line {record.line}: the id {record.id!r} came earlier in this run "
+                f"{record.where}: the id {record.id!r} came earlier in this run "
                 "(--on-duplicate-id replace, skip or keep goes on)"
             )
         if on_duplicate_id == "skip":
-            self.skipped.add(record.line, "repeated id")
+            self.skipped.add(record.line, "repeated id", record.source)
             return False
         return True
 
@@ -347,7 +347,7 @@ def with_words(
         if fp.num_words:
             worded.append((record, fp))
         else:
-            skipped.add(record.line, "no words after normalisation")
+            skipped.add(record.line, "no words after normalisation", record.source)
     return worded
 
 

@@ -64,6 +64,12 @@ class Record:
     line: int = 0  # where it starts in its file, for messages about it
     # the row or object as read (tsv, csv, jsonl), to write the record back whole
     values: Mapping[str, object] | None = field(default=None, compare=False, repr=False)
+    source: str = ""  # its file's name, where a run reads several, for messages about it
+
+    @property
+    def where(self) -> str:
+        """Where it is, for a message: ``line 3``, or ``b.csv, line 3`` of several files."""
+        return f"{self.source}, line {self.line}" if self.source else f"line {self.line}"
 
 
 @dataclass
@@ -74,11 +80,13 @@ class SkipLog:
     examples: list[tuple[int, str]] = field(default_factory=list)
     keep: int = 5
 
-    def add(self, line: int, reason: str) -> None:
+    def add(self, line: int, reason: str, source: str = "") -> None:
+        """Count a skip, and keep its line (with its file's ``source``, where a run reads
+        several) if it is among the first."""
         self.reasons[reason] += 1
         # The first lines, in order: a sample read ahead skips some lines before earlier ones.
         if len(self.examples) < self.keep or line < self.examples[-1][0]:
-            insort(self.examples, (line, reason))
+            insort(self.examples, (line, f"{source}: {reason}" if source else reason))
             del self.examples[self.keep :]
 
     @property
@@ -234,6 +242,8 @@ class RecordReader:
         self.left_out: dict[str, str] = {}  # fields it left out of the text, and why
         self.fields: list[str] = []  # the header's names, or the first JSON object's keys
         self.number_prefix = number_prefix  # for record-number ids, when several files are read
+        # and then each record's file is named in messages about it (Record.where)
+        self.source = file_name(self.path) if number_prefix else ""
         self.skipped = SkipLog()
         self.damaged: str | None = None  # where and how a compressed file turned out damaged
         self.streamed = read_once(path)  # no size, no position, no second reading
@@ -408,14 +418,16 @@ class RecordReader:
             lines = chain(sample, _raising(damage) if damage else lines)
         if self.format == "text":
             for count, (number, line) in enumerate(lines, start=1):
-                yield Record(f"{self.number_prefix}{count}", line.strip(), number)
+                yield Record(
+                    f"{self.number_prefix}{count}", line.strip(), number, None, self.source
+                )
             return
         for number, line in lines:
             parts = _ID_SEPARATOR.split(line.strip(), maxsplit=1)
             if len(parts) < 2 or not parts[1].strip():
                 self.skipped.add(number, "id without text")
                 continue
-            yield Record(parts[0], parts[1], number)
+            yield Record(parts[0], parts[1], number, None, self.source)
 
     def _jsonl(self) -> Iterator[tuple[dict[str, object], int, int]]:
         """The objects of JSON lines; a line that is not JSON is skipped and counted."""
@@ -556,7 +568,7 @@ class RecordReader:
             else:
                 text = " ".join(filter(None, [_text(values.get(f)).strip() for f in fields]))
             if text:
-                yield Record(record_id, text, line, values)
+                yield Record(record_id, text, line, values, self.source)
             else:
                 skipped.add(line, "no text")
 

@@ -517,6 +517,21 @@ def test_a_repeated_id_replaces_the_earlier_record_and_is_counted(
         assert store.get(["1"])["1"].content == "third"
 
 
+def test_a_repeat_across_files_is_named_with_its_file(tmp_path: Path, sqlite_url: str) -> None:
+    """Of two monthly files, 'at line 2' named no file: the first's line 2 or the second's."""
+    (tmp_path / "june.csv").write_text("id,name\n1,Anna Rossi\n2,Marco Bianchi\n")
+    (tmp_path / "july.csv").write_text("id,name\n2,Marco Bianchi Milano\n1,Anna Rosi\n")
+    files = [tmp_path / "june.csv", tmp_path / "july.csv"]
+    summary = api.index(files, sqlite_url)
+    july = str(tmp_path / "july.csv")  # as it was given
+    assert f"(first: '2' at {july}, line 2, '1' at {july}, line 3;" in summary.describe()
+    with pytest.raises(NeardupError, match=r"july.csv, line 2: the id '2' came earlier"):
+        api.index(files, f"sqlite:///{tmp_path / 'other.db'}", on_duplicate_id="error")
+    skipped = api.index(files, f"sqlite:///{tmp_path / 'third.db'}", on_duplicate_id="skip")
+    assert skipped.skipped.reasons == {"repeated id": 2}
+    assert skipped.skipped.examples == [(2, f"{july}: repeated id"), (3, f"{july}: repeated id")]
+
+
 def test_the_ids_seen_in_a_run_are_those_a_set_would_hold() -> None:
     """Batches with repeats inside them and across them, and enough of them to merge the
     sorted arrays of MD5s several times over."""
