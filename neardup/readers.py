@@ -600,7 +600,7 @@ class RecordReader:
         if self.automatic_text:
             left = ", ".join(f"{name} ({kind})" for name, kind in self.left_out.items())
             chosen.append(
-                f"text from {', '.join(self.text_fields)}"
+                f"text from {_listed(self.text_fields)}"
                 + (f"; left out {left}" if left else "")
                 + " (--text-field chooses)"
             )
@@ -658,6 +658,17 @@ def code_page_byte(sample: bytes) -> tuple[int, int] | None:
     if len(_CODE_PAGE_LETTER.findall(whole)) < 0.8 * len(_NOT_UTF8.findall(text)):
         return None
     return text.count("\n", 0, bad.start()) + 1, ord(bad[0]) - 0xDC00
+
+
+# Names a summary lists in full; of more, the first and the last, and how many.
+LISTED_NAMES = 12
+
+
+def _listed(names: Sequence[str]) -> str:
+    """``a, b, c``; of a wide file's many fields, ``col0, col1, …, col59 (60 fields)``."""
+    if len(names) <= LISTED_NAMES:
+        return ", ".join(names)
+    return f"{', '.join(names[: LISTED_NAMES - 2])}, …, {names[-1]} ({len(names)} fields)"
 
 
 def _repeated_word(lines: Sequence[tuple[int, str]]) -> tuple[str, int, int] | None:

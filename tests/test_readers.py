@@ -483,6 +483,17 @@ def test_an_id_column_named_as_spreadsheets_name_it_is_the_id(tmp_path: Path) ->
     assert [(r.id, r.text) for r in records] == [("1", "x Anna")]
 
 
+def test_a_wide_file_summary_names_its_first_and_last_text_fields(tmp_path: Path) -> None:
+    header = ",".join(["id", *(f"col{i}" for i in range(60))])
+    row = ",".join(["1", *(f"v{i}" for i in range(60))])
+    records, reader = read(write(tmp_path / "wide.csv", f"{header}\n{row}\n"))
+    assert records[0].text == " ".join(f"v{i}" for i in range(60))  # every field, all the same
+    assert reader.fields_chosen() == (
+        "wide.csv: text from col0, col1, col2, col3, col4, col5, col6, col7, col8, col9, …, "
+        "col59 (60 fields) (--text-field chooses)"
+    )
+
+
 def test_a_tab_separated_file_named_csv_is_read_by_its_fields(tmp_path: Path) -> None:
     """A TSV saved under a .csv name was read with commas: one field, the id column lost and
     every line whole as the text. A header that commas leave whole and tabs split is tabs."""
