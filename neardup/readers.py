@@ -235,6 +235,8 @@ class RecordReader:
             raise NeardupError("--id-field and --text-field apply to tsv, csv and jsonl files")
         # A lines file read as text (format not given): its first words repeat, and where.
         self.first_words_repeat: tuple[str, int, int] | None = None
+        # A lines file read as ID TEXT whose ids are words, none with a digit: the first one.
+        self.word_id: str | None = None
         self._format_given = format is not None
         self.id_field = id_field
         self.text_fields = list(text_fields)
@@ -415,6 +417,8 @@ class RecordReader:
             self.first_words_repeat = _repeated_word(sample)
             if self.first_words_repeat:
                 self.format = "text"
+            else:
+                self.word_id = _word_ids(sample)
             lines = chain(sample, _raising(damage) if damage else lines)
         if self.format == "text":
             for count, (number, line) in enumerate(lines, start=1):
@@ -597,6 +601,11 @@ class RecordReader:
                 f"each line is a record's text, numbered 1, 2, …: its first words are no ids "
                 f"({word!r} begins lines {first} and {second}; --format lines reads ID TEXT)"
             )
+        if self.word_id:
+            chosen.append(
+                f"each line's first word is its id, the rest its text ({self.word_id!r} at "
+                "line 1; --format text reads each line whole)"
+            )
         if self.automatic_text:
             left = ", ".join(f"{name} ({kind})" for name, kind in self.left_out.items())
             chosen.append(
@@ -669,6 +678,15 @@ def _listed(names: Sequence[str]) -> str:
     if len(names) <= LISTED_NAMES:
         return ", ".join(names)
     return f"{', '.join(names[: LISTED_NAMES - 2])}, …, {names[-1]} ({len(names)} fields)"
+
+
+def _word_ids(lines: Sequence[tuple[int, str]]) -> str | None:
+    """The first line's first word, when no first word of these lines holds a digit: ids that
+    may be a sentence's first words (``Apple unveils…``), worth a word in the summary."""
+    words = [_ID_SEPARATOR.split(line.strip(), maxsplit=1)[0] for _, line in lines]
+    if words and not any(c.isdigit() for word in words for c in word):
+        return words[0]
+    return None
 
 
 def _repeated_word(lines: Sequence[tuple[int, str]]) -> tuple[str, int, int] | None:

@@ -57,10 +57,18 @@ def test_a_text_file_of_sentences_is_one_record_a_line_numbered(tmp_path: Path) 
     assert reader.skipped.reasons == {"empty line": 1}
     given, reader = read(tmp_path / "notes.txt", format="lines")  # as the user says
     assert [r.id for r in given] == ["The", "A", "The"] and reader.fields_chosen() is None
+    # First words that never repeat are ids, and where none holds a digit the summary says so.
+    records, reader = read(write(tmp_path / "h.txt", "Apple unveils a phone\nGoogle buys\n"))
+    assert [(r.id, r.text) for r in records] == [("Apple", "unveils a phone"), ("Google", "buys")]
+    assert reader.fields_chosen() == (
+        "h.txt: each line's first word is its id, the rest its text ('Apple' at line 1; "
+        "--format text reads each line whole)"
+    )
     # Ids that repeat are ids still when they hold a digit (a file's updates of one record).
     ids = "r1 first text\nr2 other\nr1 second text\n"
     records, reader = read(write(tmp_path / "ids.txt", ids))
     assert reader.format == "lines" and [r.id for r in records] == ["r1", "r2", "r1"]
+    assert reader.fields_chosen() is None  # ids as ids look: nothing to say
 
 
 @pytest.mark.parametrize(
