@@ -300,11 +300,16 @@ def _refuse_renumbering(target: Store, files: Sequence[RecordReader]) -> None:
             continue
         stored = target.get([first.id]).get(first.id)
         if stored is not None and stored.content != normalize_batch([first.text])[0]:
+            named = (  # a text file has no field to name
+                "Index the files in one run (each record is then numbered within its file: "
+                f"{reader.path.name}:1), or into a new store"
+                if reader.format == "text"
+                else "Name the id field (--id-field), or index into a new store"
+            )
             raise NeardupError(
                 f"{reader.path} has no id field, so its records are numbered 1, 2, …, and "
                 f"{target.url} already holds a record {first.id!r} with another text: indexing "
-                "would replace the stored records. Name the id field (--id-field), or index "
-                "into a new store"
+                f"would replace the stored records. {named}"
             )
 
 

@@ -1029,6 +1029,10 @@ def test_a_text_file_of_sentences_keeps_every_line_and_dedups_back_to_text(
     )
     assert deduped.returncode == 0, deduped.stderr
     assert out.read_text().splitlines() == [lines[0], *lines[2:]]
+    # Another such file would replace them by number: it is refused with what to do instead.
+    (tmp_path / "more.txt").write_text("The dog barked all night\nThe neighbours complained\n")
+    refused = neardup("index", str(tmp_path / "more.txt"), "--store", url)
+    assert_user_error(refused, "Index the files in one run (each record is then numbered")
 
 
 def test_a_json_array_is_indexed_reported_and_deduplicated_as_json(tmp_path: Path) -> None:
