@@ -558,13 +558,13 @@ def _same_file(target: Path, read: str) -> bool:
 @contextmanager
 def _output_file(path: str | None) -> Iterator[IO[str]]:
     """A report's destination: stdout, or a file that is replaced whole or not at all (it is
-    written beside its name and renamed when complete)."""
+    written beside its name and renamed when complete), compressed when its name ends in .gz."""
     if path is None:
         yield sys.stdout
         return
     partial = Path(f"{path}.partial")
     try:
-        with partial.open("w", encoding="utf-8", newline="") as out:
+        with output.text_file(partial, named=path) as out:
             yield out
         os.replace(partial, path)
     finally:

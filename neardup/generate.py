@@ -17,7 +17,6 @@ are a true pair, written with their true character 5-shingle Jaccard similarity.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -29,7 +28,7 @@ import numpy as np
 
 from .errors import InvalidParameter
 from .fingerprint import FingerprintParams, fingerprint_batch, jaccard
-from .output import row_writer
+from .output import row_writer, text_file
 from .readers import record_format
 
 _SYLLABLES = [c + v for c in "bcdfghklmnprstvz" for v in "aeiou"] + ["ar", "en", "ol", "us", "ta"]
@@ -247,8 +246,8 @@ def write_corpus(
     pool: int = 5_000,
 ) -> tuple[int, int]:
     """Write ``count`` records (id and the kind's fields) and, if asked, the true pairs
-    (left_id, right_id, jaccard_char5), each file in the format its name says (csv, jsonl;
-    .txt: lines of id and text) and compressed when it ends in .gz, else TSV. Returns
+    (left_id, right_id, jaccard_char5), each file in the format its name says (csv, jsonl,
+    json; .txt: lines of id and text) and compressed when it ends in .gz, else TSV. Returns
     (records, true pairs).
 
     Copies are made of one of the last ``pool`` originals, so memory does not grow with ``count``;
@@ -269,7 +268,7 @@ def write_corpus(
     pairs = 0
     with contextlib.ExitStack() as files:
         write_record = files.enter_context(
-            _record_writer(files.enter_context(_opened(output)), output, writer.fields)
+            _record_writer(files.enter_context(text_file(output)), output, writer.fields)
         )
         write_pair = None
         if truth:
@@ -277,7 +276,7 @@ def write_corpus(
             write_pair = files.enter_context(
                 row_writer(
                     ["left_id", "right_id", "jaccard_char5"],
-                    files.enter_context(_opened(truth)),
+                    files.enter_context(text_file(truth)),
                     pairs_format if pairs_format in ("csv", "jsonl", "json") else "tsv",
                 )
             )
@@ -303,13 +302,6 @@ def write_corpus(
 
 
 _TRUTH_PARAMS = FingerprintParams("char", 5, 8, 1)
-
-
-def _opened(path: str | Path) -> IO[str]:
-    """A file to write text to, compressed when its name ends in .gz."""
-    if str(path).lower().endswith(".gz"):
-        return gzip.open(path, "wt", encoding="utf-8", newline="")
-    return open(path, "w", encoding="utf-8", newline="")
 
 
 def _record_writer(

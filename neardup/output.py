@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -16,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Literal
 from .evaluate import SPREADSHEET_UNSAFE_CELL, Evaluation, spreadsheet_safe, tsv_escape
 from .explain import Explanation
 from .phrases import counted
-from .readers import BYTE_ORDER_MARK, Format, Record
+from .readers import BYTE_ORDER_MARK, Format, Record, record_format
 from .report import PHASES, Pair, for_review
 from .searcher import Match
 from .tuning import NEAREST_SPLIT, TUNE_POINTS, Tuning, candidate_probability
@@ -29,17 +30,19 @@ REPORT_FORMATS: tuple[ReportFormat, ...] = ("tsv", "csv", "jsonl", "json")
 JSON_FORMATS = ("jsonl", "json")  # objects, one a line or in one array
 
 
+def text_file(path: str | Path, named: str | Path | None = None) -> IO[str]:
+    """A file to write UTF-8 text to, gzip-compressed when its name ends in .gz (or ``named``
+    does, the name it is written for and renamed to when complete)."""
+    if str(named or path).lower().endswith(".gz"):
+        return gzip.open(path, "wt", encoding="utf-8", newline="")
+    return open(path, "w", encoding="utf-8", newline="")
+
+
 def named_format(path: str | None) -> ReportFormat | None:
     """The format an output file's name asks for (``pairs.csv``: csv), if any. A spreadsheet
     opens a .csv by commas: tabs under that name would land in one column."""
-    suffix = Path(path).suffix.lower() if path else ""
-    return {
-        ".csv": "csv",
-        ".tsv": "tsv",
-        ".jsonl": "jsonl",
-        ".ndjson": "jsonl",
-        ".json": "json",
-    }.get(suffix)
+    named = record_format(path) if path else None
+    return named if named in REPORT_FORMATS else None  # type: ignore[return-value]
 
 
 def write_pairs(

@@ -232,11 +232,14 @@ class RecordReader:
         if self.format not in FORMATS:
             raise NeardupError(f"unknown format {format!r}: use one of {', '.join(FORMATS)}")
         if self.format in ("lines", "text") and (id_field or text_fields):
-            raise NeardupError("--id-field and --text-field apply to tsv, csv and jsonl files")
+            raise NeardupError(
+                "--id-field and --text-field apply to tsv, csv, jsonl and json files"
+            )
         # A lines file read as text (format not given): its first words repeat, and where.
         self.first_words_repeat: tuple[str, int, int] | None = None
-        # A lines file read as ID TEXT whose ids are words, none with a digit: the first one.
-        self.word_id: str | None = None
+        # A lines file read as ID TEXT whose ids are words, none with a digit: the first, and
+        # its line.
+        self.word_id: tuple[str, int] | None = None
         self._format_given = format is not None
         self.id_field = id_field
         self.text_fields = list(text_fields)
@@ -602,9 +605,10 @@ class RecordReader:
                 f"({word!r} begins lines {first} and {second}; --format lines reads ID TEXT)"
             )
         if self.word_id:
+            word, line = self.word_id
             chosen.append(
-                f"each line's first word is its id, the rest its text ({self.word_id!r} at "
-                "line 1; --format text reads each line whole)"
+                f"each line's first word is its id, the rest its text ({word!r} at line {line}; "
+                "--format text reads each line whole)"
             )
         if self.automatic_text:
             left = ", ".join(f"{name} ({kind})" for name, kind in self.left_out.items())
@@ -680,12 +684,13 @@ def _listed(names: Sequence[str]) -> str:
     return f"{', '.join(names[: LISTED_NAMES - 2])}, …, {names[-1]} ({len(names)} fields)"
 
 
-def _word_ids(lines: Sequence[tuple[int, str]]) -> str | None:
-    """The first line's first word, when no first word of these lines holds a digit: ids that
-    may be a sentence's first words (``Apple unveils…``), worth a word in the summary."""
+def _word_ids(lines: Sequence[tuple[int, str]]) -> tuple[str, int] | None:
+    """The first line's first word and its line, when no first word of these (numbered) lines
+    holds a digit: ids that may be a sentence's first words (``Apple unveils…``), worth a word
+    in the summary."""
     words = [_ID_SEPARATOR.split(line.strip(), maxsplit=1)[0] for _, line in lines]
     if words and not any(c.isdigit() for word in words for c in word):
-        return words[0]
+        return words[0], lines[0][0]
     return None
 
 

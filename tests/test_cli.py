@@ -4,6 +4,7 @@ and as a subprocess where the process itself matters."""
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import os
@@ -1059,3 +1060,16 @@ def test_a_json_array_is_indexed_reported_and_deduplicated_as_json(tmp_path: Pat
     assert json.loads((tmp_path / "kept.json").read_text()) == [shops[0], shops[2]]
     scored = neardup("eval", "--truth", "pairs.json", "--report", "pairs.json", cwd=tmp_path)
     assert scored.stdout.startswith("precision 1.0000  recall 1.0000")
+
+
+def test_a_report_named_gz_is_compressed_and_read_back(tmp_path: Path) -> None:
+    """pairs.csv.gz held plain tab-separated text: neither gzip nor CSV, as its name says."""
+    records = corpus(tmp_path / "records.txt")
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert neardup("index", str(records), "--store", url).returncode == 0
+    plain, packed = tmp_path / "pairs.csv", tmp_path / "pairs.csv.gz"
+    assert neardup("report", "--store", url, "-o", str(plain)).returncode == 0
+    assert neardup("report", "--store", url, "-o", str(packed)).returncode == 0
+    assert gzip.decompress(packed.read_bytes()) == plain.read_bytes()
+    assert read_pairs(packed) == read_pairs(plain) != {}
+    assert not list(tmp_path.glob("*.partial"))
