@@ -237,6 +237,8 @@ class RecordReader:
             )
         # A lines file read as text (format not given): its first words repeat, and where.
         self.first_words_repeat: tuple[str, int, int] | None = None
+        # A json file's only object, around its records: the field that holds them.
+        self.wrapper_key: str | None = None
         # A lines file read as ID TEXT whose ids are words, none with a digit: the first, and
         # its line.
         self.word_id: tuple[str, int] | None = None
@@ -455,9 +457,18 @@ class RecordReader:
         after another, read a part of the file at a time; JSON that breaks off ends the
         records (see :meth:`_until_damage`)."""
         text = io.TextIOWrapper(self._raw, encoding="utf-8-sig", errors="surrogateescape")
+        read = _json_values(text)
+        first, damage = _read_ahead(read, 2)
+        if len(first) == 1 and not damage and (wrapped := _wrapped_array(first[0][1])):
+            # One object around the records ({"data": [...], "meta": …}), as APIs answer.
+            self.wrapper_key, items = wrapped
+            number, _, suspect = first[0]
+            read = iter([(number, item, suspect) for item in items])
+        else:
+            read = chain(first, _raising(damage) if damage else read)
         values = (
             (count, number, value, suspect)
-            for count, (number, value, suspect) in enumerate(_json_values(text), start=1)
+            for count, (number, value, suspect) in enumerate(read, start=1)
         )
         return self._objects(values, "undecodable bytes or half of a surrogate pair")
 
@@ -604,6 +615,8 @@ class RecordReader:
                 f"each line is a record's text, numbered 1, 2, …: its first words are no ids "
                 f"({word!r} begins lines {first} and {second}; --format lines reads ID TEXT)"
             )
+        if self.wrapper_key:
+            chosen.append(f"the records of its {self.wrapper_key!r} array")
         if self.word_id:
             word, line = self.word_id
             chosen.append(
@@ -749,6 +762,19 @@ JSON_PART = 1 << 20
 _JSON_GAP = re.compile(r"[\s,]*")  # between a JSON array's values
 _JSON_SPACE = re.compile(r"\s*")
 _MAYBE_SURROGATE = re.compile("[\udc80-\udcff]|" + _SURROGATE_ESCAPE.pattern)
+
+
+def _wrapped_array(value: object) -> tuple[str, list[object]] | None:
+    """Of a file's only JSON value, an object one of whose fields alone holds an array of
+    objects (``{"data": [{…}, {…}], "count": 2}``): that field's name and array."""
+    if not isinstance(value, dict):
+        return None
+    arrays = [
+        (key, items)
+        for key, items in value.items()
+        if isinstance(items, list) and items and all(isinstance(i, dict) for i in items)
+    ]
+    return arrays[0] if len(arrays) == 1 else None
 
 
 def _json_values(text: IO[str]) -> Iterator[tuple[int, object, bool]]:

@@ -345,6 +345,24 @@ def test_a_json_array_is_read_an_object_a_record(tmp_path: Path, monkeypatch) ->
     assert [(r.id, r.text) for r in again] == [(r.id, r.text) for r in records]
 
 
+def test_a_json_object_around_an_array_of_records_is_read_as_that_array(tmp_path: Path) -> None:
+    """APIs answer {"data": [...], "count": …}: read as one record holding every record's text."""
+    wrapped = {"count": 2, "data": [{"id": 1, "t": "Anna Rossi"}, {"id": 2, "t": "Marco"}],
+               "meta": {"page": 1}, "tags": ["a"]}  # fmt: skip
+    records, reader = read(write(tmp_path / "a.json", json.dumps(wrapped)), id_field="id")
+    assert [(r.id, r.text) for r in records] == [("1", "Anna Rossi"), ("2", "Marco")]
+    assert reader.fields_chosen() == (
+        "a.json: the records of its 'data' array; text from t (--text-field chooses)"
+    )
+    # Two arrays of objects, or one object of records among others, are read as they are.
+    two = {"a": [{"id": 1, "t": "x"}], "b": [{"id": 2, "t": "y"}]}
+    records, _ = read(write(tmp_path / "b.json", json.dumps(two)), text_fields=["a"])
+    assert [r.text for r in records] == ["1 x"]  # one record: which array would be a guess
+    objects = json.dumps({"id": 1, "t": "x", "list": [{"k": "v"}]}) + "\n" + '{"id": 2}'
+    records, _ = read(write(tmp_path / "c.json", objects), id_field="id", text_fields=["t"])
+    assert [r.id for r in records] == ["1"]
+
+
 def test_a_json_value_that_is_no_text_is_skipped_and_counted(tmp_path: Path) -> None:
     data = (
         b'[{"id": 1, "t": "half \\ud800 a pair"},\n{"id": 2, "t": "bad \xff\xfe bytes"},\n'
