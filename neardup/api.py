@@ -63,7 +63,9 @@ from .readers import (
     BYTE_ORDER_MARK,
     FORMATS,
     STDIN,
+    FolderReader,
     Format,
+    Reader,
     Record,
     RecordReader,
     SkipLog,
@@ -173,7 +175,7 @@ def index(
     on_duplicate_id: OnDuplicateId = "replace",
     skip_duplicates: bool = False,
     progress: bool = False,
-    measured_with: Sequence[RecordReader] = (),
+    measured_with: Sequence[Reader] = (),
 ) -> IndexSummary:
     """Index record files. Every file is opened and checked before anything is written.
 
@@ -193,7 +195,7 @@ def index(
     if batch_size < 1:
         raise NeardupError(f"the batch size must be at least 1, not {batch_size}")
 
-    def readers() -> list[RecordReader]:
+    def readers() -> list[Reader]:
         return _readers(paths, format, id_field, text_fields)
 
     if on_duplicate_id == "error":  # a first pass over the ids, so that a repeat writes nothing
@@ -240,7 +242,7 @@ def index(
             for reader in files:
                 done = bar.n
 
-                def advance(reader: RecordReader = reader, done: int = done) -> None:
+                def advance(reader: Reader = reader, done: int = done) -> None:
                     bar.update(done + reader.bytes_read - bar.n)
 
                 if skip_duplicates:
@@ -290,7 +292,7 @@ def _removed_if_left_empty(target: Store, summary: IndexSummary) -> Iterator[Non
             summary.removed = target.url
 
 
-def _refuse_renumbering(target: Store, files: Sequence[RecordReader]) -> None:
+def _refuse_renumbering(target: Store, files: Sequence[Reader]) -> None:
     """Stop before writing when a file's ids are record numbers and the store holds its first
     number with another text: the file is not the one indexed before, and its records 1, 2, …
     would silently replace the store's (yesterday's file under today's numbers)."""
@@ -314,7 +316,7 @@ def _refuse_renumbering(target: Store, files: Sequence[RecordReader]) -> None:
 
 
 def _with_bands(
-    asked: Mapping[str, object] | None, files: Sequence[RecordReader], sample: int = 1000
+    asked: Mapping[str, object] | None, files: Sequence[Reader], sample: int = 1000
 ) -> Mapping[str, object] | None:
     """A new store's settings with bands chosen for the length of its first records, when
     nothing chose them (see :func:`neardup.settings.default_bands`): ``sample`` records, as
@@ -356,18 +358,37 @@ def _readers(
     format: Format | None,
     id_field: str | None,
     text_fields: Sequence[str],
-) -> list[RecordReader]:
-    """A reader per file (``-``: standard input), each opened and its header checked."""
+) -> list[Reader]:
+    """A reader per file (``-``: standard input), each opened and its header checked, and per
+    folder of documents."""
+    several = len(paths) > 1
     return [
-        RecordReader(
+        _folder_reader(path, format, id_field, text_fields, several)
+        if path != STDIN and Path(path).is_dir()
+        else RecordReader(
             path,
             format,
             id_field=id_field,
             text_fields=text_fields,
-            number_prefix=f"{Path(path).name}:" if len(paths) > 1 else "",
+            number_prefix=f"{Path(path).name}:" if several else "",
         )
         for path in paths
     ]
+
+
+def _folder_reader(
+    path: str | Path,
+    format: Format | None,
+    id_field: str | None,
+    text_fields: Sequence[str],
+    several: bool,
+) -> FolderReader:
+    if format or id_field or text_fields:
+        raise NeardupError(
+            f"{path} is a folder, each of its files a record: --format, --id-field and "
+            "--text-field apply to record files"
+        )
+    return FolderReader(path, several)
 
 
 def _add_unique(
@@ -1324,6 +1345,11 @@ def dedup(
     if keep not in KEEPS:
         raise NeardupError(f"keep must be one of {', '.join(KEEPS)}, not {keep!r}")
     reader = _readers([path], format, id_field, text_fields)[0]
+    if isinstance(reader, FolderReader):
+        raise NeardupError(
+            f"{path} is a folder: dedup writes a record file back, and a folder's files are "
+            "left as they are; report --clusters lists its groups of near-duplicate files"
+        )
     written_as = written_as or reader.format
     objects = {written_as, reader.format} <= {"json", "jsonl"}  # an array's, or one a line
     if written_as != reader.format and reader.format not in ("tsv", "csv") and not objects:

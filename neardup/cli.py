@@ -586,7 +586,12 @@ def _parser() -> argparse.ArgumentParser:
         return commands.add_parser(name, help=doc[0].lower() + doc[1:].rstrip("."))
 
     index = add("index")
-    index.add_argument("files", nargs="+", metavar="FILE")
+    index.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="record files (- reads standard input), or folders of documents, one record a file",
+    )
     _store_option(index)
     _reader_options(index)
     defaults = api.FingerprintParams()

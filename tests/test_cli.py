@@ -1073,3 +1073,26 @@ def test_a_report_named_gz_is_compressed_and_read_back(tmp_path: Path) -> None:
     assert gzip.decompress(packed.read_bytes()) == plain.read_bytes()
     assert read_pairs(packed) == read_pairs(plain) != {}
     assert not list(tmp_path.glob("*.partial"))
+
+
+def test_a_folder_of_documents_is_indexed_and_reported_by_file(tmp_path: Path) -> None:
+    """`neardup index articles/` said 'is a directory, not a record file'."""
+    folder = tmp_path / "articles"
+    folder.mkdir()
+    story = "The city council approved the new budget for buses and schools after a long debate"
+    (folder / "a.txt").write_text(story + " on Tuesday night.")
+    (folder / "b.txt").write_text(story + " on Tuesday evening.")
+    (folder / "c.txt").write_text("A storm closed the harbour and every ferry stayed in port.")
+    url = f"sqlite:///{tmp_path / 'articles.db'}"
+    indexed = neardup("index", str(folder), "--store", url)
+    assert indexed.returncode == 0, indexed.stderr
+    assert "read 3, indexed 3, skipped none" in indexed.stderr
+    rows = list(
+        csv.DictReader(io.StringIO(neardup("report", "--store", url).stdout), delimiter="\t")
+    )
+    assert [(r["left_id"], r["right_id"]) for r in rows] == [("a.txt", "b.txt")]
+    assert "a.txt" in neardup("lookup", "--id", "b.txt", "--store", url).stdout
+    refused = neardup("dedup", str(folder), "--store", url)
+    assert_user_error(refused, "is a folder: dedup writes a record file back")
+    given = neardup("index", str(folder), "--format", "csv", "--store", url)
+    assert_user_error(given, "--format, --id-field and --text-field apply to record files")

@@ -10,7 +10,7 @@ import pytest
 
 from neardup import api
 from neardup.errors import NeardupError
-from neardup.readers import Record, RecordReader, code_page_byte, detect_format
+from neardup.readers import FolderReader, Record, RecordReader, code_page_byte, detect_format
 from tests.runner import assert_user_error, neardup
 
 
@@ -649,3 +649,32 @@ def test_a_json_list_is_text_of_its_values(tmp_path: Path) -> None:
         "only features",
     ]
     assert not reader.skipped.total
+
+
+def test_a_folder_of_documents_is_one_record_a_file(tmp_path: Path) -> None:
+    """Articles saved one to a file: each file under the folder is a record, its id its path
+    within the folder; hidden files are left alone, and a file that is no text is counted."""
+    folder = tmp_path / "articles"
+    (folder / "2024").mkdir(parents=True)
+    (folder / ".git").mkdir()
+    (folder / "b.txt").write_text("\ufeffSecond article text\n")
+    (folder / "2024" / "a.txt").write_text("First article,\nover two lines")
+    (folder / "2024" / "c.txt.gz").write_bytes(gzip.compress(b"Compressed article"))
+    (folder / ".git" / "config").write_text("hidden")
+    (folder / "empty.txt").write_text(" \n")
+    (folder / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00")
+    (folder / "old.txt").write_bytes("Caf\xe9".encode("latin-1"))
+    reader = FolderReader(folder)
+    assert [(r.id, r.text) for r in reader] == [
+        ("2024/a.txt", "First article,\nover two lines"),
+        ("2024/c.txt.gz", "Compressed article"),
+        ("b.txt", "Second article text"),
+    ]
+    assert reader.skipped.reasons == {"no text": 1, "not text: binary": 1, "not UTF-8": 1}
+    assert reader.skipped.summary().endswith(
+        "first: empty.txt: no text, old.txt: not UTF-8, photo.jpg: not text: binary"
+    )
+    assert reader.fields_chosen() == (
+        f"{folder}: each of its 6 files is a record, its id its path within the folder"
+    )
+    assert next(r.id for r in FolderReader(folder, several=True)) == "articles/2024/a.txt"
