@@ -162,9 +162,10 @@ def read_once(path: str | Path) -> bool:
     if str(path) == STDIN:
         return True
     try:
-        return not stat.S_ISREG(os.stat(path).st_mode)
+        mode = os.stat(path).st_mode
     except OSError:  # the reader says why it cannot read it
         return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))  # a folder's files are regular
 
 
 # A csv file's first line that names its delimiter, as Excel writes and reads it: "sep=;".

@@ -1096,3 +1096,11 @@ def test_a_folder_of_documents_is_indexed_and_reported_by_file(tmp_path: Path) -
     assert_user_error(refused, "is a folder: dedup writes a record file back")
     given = neardup("index", str(folder), "--format", "csv", "--store", url)
     assert_user_error(given, "--format, --id-field and --text-field apply to record files")
+    # A folder is read twice where a run needs it: a new store's bands are chosen for its
+    # documents' length (long texts: 32 bands), and --on-duplicate-id error reads ids first.
+    for name in "de":
+        (folder / f"{name}.txt").write_text(f"{story} and again {name} " * 8)
+    again = f"sqlite:///{tmp_path / 'again.db'}"
+    checked = neardup("index", str(folder), "--store", again, "--on-duplicate-id", "error")
+    assert checked.returncode == 0, checked.stderr
+    assert api_stats(again)["parameters"]["bands"] == 32
