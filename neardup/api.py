@@ -1421,13 +1421,30 @@ def _other_texts(records: list[Record], contents: Mapping[str, str]) -> set[int]
     }
 
 
-def delete(ids: Sequence[str], store: StoreRef = None) -> int:
-    """Remove records by id; later lookups and reports no longer see them. Returns how many of
-    the ids the store held."""
+@dataclass
+class Deleted:
+    """What :func:`delete` did: how many records it removed, and the ids given that the store
+    did not hold (a typing slip, or a record deleted before), in the order given."""
+
+    removed: int
+    missing: list[str]
+
+    def describe(self) -> str:
+        given = self.removed + len(self.missing)
+        named = ", ".join(map(repr, self.missing[:5])) + (", …" if len(self.missing) > 5 else "")
+        return f"deleted {self.removed} of {counted(given, 'id')}" + (
+            f"; not in the store: {named}" if self.missing else ""
+        )
+
+
+def delete(ids: Sequence[str], store: StoreRef = None) -> Deleted:
+    """Remove records by id; later lookups and reports no longer see them."""
+    wanted = list(dict.fromkeys(ids))
     with opened(store) as target:
-        removed = target.delete(list(dict.fromkeys(ids)))
+        held = target.get(wanted)
+        removed = target.delete(wanted)
         target.flush()
-        return removed
+        return Deleted(removed, [i for i in wanted if i not in held])
 
 
 def evaluate(

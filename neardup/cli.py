@@ -366,8 +366,7 @@ def _delete(args: argparse.Namespace) -> int:
         ids += _ids_in(args.file)
     if not ids:
         raise NeardupError("give the ids to delete, or --file with one id per line")
-    removed = api.delete(ids, args.store)
-    print(f"deleted {removed} of {len(set(ids))} ids", file=sys.stderr)
+    print(api.delete(ids, args.store).describe(), file=sys.stderr)
     return 0
 
 

@@ -370,9 +370,13 @@ def test_delete_takes_whole_lines_of_a_file_as_ids(tmp_path: Path) -> None:
     (tmp_path / "gone.txt").write_text("\ufeffNew York 1\r\n\n")  # as Notepad saves it
     deleted = neardup("delete", "--file", str(tmp_path / "gone.txt"), "--store", url)
     assert deleted.returncode == 0, deleted.stderr
-    assert "deleted 1 of 1 ids" in deleted.stderr
+    assert "deleted 1 of 1 id" in deleted.stderr
     with api.opened(url) as store:
         assert sorted(store.iter_ids()) == ["1", "2"]
+    # Ids the store does not hold are named: 'deleted 1 of 3 ids' named none of them.
+    slips = neardup("delete", "2", "New York 1", "3", "--store", url)
+    assert slips.returncode == 0
+    assert slips.stderr.strip() == "deleted 1 of 3 ids; not in the store: 'New York 1', '3'"
     missing = neardup("delete", "--file", str(tmp_path / "none.txt"), "--store", url)
     assert_user_error(missing, "cannot read")
 
