@@ -934,4 +934,6 @@ def _text(value: object) -> str:
         return " ".join(filter(None, (_text(item).strip() for item in value)))
     if value is None:
         return ""
+    if isinstance(value, bool):  # as JSON spells it: an id true is "true", not Python's "True"
+        return "true" if value else "false"
     return str(value)

@@ -363,6 +363,12 @@ def test_a_json_object_around_an_array_of_records_is_read_as_that_array(tmp_path
     assert [r.id for r in records] == ["1"]
 
 
+def test_json_values_are_read_as_json_spells_them(tmp_path: Path) -> None:
+    objects = '{"id": true, "t": [false, 1.5, null, "x"]}\n{"id": 7, "t": "y"}\n'
+    records, _ = read(write(tmp_path / "a.jsonl", objects), id_field="id")
+    assert [(r.id, r.text) for r in records] == [("true", "false 1.5 x"), ("7", "y")]
+
+
 def test_a_json_value_that_is_no_text_is_skipped_and_counted(tmp_path: Path) -> None:
     data = (
         b'[{"id": 1, "t": "half \\ud800 a pair"},\n{"id": 2, "t": "bad \xff\xfe bytes"},\n'
