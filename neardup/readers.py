@@ -638,6 +638,12 @@ class RecordReader:
                 + (f"; left out {left}" if left else "")
                 + " (--text-field chooses)"
             )
+        if self.numbered and (named := [f for f in self.fields if _NAMED_LIKE_ID.search(f)]):
+            # Its values are in the text, and copies of a record differ by them.
+            chosen.append(
+                f"no field is named id, so records are numbered 1, 2, …: --id-field {named[0]!r}"
+                " names a field of ids"
+            )
         if not chosen:
             return None
         name = file_name(self.path) if self.streamed else self.path.name
@@ -769,6 +775,8 @@ def code_page_byte(sample: bytes) -> tuple[int, int] | None:
     return text.count("\n", 0, bad.start()) + 1, ord(bad[0]) - 0xDC00
 
 
+# A field's name that says it holds ids of some kind: "Customer ID", "record_id", "sku".
+_NAMED_LIKE_ID = re.compile(r"(^|[\s_\-.])(id|key|sku|uuid|guid)$|^(id|key)[\s_\-.]", re.I)
 # Names a summary lists in full; of more, the first and the last, and how many.
 LISTED_NAMES = 12
 

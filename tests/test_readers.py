@@ -513,6 +513,16 @@ def test_an_id_column_named_as_spreadsheets_name_it_is_the_id(tmp_path: Path) ->
     assert [(r.id, r.text) for r in records] == [("1001", "7 Anna Rossi")]
     records, _ = read(write(tmp_path / "c.csv", "identity,name\nx,Anna\n"))
     assert [(r.id, r.text) for r in records] == [("1", "x Anna")]
+    # A field named as ids of some kind is not taken for the id (a customer's id names many
+    # orders), but the summary points to it: its values are in the text.
+    records, reader = read(write(tmp_path / "d.csv", '"Customer ID",Name\n1001,Anna\n'))
+    assert [(r.id, r.text) for r in records] == [("1", "1001 Anna")]
+    assert reader.fields_chosen() == (
+        "d.csv: text from Customer ID, Name (--text-field chooses); no field is named id, so "
+        "records are numbered 1, 2, …: --id-field 'Customer ID' names a field of ids"
+    )
+    _, reader = read(write(tmp_path / "e.csv", "name,paid,valid\nAnna,1,2\n"))
+    assert "--id-field" not in (reader.fields_chosen() or "")
 
 
 def test_a_wide_file_summary_names_its_first_and_last_text_fields(tmp_path: Path) -> None:
