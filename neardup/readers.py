@@ -486,7 +486,6 @@ class RecordReader:
         """The JSON objects among ``values`` (count, line, value, and whether it may hold a
         surrogate, which is checked), with their count and line; the rest skipped and counted,
         a value holding a surrogate as ``surrogates``."""
-        checked = False
         for count, number, value, suspect in values:
             if not isinstance(value, dict):
                 self.skipped.add(number, "not a JSON object")
@@ -494,9 +493,6 @@ class RecordReader:
             if suspect and holds_surrogates(json.dumps(value, ensure_ascii=False)):
                 self.skipped.add(number, surrogates)
                 continue
-            if not checked:
-                self._check_fields(list(value), "the first JSON object")
-                checked = True
             yield value, count, number
 
     def _tsv_rows(self) -> Iterator[tuple[int, list[str], str | None]]:
@@ -570,13 +566,23 @@ class RecordReader:
     def _from_values(self, rows: Iterator[tuple[dict[str, object], int, int]]) -> Iterator[Record]:
         """Records from rows of named values (with their count and line). When no text field
         was named, the first rows decide which fields are text (see :meth:`_leave_out_noise`)."""
-        first = list(islice(rows, 1))  # reads the header or first object: the fields are known
+        damage = None
+        if self.format in ("jsonl", "json"):
+            # An object holds the fields it has a value for: the fields are the first ones'.
+            first, damage = _read_ahead(rows, SAMPLE_ROWS)
+            if first:
+                keys = dict.fromkeys(key for values, _, _ in first for key in values)
+                sampled = "JSON object" if len(first) == 1 else f"{len(first):,} JSON objects"
+                self._check_fields(list(keys), f"the first {sampled}")
+        else:
+            first = list(islice(rows, 1))  # reads the header: the fields are known
+            if self.automatic_text:
+                sampled, damage = _read_ahead(rows, SAMPLE_ROWS - 1)
+                first += sampled
         if self.automatic_text:
-            sampled, damage = _read_ahead(rows, SAMPLE_ROWS - 1)
-            first += sampled
             self._leave_out_noise([values for values, _, _ in first])
-            if damage:  # raised once the records before it are read
-                rows = _raising(damage)
+        if damage:  # raised once the records before it are read
+            rows = _raising(damage)
         id_field, fields, skipped = self.id_field, self.text_fields, self.skipped
         one_field = fields[0] if len(fields) == 1 else None  # most files: one text, no join
         for values, count, line in chain(first, rows):  # no call a record: this runs per line
@@ -665,8 +671,8 @@ class RecordReader:
         missing = [name for name in wanted if name not in names]
         if missing:
             raise NeardupError(
-                f"{self.path}: {where} has no field {', '.join(map(repr, missing))} "
-                f"(it has {', '.join(map(repr, names))})"
+                f"{self.path}: no field {', '.join(map(repr, missing))} in {where} "
+                f"(fields: {', '.join(map(repr, names))})"
             )
         if not self.text_fields:
             self.text_fields = [name for name in names if name != self.id_field]

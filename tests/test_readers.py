@@ -221,8 +221,24 @@ def test_json_escapes_of_half_a_surrogate_pair_are_counted(tmp_path: Path) -> No
 
 def test_jsonl_missing_field_is_an_error(tmp_path: Path) -> None:
     path = write(tmp_path / "a.jsonl", '{"id": 1, "title": "x"}\n')
-    with pytest.raises(NeardupError, match="first JSON object has no field 'body'"):
+    with pytest.raises(NeardupError, match="no field 'body' in the first JSON object"):
         RecordReader(path, text_fields=["body"])
+
+
+@pytest.mark.parametrize("name", ["a.jsonl", "a.json"])
+def test_json_objects_need_not_hold_every_field(tmp_path: Path, name: str) -> None:
+    """An object holds the fields it has values for (APIs leave out nulls): a field the first
+    object lacked was refused when named, and left out of the text when not."""
+    objects = [{"id": 1, "name": "Anna"}, {"id": 2, "name": "Marco", "note": "vip client"}]
+    text = "\n".join(map(json.dumps, objects)) if name.endswith("l") else json.dumps(objects)
+    write(tmp_path / name, text)
+    records, reader = read(tmp_path / name)
+    assert [(r.id, r.text) for r in records] == [("1", "Anna"), ("2", "Marco vip client")]
+    assert reader.fields_chosen() == f"{name}: text from name, note (--text-field chooses)"
+    named, _ = read(tmp_path / name, text_fields=["note"])
+    assert [(r.id, r.text) for r in named] == [("2", "vip client")]  # 1 has no text: skipped
+    with pytest.raises(NeardupError, match="no field 'body' in the first 2 JSON objects"):
+        RecordReader(tmp_path / name, text_fields=["body"])
 
 
 def test_gzip_and_format_detection(tmp_path: Path) -> None:
