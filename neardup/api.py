@@ -1374,7 +1374,7 @@ def dedup(
     misread: dict[str, int] = {}  # ids read with a text the store does not hold: first line
     read_as_held: set[str] = set()
     # A csv file's own delimiter, when it is written back as csv (a semicolon's stays).
-    with record_writer(written_as, reader.fields, out, reader.delimiter) as write:
+    with record_writer(written_as, reader.fields, out, reader.delimiter, reader.header) as write:
         for batch in batches(reader, DEFAULT_BATCH_SIZE):
             other = _other_texts(batch, grouped)
             for place, record in enumerate(batch):

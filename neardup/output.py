@@ -172,20 +172,25 @@ def _safe_cells(row: Iterable[object]) -> list[object]:
 
 @contextmanager
 def record_writer(
-    format: Format, fields: Sequence[str], out: IO[str], delimiter: str = ","
+    format: Format,
+    fields: Sequence[str],
+    out: IO[str],
+    delimiter: str = ",",
+    header: Sequence[str] = (),
 ) -> Iterator[Callable[[Record], None]]:
     """What writes records back in their file's format, every field as it was read: ``fields``
-    is the header of a tsv or csv file (written before the first record), ``delimiter`` a csv
-    file's. A json file's array is closed when the block ends."""
+    are a tsv or csv file's fields, their values written in that order under its ``header``
+    as read (the fields' names where none is given), before the first record; ``delimiter`` a
+    csv file's. A json file's array is closed when the block ends."""
     if format == "json":
         with _json_array(out) as add:
             yield lambda record: add(record.values)
         return
-    yield _record_writer(format, fields, out, delimiter)
+    yield _record_writer(format, fields, out, delimiter, header or fields)
 
 
 def _record_writer(
-    format: Format, fields: Sequence[str], out: IO[str], delimiter: str
+    format: Format, fields: Sequence[str], out: IO[str], delimiter: str, names: Sequence[str]
 ) -> Callable[[Record], None]:
     if format == "lines":
         return lambda record: out.write(f"{record.id} {record.text}\n")
@@ -198,7 +203,7 @@ def _record_writer(
         if format == "csv"
         else lambda row: out.write("\t".join(row) + "\n")
     )
-    header = [list(fields)]
+    header = [list(names)]
 
     def write(record: Record) -> None:
         if header:

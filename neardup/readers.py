@@ -255,7 +255,8 @@ class RecordReader:
         self.text_fields = list(text_fields)
         self.automatic_text = False  # neardup chooses the text fields (none were named)
         self.left_out: dict[str, str] = {}  # fields it left out of the text, and why
-        self.fields: list[str] = []  # the header's names, or the first JSON object's keys
+        self.fields: list[str] = []  # the header's names, or the first JSON objects' keys
+        self.header: list[str] = []  # a tsv or csv file's header row as read, to write back
         self.number_prefix = number_prefix  # for record-number ids, when several files are read
         # and then each record's file is named in messages about it (Record.where)
         self.source = file_name(self.path) if number_prefix else ""
@@ -554,7 +555,10 @@ class RecordReader:
         header = first[1]
         if any(map(holds_surrogates, header)):
             raise NeardupError(f"{self.path}: the header row has bytes that are not UTF-8")
-        header = [name.strip() for name in header]
+        self.header = [name.strip() for name in header]
+        # A column with no name (a spreadsheet's header cell left blank) is named by its place:
+        # two of them were one field, the second's values in place of the first's.
+        header = [name or f"column {n}" for n, name in enumerate(self.header, start=1)]
         self._check_fields(header, "the header row")
         fields = len(header)
         for count, (number, row, skip) in enumerate(rows, start=1):
@@ -688,6 +692,7 @@ class FolderReader:
 
     format: Format = "folder"
     fields: list[str] = []  # noqa: RUF012 - no header: never written to
+    header = fields
     delimiter, separator_line, bom, numbered, streamed, damaged = ",", "", False, False, False, None
 
     def __init__(self, path: str | Path, several: bool = False) -> None:

@@ -190,6 +190,17 @@ def test_a_csv_file_that_names_its_delimiter_is_read_and_written_back_so(tmp_pat
     assert kept[:2] == ["sep=;", "sku;title;description;price"] and len(kept) == 5
 
 
+def test_a_header_with_blank_names_is_written_back_as_it_was(tmp_path: Path) -> None:
+    blank = LISTINGS.replace("sku,title,description,price", "sku,title,,")
+    (tmp_path / "shop.csv").write_text(blank, encoding="utf-8")
+    assert neardup("index", "shop.csv", "--id-field", "sku", cwd=tmp_path, env=ENV).returncode == 0
+    result = neardup("dedup", "shop.csv", "--id-field", "sku", "-o", "kept.csv", cwd=tmp_path,
+                     env=ENV)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    kept = (tmp_path / "kept.csv").read_text(encoding="utf-8").splitlines()
+    assert kept[0] == "sku,title,," and kept[1].startswith("12345,Art's Deli,12224 Ventura")
+
+
 def test_the_summary_counts_one_group_in_the_singular() -> None:
     summary = api.DedupSummary(read=3, written=2, removed=1, groups=1)
     assert summary.describe().startswith("read 3, wrote 2, removed 1 near-duplicate from 1 group (")

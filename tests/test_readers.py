@@ -541,6 +541,18 @@ def test_an_id_column_named_as_spreadsheets_name_it_is_the_id(tmp_path: Path) ->
     assert "--id-field" not in (reader.fields_chosen() or "")
 
 
+def test_columns_with_no_name_are_named_by_their_place(tmp_path: Path) -> None:
+    """Two header cells left blank were one field: the second column's values replaced the
+    first's ('Roma' lost), where a repeated name is refused."""
+    records, reader = read(write(tmp_path / "a.csv", "id,name,,\n1,Anna Rossi,Roma,IT\n"))
+    assert [(r.id, r.text) for r in records] == [("1", "Anna Rossi Roma IT")]
+    assert (reader.fields, reader.header) == (["id", "name", "column 3", "column 4"],
+                                              ["id", "name", "", ""])  # fmt: skip
+    assert (
+        reader.fields_chosen() == "a.csv: text from name, column 3, column 4 (--text-field chooses)"
+    )
+
+
 def test_a_wide_file_summary_names_its_first_and_last_text_fields(tmp_path: Path) -> None:
     header = ",".join(["id", *(f"col{i}" for i in range(60))])
     row = ",".join(["1", *(f"v{i}" for i in range(60))])
