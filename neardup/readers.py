@@ -562,7 +562,10 @@ class RecordReader:
         self._check_fields(header, "the header row")
         fields = len(header)
         for count, (number, row, skip) in enumerate(rows, start=1):
-            if skip or len(row) > fields:  # the extra values have no name to go under
+            # Extra values have no name to go under; empty ones (a row's trailing commas, as
+            # spreadsheets leave them) lose nothing.
+            extra = len(row) > fields and any(value.strip() for value in row[fields:])
+            if skip or extra:
                 self.skipped.add(number, skip or "more fields than the header")
                 continue
             yield dict(zip(header, row, strict=False)), count, number

@@ -175,6 +175,17 @@ def test_tsv_has_no_quoting_and_skips_undecodable_empty_and_textless_rows(tmp_pa
     }
 
 
+def test_a_row_trailing_empty_fields_is_read_and_one_with_more_values_skipped(
+    tmp_path: Path,
+) -> None:
+    """Spreadsheets leave trailing commas on some rows ('1,Anna Rossi,Roma,'): such rows were
+    skipped as having more fields than the header, though the extra fields hold nothing."""
+    rows = "id,name,city\n1,Anna Rossi,Roma,\n2,Marco,Milano, ,\n3,Luca,Roma,extra\n"
+    records, reader = read(write(tmp_path / "a.csv", rows))
+    assert [(r.id, r.text) for r in records] == [("1", "Anna Rossi Roma"), ("2", "Marco Milano")]
+    assert reader.skipped.examples == [(4, "more fields than the header")]
+
+
 def test_missing_field_is_an_error_before_any_record(tmp_path: Path) -> None:
     path = write(tmp_path / "a.csv", "id,title\n1,x\n")
     with pytest.raises(NeardupError, match=r"no field 'body'.*'id', 'title'"):
