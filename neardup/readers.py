@@ -267,7 +267,11 @@ class RecordReader:
         self.separator_line = ""  # a csv file's "sep=;" line before its header, if it has one
         self._raw = self._open()
         start = self._start()
-        self._refuse_what_is_not_utf8(start)
+        sample = self._sample()
+        self._refuse_what_is_not_utf8(start, sample)
+        # Lines ended by a carriage return alone, as old Mac exports end them ("Tab delimited
+        # text (Macintosh)"): split at each one, where they were read as one line.
+        self._cr_lines = b"\r" in sample and b"\n" not in sample
         # Whether the file starts with UTF-8's byte order mark, as a spreadsheet's CSV UTF-8
         # does: a file written back keeps it, which is how such a spreadsheet knows UTF-8.
         self.bom = start.startswith(codecs.BOM_UTF8)
@@ -332,7 +336,7 @@ class RecordReader:
         except (OSError, EOFError, zlib.error):
             return b""
 
-    def _refuse_what_is_not_utf8(self, start: bytes) -> None:
+    def _refuse_what_is_not_utf8(self, start: bytes, sample: bytes) -> None:
         """A file that starts with a UTF-16 or UTF-32 byte order mark (a spreadsheet's "Unicode
         text"), or as a document or an archive does (:func:`not_text`), in one line, where its
         lines would be skipped one by one as undecodable, or its bytes read as a header."""
@@ -345,7 +349,7 @@ class RecordReader:
                 f"{file_name(self.path)} is {encoding} (it starts with its byte order mark); "
                 "neardup reads UTF-8: save it as UTF-8 (a spreadsheet's CSV UTF-8)"
             )
-        if where := code_page_byte(self._sample()):
+        if where := code_page_byte(sample):
             line, byte = where
             name = file_name(self.path)
             raise NeardupError(
@@ -367,6 +371,12 @@ class RecordReader:
             return f"gunzip -c {shlex.quote(str(path))} | {iconv} > {shlex.quote(str(converted))}"
         converted = path.with_name(f"utf8-{path.name}")
         return f"{iconv} {shlex.quote(str(path))} > {shlex.quote(str(converted))}"
+
+    def _raw_lines(self) -> Iterator[bytes]:
+        """The file's lines as bytes, each ending with its line break."""
+        if not self._cr_lines:
+            return iter(self._raw)
+        return _split_at_returns(self._raw)
 
     def _sample(self) -> bytes:
         """The file's first SAMPLE_BYTES (decompressed), left to be read: all that is buffered
@@ -412,7 +422,7 @@ class RecordReader:
         return self._from_values(self._delimited())
 
     def _decoded_lines(self) -> Iterator[tuple[int, str]]:
-        for number, raw in enumerate(self._raw, start=1):
+        for number, raw in enumerate(self._raw_lines(), start=1):
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError:
@@ -500,7 +510,7 @@ class RecordReader:
         """TSV has no quoting: a row is a line split at its tabs, which the csv module takes
         five times as long to do. Each row comes with why to skip it, if it is to be skipped;
         a strict decode tells bytes that are not UTF-8 without looking at the text again."""
-        for number, raw in enumerate(self._raw, start=1):
+        for number, raw in enumerate(self._raw_lines(), start=1):
             encoding = "utf-8-sig" if number == 1 else "utf-8"
             try:
                 line, skip = raw.decode(encoding), None
@@ -810,6 +820,18 @@ def _word_ids(lines: Sequence[tuple[int, str]]) -> tuple[str, int] | None:
     if words and not any(c.isdigit() for word in words for c in word):
         return words[0], lines[0][0]
     return None
+
+
+def _split_at_returns(raw: IO[bytes]) -> Iterator[bytes]:
+    """Lines that end with a carriage return alone, each as if it ended with a line feed."""
+    rest = b""
+    while part := raw.read(1 << 16):
+        lines = (rest + part).split(b"\r")
+        rest = lines.pop()
+        for line in lines:
+            yield line + b"\n"
+    if rest:
+        yield rest
 
 
 def _repeated_word(lines: Sequence[tuple[int, str]]) -> tuple[str, int, int] | None:

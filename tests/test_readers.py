@@ -186,6 +186,24 @@ def test_a_row_trailing_empty_fields_is_read_and_one_with_more_values_skipped(
     assert reader.skipped.examples == [(4, "more fields than the header")]
 
 
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("a.tsv", "id\tname\r1\tAnna Rossi\r2\tMarco\r"),
+        ("a.txt", "1 Anna Rossi\r2 Marco"),
+        ("a.csv", "id,name\r1,Anna Rossi\r2,Marco\r"),
+        ("a.jsonl", '{"id": 1, "name": "Anna Rossi"}\r{"id": 2, "name": "Marco"}\r'),
+    ],
+)
+def test_lines_ended_by_carriage_returns_alone_are_lines(
+    tmp_path: Path, name: str, data: str
+) -> None:
+    """Old Mac exports end lines with a carriage return alone: a tsv file read as one line
+    indexed nothing, and a lines file one record of everything."""
+    records, _ = read(write(tmp_path / name, data))
+    assert [(r.id, r.text) for r in records] == [("1", "Anna Rossi"), ("2", "Marco")]
+
+
 def test_missing_field_is_an_error_before_any_record(tmp_path: Path) -> None:
     path = write(tmp_path / "a.csv", "id,title\n1,x\n")
     with pytest.raises(NeardupError, match=r"no field 'body'.*'id', 'title'"):
