@@ -569,6 +569,8 @@ class RecordReader:
         # A column with no name (a spreadsheet's header cell left blank) is named by its place:
         # two of them were one field, the second's values in place of the first's.
         header = [name or f"column {n}" for n, name in enumerate(self.header, start=1)]
+        if len(header) == 1:
+            rows = self._refuse_a_title(first[0], header[0], rows)
         self._check_fields(header, "the header row")
         fields = len(header)
         for count, (number, row, skip) in enumerate(rows, start=1):
@@ -579,6 +581,22 @@ class RecordReader:
                 self.skipped.add(number, skip or "more fields than the header")
                 continue
             yield dict(zip(header, row, strict=False)), count, number
+
+    def _refuse_a_title(
+        self, line: int, title: str, rows: Iterator[tuple[int, list[str], str | None]]
+    ) -> Iterator[tuple[int, list[str], str | None]]:
+        """A header of one field whose next rows all hold more values is a title above the
+        real header (a report exported with its name on top): each row would be skipped as
+        having more fields than the header. The rows, read ahead, go on where it is not."""
+        ahead, damage = _read_ahead(rows, 20)
+        read = [row for _, row, skip in ahead if not skip]
+        if read and all(len(row) > 1 and any(v.strip() for v in row[1:]) for row in read):
+            raise NeardupError(
+                f"{file_name(self.path)}: line {line} holds one field ({title!r}) and the rows "
+                f"after it {len(read[0])}: a title above the header? Remove it, so that the "
+                "first line names the fields"
+            )
+        return chain(ahead, _raising(damage) if damage else rows)
 
     def _from_values(self, rows: Iterator[tuple[dict[str, object], int, int]]) -> Iterator[Record]:
         """Records from rows of named values (with their count and line). When no text field

@@ -204,6 +204,19 @@ def test_lines_ended_by_carriage_returns_alone_are_lines(
     assert [(r.id, r.text) for r in records] == [("1", "Anna Rossi"), ("2", "Marco")]
 
 
+def test_a_title_above_the_header_is_one_line_before_anything_is_read(tmp_path: Path) -> None:
+    """A report exported with its name on top: the title was the header, and every row was
+    skipped as having more fields than it ('read 2, indexed 0')."""
+    path = write(tmp_path / "a.csv", "Customers 2026\nid,name\n1,Anna Rossi\n2,Marco\n")
+    with pytest.raises(NeardupError, match=r"line 1 holds one field \('Customers 2026'\) and "
+                       r"the rows after it 2: a title above the header\?"):  # fmt: skip
+        RecordReader(path)
+    # One column whose texts now and then hold a comma is read, those rows counted.
+    records, reader = read(write(tmp_path / "b.csv", "text\nhello world\na, b\nthird\n"))
+    assert [r.text for r in records] == ["hello world", "third"]
+    assert reader.skipped.reasons == {"more fields than the header": 1}
+
+
 def test_missing_field_is_an_error_before_any_record(tmp_path: Path) -> None:
     path = write(tmp_path / "a.csv", "id,title\n1,x\n")
     with pytest.raises(NeardupError, match=r"no field 'body'.*'id', 'title'"):
