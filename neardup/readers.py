@@ -949,7 +949,7 @@ def _json_values(text: IO[str]) -> Iterator[tuple[int, object, bool]]:
     if in_array:
         at += 1
     while True:
-        skip(_JSON_GAP if in_array else _JSON_SPACE)
+        skip(_JSON_GAP)  # commas between objects outside an array too, as some exports write
         if at == len(buffer):
             if in_array:
                 raise BrokenJson("the array does not close", line)

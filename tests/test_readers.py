@@ -397,10 +397,12 @@ def test_a_json_array_is_read_an_object_a_record(tmp_path: Path, monkeypatch) ->
     ]
     assert [r.line for r in records] == [3, 11, 19]  # where each object starts
     assert reader.skipped.reasons == {"not a JSON object": 1}
-    # Objects one after another, as JSON lines named .json are, read the same way.
-    lines = "\n".join(json.dumps(p) for p in people)
-    again, _ = read(write(tmp_path / "lines.json", lines), id_field="id")
-    assert [(r.id, r.text) for r in again] == [(r.id, r.text) for r in records]
+    # Objects one after another, as JSON lines named .json are, read the same way, and so are
+    # objects with commas between them and no array around (as some exports write them).
+    for joint in ("\n", ",\n"):
+        lines = joint.join(json.dumps(p) for p in people) + joint
+        again, _ = read(write(tmp_path / "lines.json", lines), id_field="id")
+        assert [(r.id, r.text) for r in again] == [(r.id, r.text) for r in records]
 
 
 def test_a_json_object_around_an_array_of_records_is_read_as_that_array(tmp_path: Path) -> None:
