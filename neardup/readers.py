@@ -786,7 +786,8 @@ def _not_document(data: bytes) -> str | None:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        return "not UTF-8"
+        # iconv -f WINDOWS-1252 -t UTF-8 converts such a file, as a record file's error says
+        return "a Windows code page" if code_page_byte(data[:SAMPLE_BYTES]) else "not UTF-8"
     return None if text.strip() else "no text"
 
 

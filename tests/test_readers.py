@@ -751,18 +751,22 @@ def test_a_folder_of_documents_is_one_record_a_file(tmp_path: Path) -> None:
     (folder / ".git" / "config").write_text("hidden")
     (folder / "empty.txt").write_text(" \n")
     (folder / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00")
-    (folder / "old.txt").write_bytes("Caf\xe9".encode("latin-1"))
+    (folder / "old.txt").write_bytes("Caf\xe9 cr\xe8me".encode("latin-1"))
+    (folder / "bad.txt").write_bytes(b"\xff\xfe\xfa")
     reader = FolderReader(folder)
     assert [(r.id, r.text) for r in reader] == [
         ("2024/a.txt", "First article,\nover two lines"),
         ("2024/c.txt.gz", "Compressed article"),
         ("b.txt", "Second article text"),
     ]
-    assert reader.skipped.reasons == {"no text": 1, "not text: binary": 1, "not UTF-8": 1}
+    assert reader.skipped.reasons == {
+        "no text": 1, "not text: binary": 1, "a Windows code page": 1, "not UTF-8": 1
+    }  # fmt: skip
     assert reader.skipped.summary().endswith(
-        "first: empty.txt: no text, old.txt: not UTF-8, photo.jpg: not text: binary"
+        "first: bad.txt: not UTF-8, empty.txt: no text, old.txt: a Windows code page, "
+        "photo.jpg: not text: binary"
     )
     assert reader.fields_chosen() == (
-        f"{folder}: each of its 6 files is a record, its id its path within the folder"
+        f"{folder}: each of its 7 files is a record, its id its path within the folder"
     )
     assert next(r.id for r in FolderReader(folder, several=True)) == "articles/2024/a.txt"
