@@ -260,7 +260,7 @@ def index(
                         on_duplicate_id=on_duplicate_id,
                     )
                 if reader.damaged:
-                    summary.damaged.append(f"{reader.path} is {reader.damaged}")
+                    summary.damaged.append(f"{file_name(reader.path)} is {reader.damaged}")
                 summary.read += reader.skipped.total  # rows read and skipped are read too
                 summary.skipped.merge(reader.skipped, file_name(reader.path))
                 if chosen_text := reader.fields_chosen():

@@ -266,8 +266,8 @@ class RecordReader:
         self.delimiter = "\t" if self.format == "tsv" else ","  # a csv file's: read from its header
         self.separator_line = ""  # a csv file's "sep=;" line before its header, if it has one
         self._raw = self._open()
-        start = self._start()
         sample = self._sample()
+        start = sample[:8]
         self._refuse_what_is_not_utf8(start, sample)
         # Lines ended by a carriage return alone, as old Mac exports end them ("Tab delimited
         # text (Macintosh)"): split at each one, where they were read as one line.
@@ -328,14 +328,6 @@ class RecordReader:
     def close(self) -> None:
         self._raw.close()
 
-    def _start(self) -> bytes:
-        """The file's first bytes, left to be read (none where a .gz is damaged from its start:
-        that is counted as it is read)."""
-        try:
-            return _peek(self._raw, 8)
-        except (OSError, EOFError, zlib.error):
-            return b""
-
     def _refuse_what_is_not_utf8(self, start: bytes, sample: bytes) -> None:
         """A file that starts with a UTF-16 or UTF-32 byte order mark (a spreadsheet's "Unicode
         text"), or as a document or an archive does (:func:`not_text`), in one line, where its
@@ -380,14 +372,15 @@ class RecordReader:
 
     def _sample(self) -> bytes:
         """The file's first SAMPLE_BYTES (decompressed), left to be read: all that is buffered
-        of standard input or a pipe, which cannot be read twice."""
-        if self.streamed:
-            return _peek(self._raw, SAMPLE_BYTES)
-        with self._open() as again:
-            try:
+        of standard input or a pipe, which cannot be read twice. None where a .gz is damaged
+        before them: that is counted as the file is read."""
+        try:
+            if self.streamed:
+                return _peek(self._raw, SAMPLE_BYTES)
+            with self._open() as again:
                 return again.read(SAMPLE_BYTES)
-            except (OSError, EOFError, zlib.error):  # damage is counted as the file is read
-                return b""
+        except (OSError, EOFError, zlib.error):
+            return b""
 
     def _open(self) -> IO[bytes]:
         """The file's bytes, decompressed where it is gzip's, whatever its name says (a download

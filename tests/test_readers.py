@@ -3,6 +3,7 @@ import gzip
 import io
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -457,6 +458,32 @@ def test_json_that_breaks_off_keeps_the_objects_before_it(
     records, reader = read(write(tmp_path / "a.json", text), id_field="id")
     assert [r.id for r in records] == [str(n) for n in range(1, kept + 1)]
     assert reader.damaged and reader.damaged.startswith(f"damaged from {damage}")
+
+
+@pytest.mark.parametrize(
+    ("data", "damage"),
+    [
+        (
+            gzip.compress(b"id,text\n" + b"1,a record\n" * 2000)[:40],
+            "the compressed data ends early",
+        ),
+        (b"\x1f\x8b\x08\x00garbage-not-gzip-at-all", "corrupt compressed data"),
+    ],
+)
+def test_a_piped_gzip_damaged_before_its_first_record_is_one_line(
+    tmp_path: Path, data: bytes, damage: str
+) -> None:
+    """Read from a pipe, its first bytes are sampled from the stream itself: the damage
+    raised there was a traceback."""
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    command = [sys.executable, "-m", "neardup.cli", "index", "-", "--format", "csv", "--store", url]
+    result = subprocess.run(command, input=data, capture_output=True, check=False)
+    stderr = result.stderr.decode()
+    assert result.returncode == 2 and "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"neardup: error: standard input is damaged from line 1 ({damage}): the records "
+        "before it are indexed"
+    )
 
 
 def test_indexing_a_damaged_file_keeps_what_came_before_and_exits_non_zero(tmp_path: Path) -> None:
