@@ -430,13 +430,12 @@ class RecordReader:
     def _lines(self) -> Iterator[Record]:
         lines = self._decoded_lines()
         if self.format == "lines" and not self._format_given:
-            sample, damage = _read_ahead(lines, SAMPLE_ROWS)
+            sample, lines = _peeked(lines, SAMPLE_ROWS)
             self.first_words_repeat = _repeated_word(sample)
             if self.first_words_repeat:
                 self.format = "text"
             else:
                 self.word_id = _word_ids(sample)
-            lines = chain(sample, _raising(damage) if damage else lines)
         if self.format == "text":
             for count, (number, line) in enumerate(lines, start=1):
                 yield Record(
@@ -581,7 +580,7 @@ class RecordReader:
         """A header of one field whose next rows all hold more values is a title above the
         real header (a report exported with its name on top): each row would be skipped as
         having more fields than the header. The rows, read ahead, go on where it is not."""
-        ahead, damage = _read_ahead(rows, 20)
+        ahead, rows = _peeked(rows, 20)
         read = [row for _, row, skip in ahead if not skip]
         if read and all(len(row) > 1 and any(v.strip() for v in row[1:]) for row in read):
             raise NeardupError(
@@ -589,31 +588,24 @@ class RecordReader:
                 f"after it {len(read[0])}: a title above the header? Remove it, so that the "
                 "first line names the fields"
             )
-        return chain(ahead, _raising(damage) if damage else rows)
+        return rows
 
     def _from_values(self, rows: Iterator[tuple[dict[str, object], int, int]]) -> Iterator[Record]:
         """Records from rows of named values (with their count and line). When no text field
         was named, the first rows decide which fields are text (see :meth:`_leave_out_noise`)."""
-        damage = None
-        if self.format in ("jsonl", "json"):
-            # An object holds the fields it has a value for: the fields are the first ones'.
-            first, damage = _read_ahead(rows, SAMPLE_ROWS)
-            if first:
-                keys = dict.fromkeys(key for values, _, _ in first for key in values)
-                sampled = "JSON object" if len(first) == 1 else f"{len(first):,} JSON objects"
-                self._check_fields(list(keys), f"the first {sampled}")
-        else:
-            first = list(islice(rows, 1))  # reads the header: the fields are known
-            if self.automatic_text:
-                sampled, damage = _read_ahead(rows, SAMPLE_ROWS - 1)
-                first += sampled
+        objects = self.format in ("jsonl", "json")
+        # The header read, or the first objects: an object holds the fields it has values for.
+        first, rows = _peeked(rows, SAMPLE_ROWS if objects else 1)
+        if objects and first:
+            keys = dict.fromkeys(key for values, _, _ in first for key in values)
+            sampled = "JSON object" if len(first) == 1 else f"{len(first):,} JSON objects"
+            self._check_fields(list(keys), f"the first {sampled}")
         if self.automatic_text:
+            first, rows = _peeked(rows, SAMPLE_ROWS)
             self._leave_out_noise([values for values, _, _ in first])
-        if damage:  # raised once the records before it are read
-            rows = _raising(damage)
         id_field, fields, skipped = self.id_field, self.text_fields, self.skipped
         one_field = fields[0] if len(fields) == 1 else None  # most files: one text, no join
-        for values, count, line in chain(first, rows):  # no call a record: this runs per line
+        for values, count, line in rows:  # no call a record: this runs per line
             if id_field:
                 raw = values.get(id_field)
                 record_id = "" if isinstance(raw, dict | list) else _text(raw).strip()
@@ -872,6 +864,13 @@ def _read_ahead(rows: Iterator[T], count: int) -> tuple[list[T], BaseException |
     except (*_DAMAGE, BrokenJson) as exc:
         return read, exc
     return read, None
+
+
+def _peeked(rows: Iterator[T], count: int) -> tuple[list[T], Iterator[T]]:
+    """Up to ``count`` rows read ahead, and every row from the first on: the damage that
+    ended the read ahead, if any, is raised once the rows before it are read."""
+    ahead, damage = _read_ahead(rows, count)
+    return ahead, chain(ahead, _raising(damage) if damage else rows)
 
 
 def _raising(exc: BaseException) -> Iterator[Any]:
