@@ -816,12 +816,21 @@ def _listed(names: Sequence[str]) -> str:
     return f"{', '.join(names[: LISTED_NAMES - 2])}, …, {names[-1]} ({len(names)} fields)"
 
 
+def _first_word(line: str) -> str:
+    """What a lines file's line has for its id: up to its first space or tab."""
+    return _ID_SEPARATOR.split(line.strip(), maxsplit=1)[0]
+
+
+def _holds_digit(word: str) -> bool:
+    return any(c.isdigit() for c in word)
+
+
 def _word_ids(lines: Sequence[tuple[int, str]]) -> tuple[str, int] | None:
     """The first line's first word and its line, when no first word of these (numbered) lines
     holds a digit: ids that may be a sentence's first words (``Apple unveils…``), worth a word
     in the summary."""
-    words = [_ID_SEPARATOR.split(line.strip(), maxsplit=1)[0] for _, line in lines]
-    if words and not any(c.isdigit() for word in words for c in word):
+    words = [_first_word(line) for _, line in lines]
+    if words and not any(map(_holds_digit, words)):
         return words[0], lines[0][0]
     return None
 
@@ -844,8 +853,8 @@ def _repeated_word(lines: Sequence[tuple[int, str]]) -> tuple[str, int, int] | N
     than of ids and texts, whose ids are unique or numbers."""
     first_seen: dict[str, int] = {}
     for number, line in lines:
-        word = _ID_SEPARATOR.split(line.strip(), maxsplit=1)[0]
-        if word in first_seen and not any(c.isdigit() for c in word):
+        word = _first_word(line)
+        if word in first_seen and not _holds_digit(word):
             return word, first_seen[word], number
         first_seen.setdefault(word, number)
     return None
