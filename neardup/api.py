@@ -60,7 +60,6 @@ from .output import record_writer
 from .phrases import counted
 from .progress import progress_bar
 from .readers import (
-    BYTE_ORDER_MARK,
     FORMATS,
     STDIN,
     FolderReader,
@@ -1367,14 +1366,9 @@ def dedup(
         kept = max(group, key=lambda i: len(grouped.get(i, ""))) if longest else group[0]
         removed.update(member for member in group if member != kept)
     summary = DedupSummary(groups=len(groups), keep=keep, skipped=reader.skipped)
-    if reader.bom and written_as not in ("jsonl", "json"):  # a spreadsheet's CSV UTF-8
-        out.write(BYTE_ORDER_MARK)
-    if written_as == "csv":  # and the line naming its delimiter, which Excel reads
-        out.write(reader.separator_line)
     misread: dict[str, int] = {}  # ids read with a text the store does not hold: first line
     read_as_held: set[str] = set()
-    # A csv file's own delimiter, when it is written back as csv (a semicolon's stays).
-    with record_writer(written_as, reader.fields, out, reader.delimiter, reader.header) as write:
+    with record_writer(written_as, reader, out) as write:
         for batch in batches(reader, DEFAULT_BATCH_SIZE):
             other = _other_texts(batch, grouped)
             for place, record in enumerate(batch):

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Literal
 from .evaluate import SPREADSHEET_UNSAFE_CELL, Evaluation, spreadsheet_safe, tsv_escape
 from .explain import Explanation
 from .phrases import counted
-from .readers import BYTE_ORDER_MARK, Format, Record, record_format
+from .readers import BYTE_ORDER_MARK, Format, Record, RecordReader, record_format
 from .report import PHASES, Pair, for_review
 from .searcher import Match
 from .tuning import NEAREST_SPLIT, TUNE_POINTS, Tuning, candidate_probability
@@ -172,21 +172,21 @@ def _safe_cells(row: Iterable[object]) -> list[object]:
 
 @contextmanager
 def record_writer(
-    format: Format,
-    fields: Sequence[str],
-    out: IO[str],
-    delimiter: str = ",",
-    header: Sequence[str] = (),
+    format: Format, read: RecordReader, out: IO[str]
 ) -> Iterator[Callable[[Record], None]]:
-    """What writes records back in their file's format, every field as it was read: ``fields``
-    are a tsv or csv file's fields, their values written in that order under its ``header``
-    as read (the fields' names where none is given), before the first record; ``delimiter`` a
-    csv file's. A json file's array is closed when the block ends."""
+    """What writes records back in ``format``, as the file ``read`` had them: every field as
+    it was read, a tsv or csv file's fields in their order under its header as read, a csv
+    file's delimiter and the line naming it, and a spreadsheet's byte order mark (not in
+    JSON), before the first record. A json file's array is closed when the block ends."""
+    if read.bom and format not in JSON_FORMATS:  # a spreadsheet's CSV UTF-8
+        out.write(BYTE_ORDER_MARK)
+    if format == "csv":  # and the line naming its delimiter, which Excel reads
+        out.write(read.separator_line)
     if format == "json":
         with _json_array(out) as add:
             yield lambda record: add(record.values)
         return
-    yield _record_writer(format, fields, out, delimiter, header or fields)
+    yield _record_writer(format, read.fields, out, read.delimiter, read.header or read.fields)
 
 
 def _record_writer(
