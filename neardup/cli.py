@@ -805,10 +805,12 @@ def _parser() -> argparse.ArgumentParser:
         "-o",
         "--output",
         required=True,
-        help="the records: an id and the kind's fields, as the name says (.csv, .jsonl, .txt: "
-        "lines of id and text; .gz: compressed), else TSV",
+        help="the records: an id and the kind's fields, as the name says (.csv, .jsonl, "
+        ".json, .txt: lines of id and text; .gz: compressed), else TSV",
     )
-    generate.add_argument("--truth", help="also write the true pairs (.csv, .jsonl, else TSV)")
+    generate.add_argument(
+        "--truth", help="also write the true pairs (.csv, .jsonl, .json; .gz: compressed), else TSV"
+    )
     generate.add_argument("--seed", type=int, default=1, help="random seed (default: %(default)s)")
     generate.add_argument(
         "--words",

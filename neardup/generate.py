@@ -28,7 +28,7 @@ import numpy as np
 
 from .errors import InvalidParameter
 from .fingerprint import FingerprintParams, fingerprint_batch, jaccard
-from .output import row_writer, text_file
+from .output import named_format, row_writer, text_file
 from .readers import record_format
 
 _SYLLABLES = [c + v for c in "bcdfghklmnprstvz" for v in "aeiou"] + ["ar", "en", "ol", "us", "ta"]
@@ -272,12 +272,11 @@ def write_corpus(
         )
         write_pair = None
         if truth:
-            pairs_format = record_format(truth)
             write_pair = files.enter_context(
                 row_writer(
                     ["left_id", "right_id", "jaccard_char5"],
                     files.enter_context(text_file(truth)),
-                    pairs_format if pairs_format in ("csv", "jsonl", "json") else "tsv",
+                    named_format(str(truth)) or "tsv",
                 )
             )
         for n in range(count):
