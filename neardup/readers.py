@@ -119,27 +119,66 @@ _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _UTF32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
 GZIP_MAGIC = b"\x1f\x8b"
 BYTE_ORDER_MARK = "\ufeff"  # as text; in UTF-8, codecs.BOM_UTF8
-# The first bytes of files that are given as records and are not text: spreadsheets and
-# documents as they are saved, whose bytes would be read as a header of garbage or as lines
-# skipped one by one.
-_NOT_TEXT = {
-    b"PK\x03\x04": "a zip archive (as an .xlsx, .ods or .docx file is)",
-    b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1": "an Office document (.xls or .doc)",
-    b"%PDF-": "a PDF document",
-}
+# The first bytes of files that are given as records and are not text, what they are, and how
+# to make records of them: spreadsheets, documents, columnar files and archives that neardup
+# does not unpack, whose bytes would be read as a header of garbage or as lines skipped one by
+# one. Compressed files say the command that unpacks them ({name}: the file).
+_SAVE_AS_TEXT = "save it as CSV UTF-8, or as tab-separated or JSON lines text"
+_NOT_TEXT: list[tuple[re.Pattern[bytes], str, str]] = [
+    (
+        re.compile(rb"PK\x03\x04"),
+        "a zip archive (as an .xlsx, .ods or .docx file is)",
+        _SAVE_AS_TEXT,
+    ),
+    (
+        re.compile(rb"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"),
+        "an Office document (.xls or .doc)",
+        _SAVE_AS_TEXT,
+    ),
+    (re.compile(rb"%PDF-"), "a PDF document", _SAVE_AS_TEXT),
+    (
+        re.compile(rb"PAR1[\0-\x1f]"),  # a page header follows, not text
+        "a Parquet file",
+        "export it as CSV or JSON lines (DuckDB, pandas and Spark write either)",
+    ),
+    (re.compile(rb"ARROW1\0"), "an Arrow file", "export it as CSV or JSON lines"),
+    (
+        re.compile(rb"SQLite format 3\0"),
+        "a SQLite database",
+        "a store is named with --store, and records are read from a file of lines, TSV, CSV "
+        "or JSON",
+    ),
+    (
+        re.compile(rb"BZh[1-9]1AY&SY"),
+        "compressed with bzip2",
+        "neardup reads gzip, not bzip2: unpack it first (bunzip2 -k {name})",
+    ),
+    (
+        re.compile(rb"\xfd7zXZ\0"),
+        "compressed with xz",
+        "neardup reads gzip, not xz: unpack it first (unxz -k {name})",
+    ),
+    (
+        re.compile(rb"\x28\xb5\x2f\xfd"),
+        "compressed with zstd",
+        "neardup reads gzip, not zstd: unpack it first (unzstd {name})",
+    ),
+    (re.compile(rb"7z\xbc\xaf\x27\x1c"), "a 7-Zip archive", "unpack it first (7z x {name})"),
+]
+MAGIC_BYTES = 16  # enough of a file's start to tell each of them
 
 
 def not_text(start: bytes) -> str | None:
-    """What a file is that starts with ``start``, if it is a document or an archive rather than
-    text; None for anything else."""
-    return next((what for magic, what in _NOT_TEXT.items() if start.startswith(magic)), None)
+    """What a file is that starts with ``start`` (MAGIC_BYTES of it or more), if it is a
+    document, an archive or a compressed file other than gzip rather than text; None for
+    anything else."""
+    return next((what for magic, what, _ in _NOT_TEXT if magic.match(start)), None)
 
 
 def _not_text_error(name: str, what: str) -> NeardupError:
-    return NeardupError(
-        f"{name} is {what}, not a record file: save it as CSV UTF-8, or as tab-separated or "
-        "JSON lines text"
-    )
+    advice = next(advice for _, kind, advice in _NOT_TEXT if kind == what)
+    quoted = "FILE" if name == file_name(STDIN) else shlex.quote(name)
+    return NeardupError(f"{name} is {what}, not a record file: {advice.format(name=quoted)}")
 
 
 def standard_input() -> IO[str]:
@@ -218,7 +257,7 @@ def _what_file_is(path: Path) -> str | None:
     it says why)."""
     try:
         with open(path, "rb") as f:
-            return not_text(f.read(8))
+            return not_text(f.read(MAGIC_BYTES))
     except OSError:
         return None
 
@@ -267,7 +306,7 @@ class RecordReader:
         self.separator_line = ""  # a csv file's "sep=;" line before its header, if it has one
         self._raw = self._open()
         sample = self._sample()
-        start = sample[:8]
+        start = sample[:MAGIC_BYTES]
         self._refuse_what_is_not_utf8(start, sample)
         # Lines ended by a carriage return alone, as old Mac exports end them ("Tab delimited
         # text (Macintosh)"): split at each one, where they were read as one line.
@@ -764,7 +803,7 @@ def _hidden(file: Path, folder: Path) -> bool:
 
 def _not_document(data: bytes) -> str | None:
     """Why a file's bytes are no document to read, if they are not."""
-    if what := not_text(data[:8]):
+    if what := not_text(data[:MAGIC_BYTES]):
         return f"not text: {what}"
     if b"\0" in data[:8192]:
         return "not text: binary"

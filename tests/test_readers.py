@@ -1,7 +1,9 @@
+import bz2
 import codecs
 import gzip
 import io
 import json
+import lzma
 import re
 import subprocess
 import sys
@@ -675,25 +677,68 @@ def test_a_file_in_utf16_or_utf32_is_one_error_before_anything_is_written(
     assert not (tmp_path / "s.db").exists()
 
 
+SAVE_AS_TEXT = "save it as CSV UTF-8"
+
+
 @pytest.mark.parametrize(
-    ("name", "start", "said"),
+    ("name", "start", "said", "advice"),
     [
-        ("prices.xlsx", b"PK\x03\x04\x14\x00\x06\x00\x08\x00\x00\x00!\x00", "a zip archive"),
-        ("prices.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1\x00\x00", "an Office document"),
-        ("prices.pdf", b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n", "a PDF document"),
+        (
+            "prices.xlsx",
+            b"PK\x03\x04\x14\x00\x06\x00\x08\x00\x00\x00!\x00",
+            "a zip archive",
+            SAVE_AS_TEXT,
+        ),
+        (
+            "prices.xls",
+            b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1\x00\x00",
+            "an Office document",
+            SAVE_AS_TEXT,
+        ),
+        ("prices.pdf", b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n", "a PDF document", SAVE_AS_TEXT),
+        ("prices.parquet", b"PAR1\x15\x04\x15", "a Parquet file", "export it as CSV or JSON lines"),
+        ("prices.db", b"SQLite format 3\x00\x10\x00", "a SQLite database", "named with --store"),
+        (
+            "prices.csv.bz2",
+            bz2.compress(b"id,name\n1,Art's Deli\n"),
+            "compressed with bzip2",
+            "(bunzip2 -k prices.csv.bz2)",
+        ),
+        (
+            "prices.csv.xz",
+            lzma.compress(b"id,name\n1,Art's Deli\n"),
+            "compressed with xz",
+            "(unxz -k prices.csv.xz)",
+        ),
+        (
+            "prices.csv.zst",
+            b"\x28\xb5\x2f\xfd\x24\x10",
+            "compressed with zstd",
+            "(unzstd prices.csv.zst)",
+        ),
     ],
 )
 @pytest.mark.parametrize("flags", [[], ["--format", "csv"]], ids=["named", "as-csv"])
-def test_a_spreadsheet_or_document_given_as_records_is_one_error(
-    tmp_path: Path, name: str, start: bytes, said: str, flags: list[str]
+def test_a_spreadsheet_document_or_archive_given_as_records_is_one_error(
+    tmp_path: Path, name: str, start: bytes, said: str, advice: str, flags: list[str]
 ) -> None:
     """A workbook as Excel saves it, read as CSV, made a header of its zip's bytes and indexed
-    nothing with exit status 0; without --format it asked for one, which no format reads."""
+    nothing with exit status 0; without --format it asked for one, which no format reads. A
+    Parquet export or a bzip2 download was read so too, and a store given in place of records
+    was said to have a header of bytes that are not UTF-8."""
     write(tmp_path / name, start + bytes(range(256)) * 4)
     refused = neardup("index", name, *flags, "--store", "s.db", cwd=tmp_path)
     assert_user_error(refused, f"{name} is {said}")
-    assert "save it as CSV UTF-8" in refused.stderr
+    assert "not a record file" in refused.stderr and advice in refused.stderr
     assert not (tmp_path / "s.db").exists()
+
+
+def test_text_that_starts_as_a_parquet_file_does_is_read(tmp_path: Path) -> None:
+    """Parquet's first bytes are PAR1 and a page header: a lines file whose first id is PAR1
+    is text."""
+    write(tmp_path / "codes.txt", b"PAR1 parrot cage large\nPAR2 parrot cage small\n")
+    records, _ = read(tmp_path / "codes.txt")
+    assert [r.id for r in records] == ["PAR1", "PAR2"]
 
 
 def test_a_compressed_file_is_read_whatever_its_name_says(
