@@ -166,6 +166,7 @@ def index(
     format: Format | None = None,
     id_field: str | None = None,
     text_fields: Sequence[str] = (),
+    encoding: str | None = None,
     preset: str | None = None,
     params: ParamsRequest = None,
     threshold: float | None = None,
@@ -177,6 +178,8 @@ def index(
     measured_with: Sequence[Reader] = (),
 ) -> IndexSummary:
     """Index record files. Every file is opened and checked before anything is written.
+    ``encoding`` is theirs where it is not UTF-8 (``windows-1252``), as for every function that
+    reads record files.
 
     ``threshold`` is the least similarity the store is for: the LSH bands are tuned for it
     (unless ``params`` gives them), and later lookups and reports use it, as they use the
@@ -195,7 +198,7 @@ def index(
         raise NeardupError(f"the batch size must be at least 1, not {batch_size}")
 
     def readers() -> list[Reader]:
-        return _readers(paths, format, id_field, text_fields)
+        return _readers(paths, format, id_field, text_fields, encoding)
 
     if on_duplicate_id == "error":  # a first pass over the ids, so that a repeat writes nothing
         if streams := [str(p) for p in paths if read_once(p)]:
@@ -213,7 +216,7 @@ def index(
         new = target.read_params() is None
         requested = asked
         if new and isinstance(asked, Mapping | None):
-            measured = _readers(_read_twice(paths), format, id_field, text_fields)
+            measured = _readers(_read_twice(paths), format, id_field, text_fields, encoding)
             asked = _with_bands(asked, [*measured, *measured_with])
         try:
             chosen = target.ensure_params(asked)
@@ -357,12 +360,13 @@ def _readers(
     format: Format | None,
     id_field: str | None,
     text_fields: Sequence[str],
+    encoding: str | None,
 ) -> list[Reader]:
     """A reader per file (``-``: standard input), each opened and its header checked, and per
     folder of documents."""
     several = len(paths) > 1
     return [
-        _folder_reader(path, format, id_field, text_fields, several)
+        _folder_reader(path, format, id_field, text_fields, several, encoding)
         if path != STDIN and Path(path).is_dir()
         else RecordReader(
             path,
@@ -370,6 +374,7 @@ def _readers(
             id_field=id_field,
             text_fields=text_fields,
             number_prefix=f"{Path(path).name}:" if several else "",
+            encoding=encoding,
         )
         for path in paths
     ]
@@ -381,13 +386,14 @@ def _folder_reader(
     id_field: str | None,
     text_fields: Sequence[str],
     several: bool,
+    encoding: str | None,
 ) -> FolderReader:
     if format or id_field or text_fields:
         raise NeardupError(
             f"{path} is a folder, each of its files a record: --format, --id-field and "
             "--text-field apply to record files"
         )
-    return FolderReader(path, several)
+    return FolderReader(path, several, encoding)
 
 
 def _add_unique(
@@ -638,6 +644,7 @@ def lookup_file(
     format: Format | None = None,
     id_field: str | None = None,
     text_fields: Sequence[str] = (),
+    encoding: str | None = None,
     preset: str | None = None,
     rules: RulesRequest = None,
     collapse: bool = False,
@@ -645,7 +652,7 @@ def lookup_file(
     """Look up every record of some files (``-``: standard input) without adding them: each
     record's id with each of its stored duplicates, in file order. A record's own stored
     version (the same id) is no duplicate of it, as for ``add(if_unique=True)``."""
-    files = _readers(paths, format, id_field, text_fields)
+    files = _readers(paths, format, id_field, text_fields, encoding)
     found: list[tuple[str, Match]] = []
     with opened(store) as source:
         searcher = Searcher(source, source.params, rules_for(source, rules, preset))
@@ -704,6 +711,7 @@ def link(
     text_fields: Sequence[str] = (),
     linked_id_field: str | None = None,
     linked_text_fields: Sequence[str] = (),
+    encoding: str | None = None,
     preset: str | None = None,
     rules: RulesRequest = None,
 ) -> Linked:
@@ -732,11 +740,16 @@ def link(
             "files: with one, give --id-field and --text-field"
         )
     linked_fields = (linked_id_field or id_field, linked_text_fields or text_fields)
-    linked_file = _readers(paths[-1:], format, *linked_fields)  # checked before indexing
+    linked_file = _readers(paths[-1:], format, *linked_fields, encoding)  # checked before indexing
     indexed = None
     if len(paths) == 2:
-        reading = {"format": format, "id_field": id_field, "text_fields": text_fields}
-        measured = _readers(_read_twice(paths[1:]), format, *linked_fields)
+        reading = {
+            "format": format,
+            "id_field": id_field,
+            "text_fields": text_fields,
+            "encoding": encoding,
+        }
+        measured = _readers(_read_twice(paths[1:]), format, *linked_fields, encoding)
         indexed = index([paths[0]], store, preset=preset, measured_with=measured, **reading)
     records = (r for reader in linked_file for r in reader)
     linked = link_records(records, store, preset=preset, rules=rules)
@@ -1280,6 +1293,7 @@ def record_texts(
     format: Format | None = None,
     id_field: str | None = None,
     text_fields: Sequence[str] = (),
+    encoding: str | None = None,
     store: StoreRef = None,
 ) -> dict[str, str]:
     """The texts of some records as a file has them (not normalised), by id: for reports that
@@ -1287,7 +1301,7 @@ def record_texts(
     against the content the store holds under its id: another file's texts beside a report's
     pairs would show records it never compared."""
     wanted = set(ids)
-    reader = _readers([path], format, id_field, text_fields)[0]
+    reader = _readers([path], format, id_field, text_fields, encoding)[0]
     read = {r.id: r for r in reader if r.id in wanted}  # the last of a repeated id, as stored
     if store is not None:
         with opened(store) as source:
@@ -1328,6 +1342,7 @@ def dedup(
     format: Format | None = None,
     id_field: str | None = None,
     text_fields: Sequence[str] = (),
+    encoding: str | None = None,
     keep: str = "first",
     grouping: Grouping = "components",
     preset: str | None = None,
@@ -1343,7 +1358,7 @@ def dedup(
     settings it was indexed with, so every field of a kept record is written as it was."""
     if keep not in KEEPS:
         raise NeardupError(f"keep must be one of {', '.join(KEEPS)}, not {keep!r}")
-    reader = _readers([path], format, id_field, text_fields)[0]
+    reader = _readers([path], format, id_field, text_fields, encoding)[0]
     if isinstance(reader, FolderReader):
         raise NeardupError(
             f"{path} is a folder: dedup writes a record file back, and a folder's files are "

@@ -143,6 +143,15 @@ def _reader_options(parser: argparse.ArgumentParser) -> None:
         help="column or key holding text; repeat to join several (default: every field but the "
         "id, leaving out fields of URLs or times of day; the summary names them)",
     )
+    _encoding_option(parser)
+
+
+def _encoding_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--encoding",
+        help="the files' character encoding, such as windows-1252 (a spreadsheet's plain CSV "
+        "on Windows) or latin-1 (default: utf-8; what neardup writes is UTF-8)",
+    )
 
 
 def _grouping_option(parser: argparse.ArgumentParser) -> None:
@@ -181,6 +190,7 @@ def _index(args: argparse.Namespace) -> int:
         format=args.format,
         id_field=args.id_field,
         text_fields=args.text_fields,
+        encoding=args.encoding,
         preset=args.preset,
         params=_given(args, PARAM_FLAGS),
         threshold=args.threshold,
@@ -209,6 +219,7 @@ def _lookup(args: argparse.Namespace) -> int:
             format=args.format,
             id_field=args.id_field,
             text_fields=args.text_fields,
+            encoding=args.encoding,
             collapse=args.collapse_copies,
             **_rules(args),
         )
@@ -235,6 +246,7 @@ def _link(args: argparse.Namespace) -> int:
         format=args.format,
         id_field=args.id_field,
         text_fields=args.text_fields,
+        encoding=args.encoding,
         linked_id_field=args.linked_id_field,
         linked_text_fields=args.linked_text_fields,
         **_rules(args),
@@ -275,6 +287,7 @@ def _report(args: argparse.Namespace) -> int:
             (i for p in pairs for i in (p.left_id, p.right_id)),
             id_field=args.id_field,
             text_fields=args.text_fields,
+            encoding=args.encoding,
             store=args.store,
         )
     # An exact report applies the store's threshold and keeps no histogram of its own.
@@ -349,6 +362,7 @@ def _dedup(args: argparse.Namespace) -> int:
             format=args.format,
             id_field=args.id_field,
             text_fields=args.text_fields,
+            encoding=args.encoding,
             keep=args.keep,
             grouping=args.grouping,
             written_as=output.named_format(args.output),
@@ -744,6 +758,7 @@ def _parser() -> argparse.ArgumentParser:
         dest="text_fields",
         help="with --texts-from: as when indexing",
     )
+    _encoding_option(report)
     report.add_argument(
         "--html",
         metavar="FILE",

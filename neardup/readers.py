@@ -168,6 +168,39 @@ _NOT_TEXT: list[tuple[re.Pattern[bytes], str, str]] = [
 MAGIC_BYTES = 16  # enough of a file's start to tell each of them
 
 
+UTF8 = "utf-8"
+# What every record format is written in: an encoding that writes these as ASCII does.
+_ASCII_SYNTAX = "\t\n\r ,;\"'{}[]:=0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def text_encoding(name: str | None) -> str:
+    """The name of the codec that reads record files in ``name`` (``--encoding``; UTF-8
+    without it): one that keeps ASCII as it is, as UTF-8, the Windows code pages and the ISO
+    8859 ones do, since lines, tabs, commas and quotes are found in the bytes before
+    decoding."""
+    if name is None:
+        return UTF8
+    try:
+        written = _ASCII_SYNTAX.encode(name)
+        codec = codecs.lookup(name).name
+    except LookupError:
+        raise NeardupError(
+            f"unknown encoding {name!r}: give one such as windows-1252, latin-1 or utf-8"
+        ) from None
+    if written != _ASCII_SYNTAX.encode():
+        raise NeardupError(
+            f"--encoding {name} writes ASCII in bytes of its own; neardup reads encodings that "
+            "keep it (UTF-8, Windows and ISO code pages): save the file as UTF-8"
+        )
+    return UTF8 if codec in ("utf-8", "utf-8-sig") else codec
+
+
+def _file_encoding(encoding: str) -> str:
+    """The codec that decodes a whole file, or its start, in ``encoding``: UTF-8 without the
+    byte order mark a spreadsheet's CSV UTF-8 starts with."""
+    return "utf-8-sig" if encoding == UTF8 else encoding
+
+
 def not_text(start: bytes) -> str | None:
     """What a file is that starts with ``start`` (MAGIC_BYTES of it or more), if it is a
     document, an archive or a compressed file other than gzip rather than text; None for
@@ -273,8 +306,10 @@ class RecordReader:
         id_field: str | None = None,
         text_fields: Sequence[str] = (),
         number_prefix: str = "",
+        encoding: str | None = None,
     ) -> None:
         self.path = Path(path)
+        self.encoding = text_encoding(encoding)
         self.format: Format = format or detect_format(path)
         if self.format not in FORMATS:
             raise NeardupError(f"unknown format {format!r}: use one of {', '.join(FORMATS)}")
@@ -307,13 +342,14 @@ class RecordReader:
         self._raw = self._open()
         sample = self._sample()
         start = sample[:MAGIC_BYTES]
-        self._refuse_what_is_not_utf8(start, sample)
+        self._refuse_what_cannot_be_read(start, sample)
         # Lines ended by a carriage return alone, as old Mac exports end them ("Tab delimited
         # text (Macintosh)"): split at each one, where they were read as one line.
         self._cr_lines = b"\r" in sample and b"\n" not in sample
         # Whether the file starts with UTF-8's byte order mark, as a spreadsheet's CSV UTF-8
-        # does: a file written back keeps it, which is how such a spreadsheet knows UTF-8.
-        self.bom = start.startswith(codecs.BOM_UTF8)
+        # does: a file written back keeps it, which is how such a spreadsheet knows UTF-8. A
+        # file read in a code page is written back in UTF-8, so with the mark too.
+        self.bom = start.startswith(codecs.BOM_UTF8) or self.encoding != UTF8
         self._records = self._until_damage(self._parse())
         self._first = next(self._records, None)  # reads the header now, so field errors come first
 
@@ -367,10 +403,11 @@ class RecordReader:
     def close(self) -> None:
         self._raw.close()
 
-    def _refuse_what_is_not_utf8(self, start: bytes, sample: bytes) -> None:
+    def _refuse_what_cannot_be_read(self, start: bytes, sample: bytes) -> None:
         """A file that starts with a UTF-16 or UTF-32 byte order mark (a spreadsheet's "Unicode
-        text"), or as a document or an archive does (:func:`not_text`), in one line, where its
-        lines would be skipped one by one as undecodable, or its bytes read as a header."""
+        text"), or as a document or an archive does (:func:`not_text`), or is in another
+        encoding than it is read in, in one line, where its lines would be skipped one by one
+        as undecodable, its bytes read as a header, or its letters garbled."""
         if what := not_text(start):
             raise _not_text_error(file_name(self.path), what)
         boms = {"UTF-32": _UTF32_BOMS, "UTF-16": _UTF16_BOMS}  # UTF-32's begin as UTF-16's
@@ -380,15 +417,28 @@ class RecordReader:
                 f"{file_name(self.path)} is {encoding} (it starts with its byte order mark); "
                 "neardup reads UTF-8: save it as UTF-8 (a spreadsheet's CSV UTF-8)"
             )
-        if where := code_page_byte(sample):
+        name = file_name(self.path)
+        if self.encoding != UTF8:
+            if where := utf8_letter(sample):
+                line, letter = where
+                raise NeardupError(
+                    f"{name} is UTF-8 (line {line} holds {letter!r}, which --encoding "
+                    f"{self.encoding} would read as "
+                    f"{letter.encode().decode(self.encoding, 'replace')!r}): leave it out"
+                )
+        elif where := code_page_byte(sample):
             line, byte = where
-            name = file_name(self.path)
             raise NeardupError(
                 f'{name} is not UTF-8 but a Windows code page, as a spreadsheet\'s plain "CSV" '
                 f"is saved (line {line} holds the byte 0x{byte:02X}, "
                 f"{bytes([byte]).decode('cp1252', 'replace')!r} in Windows-1252, and no line "
-                f"holds UTF-8): save it as CSV UTF-8, or convert it: {self._conversion()}"
+                "holds UTF-8): give --encoding windows-1252, save it as CSV UTF-8, or convert "
+                f"it: {self._conversion()}"
             )
+
+    def _line_encoding(self, number: int) -> str:
+        """How line ``number`` is decoded: the first without UTF-8's byte order mark."""
+        return _file_encoding(self.encoding) if number == 1 else self.encoding
 
     def _conversion(self) -> str:
         """The command that makes a UTF-8 copy of a file in Windows-1252."""
@@ -456,7 +506,7 @@ class RecordReader:
     def _decoded_lines(self) -> Iterator[tuple[int, str]]:
         for number, raw in enumerate(self._raw_lines(), start=1):
             try:
-                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                line = raw.decode(self._line_encoding(number))
             except UnicodeDecodeError:
                 self.skipped.add(number, "undecodable bytes")
                 continue
@@ -506,7 +556,9 @@ class RecordReader:
         """The objects of a JSON array (an API's or a database's export), or of objects one
         after another, read a part of the file at a time; JSON that breaks off ends the
         records (see :meth:`_until_damage`)."""
-        text = io.TextIOWrapper(self._raw, encoding="utf-8-sig", errors="surrogateescape")
+        text = io.TextIOWrapper(
+            self._raw, encoding=self._line_encoding(1), errors="surrogateescape"
+        )
         read = _json_values(text)
         first, damage = _read_ahead(read, 2)
         if len(first) == 1 and not damage and (wrapped := _wrapped_array(first[0][1])):
@@ -542,7 +594,7 @@ class RecordReader:
         five times as long to do. Each row comes with why to skip it, if it is to be skipped;
         a strict decode tells bytes that are not UTF-8 without looking at the text again."""
         for number, raw in enumerate(self._raw_lines(), start=1):
-            encoding = "utf-8-sig" if number == 1 else "utf-8"
+            encoding = self._line_encoding(number)
             try:
                 line, skip = raw.decode(encoding), None
             except UnicodeDecodeError:
@@ -557,7 +609,7 @@ class RecordReader:
         resume = 0  # lines to pass over before reading, after a broken row
         while True:
             text = io.TextIOWrapper(
-                self._raw, encoding="utf-8-sig", errors="surrogateescape", newline=""
+                self._raw, encoding=self._line_encoding(1), errors="surrogateescape", newline=""
             )
             for _ in range(resume):
                 text.readline()
@@ -750,8 +802,11 @@ class FolderReader:
     header = fields
     delimiter, separator_line, bom, numbered, streamed, damaged = ",", "", False, False, False, None
 
-    def __init__(self, path: str | Path, several: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, several: bool = False, encoding: str | None = None
+    ) -> None:
         self.path = Path(path)
+        self.encoding = text_encoding(encoding)
         self.skipped = SkipLog()
         self._prefix = f"{self.path.name}/" if several else ""
         self._files = sorted(
@@ -774,10 +829,11 @@ class FolderReader:
                 except (OSError, EOFError, zlib.error):
                     self.skipped.add(0, "damaged gzip", name)
                     continue
-            if reason := _not_document(data):
+            if reason := _not_document(data, self.encoding):
                 self.skipped.add(0, reason, name)
                 continue
-            yield Record(f"{self._prefix}{name}", data.decode("utf-8-sig").strip(), 0, None, name)
+            text = data.decode(_file_encoding(self.encoding))
+            yield Record(f"{self._prefix}{name}", text.strip(), 0, None, name)
 
     def __iter__(self) -> Iterator[Record]:
         if self.first is not None:
@@ -801,16 +857,18 @@ def _hidden(file: Path, folder: Path) -> bool:
     return any(part.startswith(".") for part in file.relative_to(folder).parts)
 
 
-def _not_document(data: bytes) -> str | None:
-    """Why a file's bytes are no document to read, if they are not."""
+def _not_document(data: bytes, encoding: str) -> str | None:
+    """Why a file's bytes are no document to read in ``encoding``, if they are not."""
     if what := not_text(data[:MAGIC_BYTES]):
         return f"not text: {what}"
     if b"\0" in data[:8192]:
         return "not text: binary"
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode(_file_encoding(encoding))
     except UnicodeDecodeError:
-        # iconv -f WINDOWS-1252 -t UTF-8 converts such a file, as a record file's error says
+        if encoding != UTF8:
+            return f"not {encoding}"
+        # --encoding windows-1252 reads such a file, as a record file's error says
         return "a Windows code page" if code_page_byte(data[:SAMPLE_BYTES]) else "not UTF-8"
     return None if text.strip() else "no text"
 
@@ -824,13 +882,31 @@ _CODE_PAGE_LETTER = re.compile(
 )
 
 
+def _whole_lines(sample: bytes) -> bytes:
+    """A sample up to its last line break: no character cut at its end."""
+    return sample[: sample.rfind(b"\n") + 1] or sample
+
+
+def utf8_letter(sample: bytes) -> tuple[int, str] | None:
+    """Where a file's first bytes show it is UTF-8: the line and the first character beyond
+    ASCII, when the sample is UTF-8 throughout and holds one."""
+    whole = _whole_lines(sample)
+    try:
+        text = whole.decode(UTF8)
+    except UnicodeDecodeError:
+        return None
+    if letter := _UTF8_BEYOND_ASCII.search(text):
+        return text.count("\n", 0, letter.start()) + 1, letter[0]
+    return None
+
+
 def code_page_byte(sample: bytes) -> tuple[int, int] | None:
     """Where a file's first bytes show it is written in a single-byte code page (Windows-1252,
     Latin-1) rather than UTF-8: the line and value of its first byte that is not UTF-8, when
     no character beyond ASCII is UTF-8 in the sample and its bytes beyond ASCII stand alone
     beside letters, as accented letters do (``Jos\xe9``). A UTF-8 file with a damaged line, or
     bytes that are no text, is read as ever, its bad lines skipped and counted."""
-    whole = sample[: sample.rfind(b"\n") + 1] or sample  # no character cut at the end
+    whole = _whole_lines(sample)
     if whole.isascii():
         return None
     text = whole.decode("utf-8", "surrogateescape")

@@ -103,12 +103,88 @@ def test_a_csv_saved_in_a_windows_code_page_is_refused_before_anything_is_writte
     refused = neardup("index", "people.csv", "--store", url, cwd=tmp_path)
     assert_user_error(refused, "people.csv is not UTF-8 but a Windows code page")
     assert "line 2 holds the byte 0xE9, 'é' in Windows-1252" in refused.stderr
+    assert "give --encoding windows-1252" in refused.stderr
     command = "iconv -f WINDOWS-1252 -t UTF-8 people.csv > utf8-people.csv"
     assert refused.stderr.rstrip().endswith(command)
     assert not (tmp_path / "p.db").exists()
     (tmp_path / "utf8-people.csv").write_text(people, encoding="utf-8")  # what iconv writes
     indexed = neardup("index", "utf8-people.csv", "--store", url, cwd=tmp_path)
     assert "read 4, indexed 4, skipped none" in indexed.stderr
+
+
+PEOPLE_IN_A_CODE_PAGE = [("1", "José García Málaga"), ("2", "François Müller Zürich")]
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("people.csv", "id;name;city\r\n1;José García;Málaga\r\n2;François Müller;Zürich\r\n"),
+        ("people.tsv", "id\tname\tcity\n1\tJosé García\tMálaga\n2\tFrançois Müller\tZürich\n"),
+        ("people.txt", "1 José García Málaga\n2 François Müller Zürich\n"),
+        (
+            "people.jsonl",
+            '{"id": "1", "name": "José García Málaga"}\n'
+            '{"id": "2", "name": "François Müller Zürich"}\n',
+        ),
+        (
+            "people.json",
+            '[{"id": "1", "name": "José García Málaga"},'
+            ' {"id": "2", "name": "François Müller Zürich"}]',
+        ),
+    ],
+)
+def test_every_format_is_read_in_the_encoding_given(tmp_path: Path, name: str, text: str) -> None:
+    """A file in a Windows code page was refused, with a command to convert it that Windows
+    does not have: --encoding reads it as it is."""
+    path = write(tmp_path / name, text.encode("cp1252"))
+    reader = RecordReader(path, encoding="windows-1252")
+    assert [(r.id, r.text) for r in reader] == PEOPLE_IN_A_CODE_PAGE
+    assert reader.skipped.total == 0
+    gzipped = write(tmp_path / f"{name}.gz", gzip.compress(text.encode("latin-1")))
+    assert [(r.id, r.text) for r in RecordReader(gzipped, encoding="latin-1")] == (
+        PEOPLE_IN_A_CODE_PAGE
+    )
+
+
+@pytest.mark.parametrize(
+    ("encoding", "said"),
+    [
+        ("latin-1", "people.csv is UTF-8 (line 2 holds 'é', which --encoding iso8859-1 would "
+         "read as 'Ã©'): leave it out"),
+        ("utf-16", "--encoding utf-16 writes ASCII in bytes of its own"),
+        ("klingon", "unknown encoding 'klingon'"),
+        ("base64", "unknown encoding 'base64'"),
+    ],
+)  # fmt: skip
+def test_an_encoding_that_would_misread_the_file_is_one_error(
+    tmp_path: Path, encoding: str, said: str
+) -> None:
+    """A UTF-8 file read as Latin-1 would be stored with every accent garbled, and UTF-16
+    splits no line where its bytes do."""
+    write(tmp_path / "people.csv", "id,name\n1,José\n".encode())
+    refused = neardup(
+        "index", "people.csv", "--encoding", encoding, "--store", "s.db", cwd=tmp_path
+    )
+    assert_user_error(refused, said)
+    assert not (tmp_path / "s.db").exists()
+    assert [(r.id, r.text) for r in RecordReader(tmp_path / "people.csv", encoding="utf-8")] == [
+        ("1", "José")
+    ]
+
+
+def test_dedup_writes_a_file_read_in_a_code_page_back_in_utf8(tmp_path: Path) -> None:
+    """Everything neardup writes is UTF-8; a CSV with the mark a spreadsheet knows it by."""
+    people = "id,name,city\r\n1,José Müller,Zürich\r\n2,José Müler,Zürich\r\n3,Anna,Roma\r\n"
+    write(tmp_path / "people.csv", people.encode("cp1252"))
+    flags = ["--encoding", "windows-1252", "--store", "s.db"]
+    indexed = neardup("index", "people.csv", *flags, cwd=tmp_path)
+    assert "read 3, indexed 3, skipped none" in indexed.stderr
+    neardup("dedup", "people.csv", *flags, "-o", "kept.csv", cwd=tmp_path)
+    kept = (tmp_path / "kept.csv").read_bytes()
+    assert kept.decode("utf-8-sig").splitlines() == [
+        "id,name,city", "1,José Müller,Zürich", "3,Anna,Roma"
+    ]  # fmt: skip
+    assert kept.startswith(codecs.BOM_UTF8)
 
 
 def test_lines_skip_and_count_bad_lines_and_keep_the_rest(tmp_path: Path) -> None:
@@ -842,3 +918,6 @@ def test_a_folder_of_documents_is_one_record_a_file(tmp_path: Path) -> None:
         f"{folder}: each of its 7 files is a record, its id its path within the folder"
     )
     assert next(r.id for r in FolderReader(folder, several=True)) == "articles/2024/a.txt"
+    in_latin1 = FolderReader(folder, encoding="latin-1")
+    assert ("old.txt", "Café crème") in [(r.id, r.text) for r in in_latin1]
+    assert in_latin1.skipped.reasons == {"no text": 1, "not text: binary": 1}
