@@ -748,7 +748,7 @@ class RecordReader:
                 f"each line's first word is its id, the rest its text ({word!r} at line {line}; "
                 "--format text reads each line whole)"
             )
-        if self.automatic_text:
+        if self.automatic_text and self.text_fields:  # an empty file has none
             left = ", ".join(f"{name} ({kind})" for name, kind in self.left_out.items())
             chosen.append(
                 f"text from {_listed(self.text_fields)}"

@@ -588,6 +588,7 @@ def test_indexing_a_damaged_file_keeps_what_came_before_and_exits_non_zero(tmp_p
 def test_empty_and_header_only_files_have_no_records(tmp_path: Path, name: str, content: str):
     records, reader = read(write(tmp_path / name, content))
     assert records == [] and reader.skipped.total == 0
+    assert "text from  " not in (reader.fields_chosen() or "")  # an empty file has no fields
 
 
 def test_huge_fields_and_lines_are_records_like_any_other(tmp_path: Path) -> None:
