@@ -68,6 +68,7 @@ from .readers import (
     Record,
     RecordReader,
     SkipLog,
+    check_given_once,
     file_name,
     read_once,
     standard_input,
@@ -364,6 +365,7 @@ def _readers(
 ) -> list[Reader]:
     """A reader per file (``-``: standard input), each opened and its header checked, and per
     folder of documents."""
+    check_given_once(paths)
     several = len(paths) > 1
     return [
         _folder_reader(path, format, id_field, text_fields, several, encoding)

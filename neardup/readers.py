@@ -227,6 +227,26 @@ def file_name(path: str | Path) -> str:
     return "standard input" if str(path) == STDIN else str(path)
 
 
+def check_given_once(paths: Iterable[str | Path]) -> None:
+    """A NeardupError where two of ``paths`` are one file (``a.csv ./a.csv``, or globs that
+    overlap): its records would be read twice, the second reading replacing the first's."""
+    seen: dict[tuple[int, int], str] = {}
+    for path in paths:
+        try:
+            stats = os.fstat(0) if str(path) == STDIN else os.stat(path)
+        except OSError:  # the reader says why it cannot read it
+            continue
+        file, named = (stats.st_dev, stats.st_ino), file_name(path)
+        if file in seen:
+            twice = (
+                f"{named} is given twice"
+                if seen[file] == named
+                else f"{seen[file]} and {named} are the same file"
+            )
+            raise NeardupError(f"{twice}: give it once")
+        seen[file] = named
+
+
 def read_once(path: str | Path) -> bool:
     """Whether ``path`` can be read only once: standard input, a pipe or another stream (a
     shell's ``<(zcat records.tsv.gz)``), not a regular file. What a second reader takes from

@@ -532,6 +532,24 @@ def test_a_repeat_across_files_is_named_with_its_file(tmp_path: Path, sqlite_url
     assert skipped.skipped.examples == [(2, f"{july}: repeated id"), (3, f"{july}: repeated id")]
 
 
+def test_one_file_given_twice_is_one_error_before_anything_is_read(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """`index june.csv ./june.csv` (or globs that overlap) read each record twice, and said it
+    replaced 2 records with a repeated id: the first reading's."""
+    (tmp_path / "june.csv").write_text("id,name\n1,Anna Rossi\n2,Marco Bianchi\n")
+    (tmp_path / "latest.csv").symlink_to(tmp_path / "june.csv")
+    june = str(tmp_path / "june.csv")
+    with pytest.raises(NeardupError, match=f"^{re.escape(june)} is given twice: give it once$"):
+        api.index([june, june], sqlite_url)
+    same = f"^{re.escape(june)} and {re.escape(str(tmp_path / 'latest.csv'))} are the same file"
+    with pytest.raises(NeardupError, match=same):
+        api.lookup_file([june, tmp_path / "latest.csv"], sqlite_url)
+    assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()
+    (tmp_path / "copy.csv").write_bytes((tmp_path / "june.csv").read_bytes())  # another file
+    assert api.index([june, tmp_path / "copy.csv"], sqlite_url).read == 4
+
+
 def test_the_ids_seen_in_a_run_are_those_a_set_would_hold() -> None:
     """Batches with repeats inside them and across them, and enough of them to merge the
     sorted arrays of MD5s several times over."""
