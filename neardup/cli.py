@@ -540,6 +540,13 @@ def _check_outputs(args: argparse.Namespace) -> None:
         folder = target.parent if str(target.parent) else Path(".")
         if target.is_dir():
             raise NeardupError(f"cannot write {path}: it is a folder")
+        data = path in (getattr(args, "output", None), getattr(args, "truth", None))
+        if data and (asked := output.not_written(path)):  # not a page (--html) or a plot
+            page = f"; --html {path} writes one" if "page" in asked and "html" in args else ""
+            raise NeardupError(
+                f"cannot write {path}: its name asks for {asked}, and neardup writes "
+                f"{output.WRITTEN}{page}"
+            )
         if read := next((name for f, name in read_files if _same_file(target, f)), None):
             raise NeardupError(f"cannot write {path}: it is {read}, which the command reads")
         if not folder.is_dir():

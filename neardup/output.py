@@ -30,6 +30,31 @@ REPORT_FORMATS: tuple[ReportFormat, ...] = ("tsv", "csv", "jsonl", "json")
 JSON_FORMATS = ("jsonl", "json")  # objects, one a line or in one array
 
 
+# Names of files that ask for what neardup does not write: a spreadsheet's or a document's own
+# format, a page (report --html writes one), or a compression other than gzip. Text under such
+# a name does not open where the name says it will.
+_NAMES_NOT_WRITTEN = {
+    ".xlsx": "an Excel workbook",
+    ".xls": "an Excel workbook",
+    ".ods": "a spreadsheet document",
+    ".parquet": "a Parquet file",
+    ".pdf": "a PDF document",
+    ".html": "a web page",
+    ".htm": "a web page",
+    ".zip": "a zip archive",
+    ".7z": "a 7-Zip archive",
+    ".bz2": "bzip2",
+    ".xz": "xz",
+    ".zst": "zstd",
+}
+WRITTEN = "TSV, CSV (which spreadsheets open), JSON lines or JSON, compressed when named .gz"
+
+
+def not_written(path: str | Path) -> str | None:
+    """What an output file's name asks for that neardup does not write, if it does."""
+    return _NAMES_NOT_WRITTEN.get(Path(path).suffix.lower())
+
+
 def text_file(path: str | Path, named: str | Path | None = None) -> IO[str]:
     """A file to write UTF-8 text to, gzip-compressed when its name ends in .gz (or ``named``
     does, the name it is written for and renamed to when complete)."""

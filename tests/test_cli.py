@@ -734,6 +734,11 @@ def test_a_second_days_numbered_file_does_not_replace_the_first(tmp_path: Path) 
         (["report", "--html", "missing/r.html"], "cannot write missing/r.html: no folder"),
         (["report", "-o", "."], "cannot write .: it is a folder"),
         (["dedup", "records.txt", "-o", "missing/kept.txt"], "cannot write missing/kept.txt"),
+        # Text under a workbook's or a page's name does not open where the name says it will.
+        (["report", "-o", "pairs.xlsx"], "cannot write pairs.xlsx: its name asks for an Excel"),
+        (["report", "-o", "pairs.html"], "named .gz; --html pairs.html writes one"),
+        (["report", "--clusters", "-o", "groups.csv.bz2"], "its name asks for bzip2"),
+        (["dedup", "records.txt", "-o", "kept.parquet"], "its name asks for a Parquet file"),
     ],
 )
 def test_an_output_that_cannot_be_written_is_refused_before_any_work(
