@@ -11,6 +11,7 @@ lookups and reports use them when they are not given again.
 
 from __future__ import annotations
 
+import shlex
 import tempfile
 import threading
 import time
@@ -25,7 +26,7 @@ from typing import IO, Any
 import numpy as np
 
 from ._version import __version__ as __version__  # re-exported: neardup.api.__version__
-from .errors import InvalidParameter, NeardupError, ParameterMismatch, TooManyPairs
+from .errors import InvalidParameter, NeardupError, NoStore, ParameterMismatch, TooManyPairs
 from .evaluate import Evaluation, pairs_of, plot, read_pairs
 from .evaluate import evaluate as score
 from .exact import exact_pairs
@@ -1373,9 +1374,17 @@ def dedup(
             f"the records of a {reader.format} file are written back as {reader.format}, "
             f"not {written_as}: name the output .{reader.format}"
         )
-    with opened(store) as source:
-        groups = clusters(report(source, preset=preset, rules=rules), grouping)
-        stored = source.get([member for group in groups for member in group])
+    try:
+        with opened(store) as source:
+            groups = clusters(report(source, preset=preset, rules=rules), grouping)
+            stored = source.get([member for group in groups for member in group])
+    except NoStore as exc:  # one command where a user with one file expects it
+        into = f" --store {shlex.quote(store)}" if isinstance(store, str) else ""
+        raise NoStore(
+            exc.missing,
+            f"dedup writes a file back by the groups of the store it was indexed into: "
+            f"neardup index {shlex.quote(str(path))}{into} first",
+        ) from None
     grouped = {i: r.content for i, r in stored.items()}
     removed: set[str] = set()
     longest = keep == "longest"

@@ -13,6 +13,14 @@ class StoreUnavailable(NeardupError):
     """The store cannot be reached or opened."""
 
 
+class NoStore(StoreUnavailable):
+    """A store that does not exist: nothing was indexed into it yet."""
+
+    def __init__(self, missing: str, hint: str = "index some records into it first") -> None:
+        super().__init__(f"{missing}: {hint}")
+        self.missing = missing
+
+
 class UnknownRecord(NeardupError):
     """An id that the store does not hold."""
 

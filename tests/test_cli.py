@@ -329,6 +329,11 @@ def test_a_bare_path_names_an_embedded_store(records: Path, tmp_path: Path) -> N
         (["index", "data.unknown"], "--format"),
         (["lookup", "--id", "1", "--store", "sqlite:///nothing-here.db"], "no store at"),
         (["report", "--store", "sqlite:///nothing-here.db"], "no store at"),
+        (  # a user with one file runs dedup first: the command that makes the store
+            ["dedup", "data.csv", "--store", "new.db", "-o", "kept.csv"],
+            "no store at new.db: dedup writes a file back by the groups of the store it was "
+            "indexed into: neardup index data.csv --store new.db first",
+        ),
         (["index", "records.txt", "--store", "sqlite:///no/such/dir/x.db"], "cannot open"),
         (["index", "records.txt", "--store", "sqlite:///records.txt"], "cannot open"),
         (["index", "records.txt", "--fields", "bands,words"], "not words"),

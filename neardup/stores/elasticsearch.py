@@ -31,7 +31,7 @@ from elasticsearch import (
     helpers,
 )
 
-from ..errors import NeardupError, StoreUnavailable
+from ..errors import NeardupError, NoStore, StoreUnavailable
 from ..fingerprint import Counted, FingerprintParams, TokenField
 from .base import (
     MEASURED_SETTINGS,
@@ -149,7 +149,7 @@ class ElasticsearchStore(Store):
             **auth,
         )
         if not create and not self._exists():
-            raise StoreUnavailable(f"no Elasticsearch index {self.index!r} at {self.endpoint}")
+            raise NoStore(f"no Elasticsearch index {self.index!r} at {self.endpoint}")
 
     @contextmanager
     def _errors(self) -> Iterator[None]:

@@ -45,7 +45,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from ..errors import NeardupError, StoreUnavailable
+from ..errors import NeardupError, NoStore, StoreUnavailable
 from ..fingerprint import Counted, FingerprintParams, TokenField
 from .base import (
     Buckets,
@@ -260,7 +260,7 @@ class SolrStore(Store):
             self._one_node(url, retries)
         self.solr = self._client()
         if not create and not self._exists():
-            raise StoreUnavailable(f"no Solr core or collection {self.name!r} at {self.where}")
+            raise NoStore(f"no Solr core or collection {self.name!r} at {self.where}")
 
     def _one_node(self, url: str, retries: int) -> None:
         example = "solr://host:port/solr/NAME"

@@ -38,7 +38,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from ..errors import StoreUnavailable
+from ..errors import NoStore, StoreUnavailable
 from ..fingerprint import (
     Counted,
     Fingerprint,
@@ -166,7 +166,7 @@ class SQLiteStore(Store):
         self.path = path
         exists = path == ":memory:" or Path(path).exists()
         if not create and not exists:
-            raise StoreUnavailable(f"no store at {path}: index some records into it first")
+            raise NoStore(f"no store at {path}")
         if create and not exists and not Path(path).parent.is_dir():
             raise StoreUnavailable(
                 f"cannot open {path} as a neardup store: its folder {Path(path).parent} does "
