@@ -11,7 +11,7 @@ import csv
 import gzip
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -101,13 +101,20 @@ def _opened(path: Path) -> IO[str]:
     return path.open(encoding="utf-8-sig", newline="")
 
 
-def read_pairs(path: str | Path) -> dict[PairKey, float | None]:
-    """Pairs in a file, each with its similarity (or None when the file has none)."""
+def read_pairs(
+    path: str | Path, known: Callable[[list[str]], bool] | None = None
+) -> dict[PairKey, float | None]:
+    """Pairs in a file, each with its similarity (or None when the file has none). A CSV or TSV
+    file's first line is its header, unless ``known`` says its first two cells are ids of
+    records (a truth file written without a header): then it is the first pair."""
     path = Path(path)
     try:
         header, rows = _rows(path)
     except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise NeardupError(f"cannot read pairs from {path}: {exc}") from None
+    first_line = 2
+    if isinstance(rows, list) and len(header) >= 2 and known and known(header[:2]):
+        rows, header, first_line = [header, *rows], ["left_id", "right_id"], 1
     if len(header) < 2:
         raise NeardupError(f"{path}: a pair file needs a header with at least two columns")
     left, right = (
@@ -117,7 +124,7 @@ def read_pairs(path: str | Path) -> dict[PairKey, float | None]:
     )
     similarity = next((h for h in header if h == "similarity" or "jaccard" in h.lower()), None)
     pairs: dict[PairKey, float | None] = {}
-    for number, row in enumerate(rows, start=2):
+    for number, row in enumerate(rows, start=first_line):
         values = row if isinstance(row, dict) else dict(zip(header, row, strict=False))
         try:
             a, b = str(values[left]), str(values[right])

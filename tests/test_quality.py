@@ -743,6 +743,30 @@ def test_eval_against_a_fresh_report_from_a_store(tmp_path: Path, sqlite_url: st
     assert (data["precision"], data["recall"]) == (1.0, 1.0)
 
 
+@pytest.mark.parametrize("against", ["store", "report"])
+def test_a_truth_file_without_a_header_keeps_its_first_pair(
+    tmp_path: Path, sqlite_url: str, against: str
+) -> None:
+    """A truth file written without a header had its first pair taken for one: that pair was
+    lost without a word, and recall counted against one pair fewer."""
+    records = tmp_path / "r.txt"
+    records.write_text(
+        "1 alpha beta gamma delta\n2 alpha beta gamma delta epsilon\n3 other words here\n"
+        "4 other words here too\n5 nothing alike\n"
+    )
+    (tmp_path / "truth.csv").write_text("1,2\n3,4\n")
+    assert neardup("index", str(records), "--store", sqlite_url).returncode == 0
+    given = ["--store", sqlite_url]
+    if against == "report":
+        assert neardup("report", *given, "--threshold", "0.5", "-o", "pairs.tsv", cwd=tmp_path)
+        given = ["--report", "pairs.tsv"]
+    scored = neardup("eval", "--truth", "truth.csv", *given, "--json", cwd=tmp_path)
+    assert json.loads(scored.stdout)["true"] == 2
+    (tmp_path / "named.csv").write_text("left,right\n1,2\n")  # a header of names stays one
+    scored = neardup("eval", "--truth", "named.csv", *given, "--json", cwd=tmp_path)
+    assert json.loads(scored.stdout)["true"] == 1
+
+
 # --- presets and tuned bands ----------------------------------------------------------------------
 
 
