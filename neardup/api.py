@@ -65,6 +65,7 @@ from .readers import (
     STDIN,
     FolderReader,
     Format,
+    NamedFields,
     Reader,
     Record,
     RecordReader,
@@ -199,8 +200,10 @@ def index(
     if batch_size < 1:
         raise NeardupError(f"the batch size must be at least 1, not {batch_size}")
 
+    indexed_with = _fields_indexed_with(store)
+
     def readers() -> list[Reader]:
-        return _readers(paths, format, id_field, text_fields, encoding)
+        return _readers(paths, format, id_field, text_fields, encoding, indexed_with)
 
     if on_duplicate_id == "error":  # a first pass over the ids, so that a repeat writes nothing
         if streams := [str(p) for p in paths if read_once(p)]:
@@ -218,7 +221,9 @@ def index(
         new = target.read_params() is None
         requested = asked
         if new and isinstance(asked, Mapping | None):
-            measured = _readers(_read_twice(paths), format, id_field, text_fields, encoding)
+            measured = _readers(
+                _read_twice(paths), format, id_field, text_fields, encoding, indexed_with
+            )
             asked = _with_bands(asked, [*measured, *measured_with])
         try:
             chosen = target.ensure_params(asked)
@@ -229,6 +234,8 @@ def index(
             chosen = target.ensure_params(requested)
         if not new:
             _refuse_renumbering(target, files)
+        if id_field or text_fields:
+            _remember_fields(target, indexed_with, id_field, text_fields)
         given = {"threshold": threshold, "similarity": similarity}
         rules = {name: value for name, value in given.items() if value is not None}
         if preset or rules:
@@ -363,9 +370,11 @@ def _readers(
     id_field: str | None,
     text_fields: Sequence[str],
     encoding: str | None,
+    indexed_with: NamedFields | None = None,
 ) -> list[Reader]:
     """A reader per file (``-``: standard input), each opened and its header checked, and per
-    folder of documents."""
+    folder of documents; a file whose fields are not named is read with those the store's
+    records were read with (``indexed_with``), where it has them."""
     check_given_once(paths)
     several = len(paths) > 1
     return [
@@ -378,9 +387,31 @@ def _readers(
             text_fields=text_fields,
             number_prefix=f"{Path(path).name}:" if several else "",
             encoding=encoding,
+            indexed_with=indexed_with,
         )
         for path in paths
     ]
+
+
+def _fields_indexed_with(store: StoreRef) -> NamedFields:
+    """The fields that runs named to read the store's records (none for a new store)."""
+    try:
+        with opened(store) as source:
+            return NamedFields.from_dict((source.settings or {}).get("named_fields"))
+    except NoStore:
+        return NamedFields()
+
+
+def _remember_fields(
+    target: Store, indexed_with: NamedFields, id_field: str | None, text_fields: Sequence[str]
+) -> None:
+    """Remember the fields a run named, over those earlier runs named, for later runs that
+    read files without naming them."""
+    named = NamedFields(
+        id_field or indexed_with.id_field, tuple(text_fields) or indexed_with.text_fields
+    )
+    if named != indexed_with:
+        target.update_settings({"named_fields": named.as_dict()})
 
 
 def _folder_reader(
@@ -655,7 +686,7 @@ def lookup_file(
     """Look up every record of some files (``-``: standard input) without adding them: each
     record's id with each of its stored duplicates, in file order. A record's own stored
     version (the same id) is no duplicate of it, as for ``add(if_unique=True)``."""
-    files = _readers(paths, format, id_field, text_fields, encoding)
+    files = _readers(paths, format, id_field, text_fields, encoding, _fields_indexed_with(store))
     found: list[tuple[str, Match]] = []
     with opened(store) as source:
         searcher = Searcher(source, source.params, rules_for(source, rules, preset))
@@ -743,7 +774,10 @@ def link(
             "files: with one, give --id-field and --text-field"
         )
     linked_fields = (linked_id_field or id_field, linked_text_fields or text_fields)
-    linked_file = _readers(paths[-1:], format, *linked_fields, encoding)  # checked before indexing
+    # Checked before indexing; one file is read as the store's records were, two sources each
+    # with their own fields.
+    indexed_with = _fields_indexed_with(store) if len(paths) == 1 else None
+    linked_file = _readers(paths[-1:], format, *linked_fields, encoding, indexed_with)
     indexed = None
     if len(paths) == 2:
         reading = {
@@ -1304,7 +1338,8 @@ def record_texts(
     against the content the store holds under its id: another file's texts beside a report's
     pairs would show records it never compared."""
     wanted = set(ids)
-    reader = _readers([path], format, id_field, text_fields, encoding)[0]
+    indexed_with = _fields_indexed_with(store) if store is not None else None
+    reader = _readers([path], format, id_field, text_fields, encoding, indexed_with)[0]
     read = {r.id: r for r in reader if r.id in wanted}  # the last of a repeated id, as stored
     if store is not None:
         with opened(store) as source:
@@ -1361,7 +1396,8 @@ def dedup(
     settings it was indexed with, so every field of a kept record is written as it was."""
     if keep not in KEEPS:
         raise NeardupError(f"keep must be one of {', '.join(KEEPS)}, not {keep!r}")
-    reader = _readers([path], format, id_field, text_fields, encoding)[0]
+    indexed_with = _fields_indexed_with(store)
+    reader = _readers([path], format, id_field, text_fields, encoding, indexed_with)[0]
     if isinstance(reader, FolderReader):
         raise NeardupError(
             f"{path} is a folder: dedup writes a record file back, and a folder's files are "
@@ -1535,6 +1571,8 @@ def stats(store: StoreRef = None) -> dict[str, object]:
             "documents": source.count(),
             "parameters": params.to_dict() if params else None,
             "rules": (source.settings or {}).get("rules"),  # what index remembered, if anything
+            # the fields index runs named, which files read without naming theirs are read with
+            "named_fields": (source.settings or {}).get("named_fields"),
             "rules_in_effect": remembered_rules(in_effect) if in_effect else None,
             "rules_from": rule_sources(source.settings, in_effect) if in_effect else None,
         }

@@ -243,6 +243,10 @@ def stats_text(info: Mapping[str, object]) -> str:
     """``neardup stats``: what the store holds, its parameters, and each rule in effect with
     where it comes from."""
     lines = [f"{key}: {info[key]}" for key in ("store", "documents", "parameters")]
+    if isinstance(named := info.get("named_fields"), Mapping):
+        flags = [f"--id-field {named['id_field']!r}"] if named.get("id_field") else []
+        flags += [f"--text-field {name!r}" for name in named.get("text_fields") or ()]
+        lines.append(f"records read with: {' '.join(flags)} (files that name no fields too)")
     rules, sources = info.get("rules_in_effect"), info.get("rules_from")
     if isinstance(rules, Mapping) and isinstance(sources, Mapping):
         lines.append("rules in effect:")

@@ -327,6 +327,7 @@ class RecordReader:
         text_fields: Sequence[str] = (),
         number_prefix: str = "",
         encoding: str | None = None,
+        indexed_with: NamedFields | None = None,
     ) -> None:
         self.path = Path(path)
         self.encoding = text_encoding(encoding)
@@ -347,6 +348,10 @@ class RecordReader:
         self._format_given = format is not None
         self.id_field = id_field
         self.text_fields = list(text_fields)
+        # The fields the store's records were read with, where a run named them: a file read
+        # without naming its own reads them too, so that its records are made as those were.
+        self.indexed_with = indexed_with or NamedFields()
+        self.as_indexed: list[str] = []  # the flags of indexed_with that this file is read with
         self.automatic_text = False  # neardup chooses the text fields (none were named)
         self.left_out: dict[str, str] = {}  # fields it left out of the text, and why
         self.fields: list[str] = []  # the header's names, or the first JSON objects' keys
@@ -775,6 +780,8 @@ class RecordReader:
                 + (f"; left out {left}" if left else "")
                 + " (--text-field chooses)"
             )
+        if self.as_indexed:
+            chosen.append(f"{' '.join(self.as_indexed)}, as the store's records were read")
         if self.numbered and (named := [f for f in self.fields if _NAMED_LIKE_ID.search(f)]):
             # Its values are in the text, and copies of a record differ by them.
             chosen.append(
@@ -795,6 +802,7 @@ class RecordReader:
                 "would be lost; rename them"
             )
         self.fields = names
+        self._read_as_indexed(names)
         if self.id_field is None:  # 'id', else 'ID' or 'Id' as spreadsheets name it
             named_id = [name for name in names if name.strip().casefold() == "id"]
             self.id_field = "id" if "id" in names else next(iter(named_id), None)
@@ -808,6 +816,17 @@ class RecordReader:
         if not self.text_fields:
             self.text_fields = [name for name in names if name != self.id_field]
             self.automatic_text = True
+
+    def _read_as_indexed(self, names: list[str]) -> None:
+        """The id field and the text fields that the store's records were read with, where none
+        were named for this file and it has them all."""
+        indexed = self.indexed_with
+        if self.id_field is None and indexed.id_field in names:
+            self.id_field = indexed.id_field
+            self.as_indexed.append(f"--id-field {indexed.id_field!r}")
+        if not self.text_fields and indexed.text_fields and set(indexed.text_fields) <= set(names):
+            self.text_fields = list(indexed.text_fields)
+            self.as_indexed.append(" ".join(f"--text-field {f!r}" for f in indexed.text_fields))
 
 
 class FolderReader:
@@ -871,6 +890,23 @@ class FolderReader:
 
 
 Reader = RecordReader | FolderReader
+
+
+@dataclass(frozen=True)
+class NamedFields:
+    """The id field and the text fields a run named (``--id-field``, ``--text-field``), as a
+    store remembers them."""
+
+    id_field: str | None = None
+    text_fields: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id_field": self.id_field, "text_fields": list(self.text_fields)}
+
+    @classmethod
+    def from_dict(cls, stored: Mapping[str, Any] | None) -> NamedFields:
+        stored = stored or {}
+        return cls(stored.get("id_field"), tuple(stored.get("text_fields") or ()))
 
 
 def _hidden(file: Path, folder: Path) -> bool:

@@ -126,10 +126,20 @@ def test_the_output_is_written_in_the_format_its_name_asks_for(folder: Path) -> 
 
 
 def test_a_file_read_with_other_settings_is_an_error_and_writes_nothing(folder: Path) -> None:
-    result = neardup("dedup", "listings.csv", *TEXT, "-o", "kept.csv", cwd=folder, env=ENV)
+    result = neardup("dedup", "listings.csv", "--format", "tsv", "-o", "kept.csv", cwd=folder,
+                     env=ENV)  # fmt: skip
     assert result.returncode == 2
     assert "read it with the settings it was indexed with" in result.stderr
     assert not (folder / "kept.csv").exists()
+
+
+def test_a_file_is_read_with_the_fields_it_was_indexed_with(folder: Path) -> None:
+    """Dedup without --id-field sku used to read record numbers for ids, and found none of
+    the store's groups: the store remembers the fields its index run named."""
+    named = neardup("dedup", "listings.csv", "--id-field", "sku", *TEXT, cwd=folder, env=ENV)
+    remembered = neardup("dedup", "listings.csv", cwd=folder, env=ENV)
+    assert remembered.returncode == 0, remembered.stderr
+    assert remembered.stdout == named.stdout and "removed 3" in remembered.stderr
 
 
 def test_a_file_other_than_the_one_indexed_is_refused_and_writes_nothing(folder: Path) -> None:

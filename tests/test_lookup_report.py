@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import importlib
+import io
 import random
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from itertools import combinations
@@ -548,6 +549,29 @@ def test_one_file_given_twice_is_one_error_before_anything_is_read(
     assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()
     (tmp_path / "copy.csv").write_bytes((tmp_path / "june.csv").read_bytes())  # another file
     assert api.index([june, tmp_path / "copy.csv"], sqlite_url).read == 4
+
+
+def test_files_that_name_no_fields_are_read_as_the_store_records_were(
+    tmp_path: Path, store_url_factory: Callable[[], str]
+) -> None:
+    """A store indexed with --text-field name: `lookup --file` of the same file without it
+    read every field, found none of the store's duplicates and said so with exit 1; indexing
+    it again replaced every record with another text."""
+    people = tmp_path / "people.csv"
+    people.write_text("id,name,city\n1,Anna Rossi,Roma\n2,Anna Rosi,Milano\n3,Marco Bianchi,Roma\n")
+    url = store_url_factory()
+    api.index([people], url, text_fields=["name"])
+    assert api.stats(url)["named_fields"] == {"id_field": None, "text_fields": ["name"]}
+    assert [(i, m.id) for i, m in api.lookup_file([people], url)] == [("1", "2"), ("2", "1")]
+    again = api.index([people], url)
+    assert (again.replaced_stored.total, again.unchanged) == (0, 3)
+    kept = io.StringIO()
+    assert api.dedup(people, kept, url).removed == 1
+    # Fields named now win, and a file without the store's fields is read as ever.
+    assert api.lookup_file([people], url, text_fields=["name", "city"]) == []
+    other = tmp_path / "titles.csv"
+    other.write_text("id,title\n9,Anna Rossi\n")
+    assert [(i, m.id) for i, m in api.lookup_file([other], url)] == [("9", "1"), ("9", "2")]
 
 
 def test_the_ids_seen_in_a_run_are_those_a_set_would_hold() -> None:
