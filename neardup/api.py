@@ -72,6 +72,7 @@ from .readers import (
     SkipLog,
     check_given_once,
     file_name,
+    ids_in,
     read_once,
     standard_input,
 )
@@ -145,6 +146,7 @@ __all__ = [  # what the CLI and the service use besides the functions
     "MatchRules",
     "clusters",
     "embedded_file",
+    "ids_in",
     "standard_input",
 ]
 

@@ -377,25 +377,11 @@ def _delete(args: argparse.Namespace) -> int:
     """Remove records by id from a store."""
     ids = list(args.ids)
     if args.file:
-        ids += _ids_in(args.file)
+        ids += api.ids_in(args.file, args.encoding)
     if not ids:
         raise NeardupError("give the ids to delete, or --file with one id per line")
     print(api.delete(ids, args.store).describe(), file=sys.stderr)
     return 0
-
-
-def _ids_in(path: str) -> list[str]:
-    """The ids of a file of one id per line (-: standard input): whole lines, as an id may hold
-    spaces ("New York 1" split at its spaces would delete the record "1"), blank lines left out."""
-    try:
-        text = (
-            api.standard_input().read()
-            if path == "-"
-            else Path(path).read_text(encoding="utf-8-sig")
-        )
-    except OSError as exc:
-        raise NeardupError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return [line.strip() for line in text.splitlines() if line.strip()]
 
 
 @command("stats")
@@ -791,6 +777,7 @@ def _parser() -> argparse.ArgumentParser:
     delete = add("delete")
     delete.add_argument("ids", nargs="*", metavar="ID")
     delete.add_argument("--file", help="a file of ids to delete, one per line (-: standard input)")
+    _encoding_option(delete)
     _store_option(delete)
 
     stats = add("stats")

@@ -892,6 +892,27 @@ class FolderReader:
 Reader = RecordReader | FolderReader
 
 
+def ids_in(path: str | Path, encoding: str | None = None) -> list[str]:
+    """The ids of a file of one id a line (``-``: standard input; gzip read as such): whole
+    lines, as an id may hold spaces ("New York 1" split at its spaces would delete the record
+    "1"), blank lines left out. A line that is not UTF-8 stops the read: an id misread would
+    delete nothing, or another record. A table (a report's pairs) is refused: its lines are
+    no ids."""
+    reader = RecordReader(path, "text", encoding=encoding)
+    ids = [record.text for record in reader]
+    if bad := [line for line, why in reader.skipped.examples if why == "undecodable bytes"]:
+        raise NeardupError(
+            f"{file_name(path)}, line {bad[0]}: bytes that are not {reader.encoding}: an id "
+            "misread would delete nothing, or another record"
+        )
+    if ids and "\t" in ids[0]:
+        raise NeardupError(
+            f"{file_name(path)} holds columns (its first line: {ids[0][:60]!r}), where ids are "
+            "one a line: give a column of them (cut -f1)"
+        )
+    return ids
+
+
 @dataclass(frozen=True)
 class NamedFields:
     """The id field and the text fields a run named (``--id-field``, ``--text-field``), as a

@@ -386,6 +386,30 @@ def test_delete_takes_whole_lines_of_a_file_as_ids(tmp_path: Path) -> None:
     assert_user_error(missing, "cannot read")
 
 
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        # A report's pairs given for ids: 'deleted 0 of 210 ids', exit 0.
+        ("left_id\tright_id\tsimilarity\n1\t2\t0.9\n", "holds columns (its first line: "),
+        # Bytes that are not UTF-8: a traceback, with ids half deleted or none.
+        (b"1\n\xff\xfe2\n", "ids.txt, line 2: bytes that are not utf-8"),
+    ],
+)
+def test_a_file_of_ids_that_holds_none_is_one_error(
+    tmp_path: Path, ids: str | bytes, message: str
+) -> None:
+    (tmp_path / "shops.tsv").write_text("id\ttext\n1\tArt's Deli\n2\tThai Orchid\n")
+    url = f"sqlite:///{tmp_path / 'shops.db'}"
+    assert neardup("index", str(tmp_path / "shops.tsv"), "--store", url).returncode == 0
+    written = ids.encode() if isinstance(ids, str) else ids
+    (tmp_path / "ids.txt").write_bytes(written)
+    assert_user_error(neardup("delete", "--file", "ids.txt", "--store", url, cwd=tmp_path), message)
+    assert api.stats(url)["documents"] == 2
+    (tmp_path / "ids.txt.gz").write_bytes(gzip.compress(b"2\n"))  # compressed, as every file
+    assert neardup("delete", "--file", "ids.txt.gz", "--store", url, cwd=tmp_path).returncode == 0
+    assert api.stats(url)["documents"] == 1
+
+
 def test_schema_apply(store_url: str) -> None:
     result = neardup("schema", "apply", "--store", store_url)
     assert result.returncode == 0, result.stderr
