@@ -211,11 +211,21 @@ def record_writer(
         with _json_array(out) as add:
             yield lambda record: add(record.values)
         return
-    yield _record_writer(format, read.fields, out, read.delimiter, read.header or read.fields)
+    # Quoted where a value may hold a tab or a line break: CSV, and TSV from a quoted file or
+    # from CSV (a line break inside a TSV value would split its record), as Excel quotes them.
+    quoted = format == "csv" or (format == "tsv" and (read.quoted or read.format == "csv"))
+    names = read.header or read.fields
+    delimiter = read.delimiter if format == "csv" else "\t"
+    yield _record_writer(format, read.fields, out, delimiter, names, quoted)
 
 
 def _record_writer(
-    format: Format, fields: Sequence[str], out: IO[str], delimiter: str, names: Sequence[str]
+    format: Format,
+    fields: Sequence[str],
+    out: IO[str],
+    delimiter: str,
+    names: Sequence[str],
+    quoted: bool,
 ) -> Callable[[Record], None]:
     if format == "lines":
         return lambda record: out.write(f"{record.id} {record.text}\n")
@@ -225,7 +235,7 @@ def _record_writer(
         return lambda record: out.write(json.dumps(record.values, ensure_ascii=False) + "\n")
     cells = (
         csv.writer(out, delimiter=delimiter).writerow
-        if format == "csv"
+        if quoted
         else lambda row: out.write("\t".join(row) + "\n")
     )
     header = [list(names)]

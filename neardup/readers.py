@@ -371,6 +371,10 @@ class RecordReader:
         # Lines ended by a carriage return alone, as old Mac exports end them ("Tab delimited
         # text (Macintosh)"): split at each one, where they were read as one line.
         self._cr_lines = b"\r" in sample and b"\n" not in sample
+        # A tab-separated file that quotes its fields as Excel's "Text (Tab delimited)" does,
+        # where one holds a tab or a line break: read as CSV of tabs, where a line break inside
+        # quotes made two broken records of one.
+        self.quoted = self.format == "tsv" and _quotes_breaks(sample, self.encoding)
         # Whether the file starts with UTF-8's byte order mark, as a spreadsheet's CSV UTF-8
         # does: a file written back keeps it, which is how such a spreadsheet knows UTF-8. A
         # file read in a code page is written back in UTF-8, so with the mark too.
@@ -639,7 +643,7 @@ class RecordReader:
             for _ in range(resume):
                 text.readline()
             lines: Iterator[str] = text
-            if not resume:  # the header, read first, tells the delimiter
+            if not resume and self.format == "csv":  # the header, read first, tells the delimiter
                 header = text.readline()
                 if named := _SEPARATOR_LINE.fullmatch(header.rstrip("\r\n")):
                     self.delimiter, self.separator_line = named[1], header
@@ -666,7 +670,8 @@ class RecordReader:
                 self._raw = self._open()
 
     def _delimited(self) -> Iterator[tuple[dict[str, object], int, int]]:
-        rows = self._tsv_rows() if self.format == "tsv" else _with_skips(self._rows())
+        plain = self.format == "tsv" and not self.quoted
+        rows = self._tsv_rows() if plain else _with_skips(self._rows())
         first = next(rows, None)
         if first is None:
             return
@@ -759,6 +764,10 @@ class RecordReader:
         and what the text is made of, when no text field was named."""
         separated = self.format == "csv" and self.delimiter in _OTHER_DELIMITERS
         chosen = [f"fields separated by {_OTHER_DELIMITERS[self.delimiter]}"] if separated else []
+        if self.quoted:
+            chosen.append(
+                "fields in quotes where they hold tabs or line breaks, as Excel writes them"
+            )
         if self.first_words_repeat:
             word, first, second = self.first_words_repeat
             chosen.append(
@@ -840,6 +849,7 @@ class FolderReader:
     fields: list[str] = []  # noqa: RUF012 - no header: never written to
     header = fields
     delimiter, separator_line, bom, numbered, streamed, damaged = ",", "", False, False, False, None
+    quoted = False
 
     def __init__(
         self, path: str | Path, several: bool = False, encoding: str | None = None
@@ -957,6 +967,23 @@ _UTF8_BEYOND_ASCII = re.compile("[^\x00-\x7f\udc80-\udcff]")
 _CODE_PAGE_LETTER = re.compile(
     rb"(?<=[A-Za-z])[\x80-\xff](?![\x80-\xff])|(?<![\x80-\xff])[\x80-\xff](?=[A-Za-z])"
 )
+
+
+def _quotes_breaks(sample: bytes, encoding: str) -> bool:
+    """Whether a tab-separated file's first lines quote a field that holds a tab or a line
+    break, as Excel and CSV writers do, and read as such quoting throughout: a stray quote of
+    a file without quoting (``5" screen``) breaks that reading and leaves the file as it is."""
+    text = sample.decode(encoding, "replace")
+    if '"' not in text:
+        return False
+    rows = csv.reader(io.StringIO(text, newline=""), delimiter="\t", strict=True)
+    broken = False
+    try:
+        for row in rows:
+            broken = broken or any("\t" in field or "\n" in field for field in row)
+    except csv.Error as exc:  # the sample may end inside a quoted field
+        return broken and str(exc) == "unexpected end of data"
+    return broken
 
 
 def _whole_lines(sample: bytes) -> bytes:

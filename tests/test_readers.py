@@ -214,6 +214,53 @@ def test_tsv_with_id_and_text_fields(tmp_path: Path) -> None:
     ]
 
 
+EXCEL_TSV = (
+    'id\ttext\tcity\r\n1\t"He said ""hi"" there"\tRoma\r\n'
+    '2\t"first line\nsecond line"\tMilano\r\n3\t"a\ttab"\tTorino\r\n4\tplain text\tBari\r\n'
+)
+
+
+def test_a_tsv_quoted_as_excel_writes_it_is_read_by_its_quotes(tmp_path: Path) -> None:
+    """Excel's "Text (Tab delimited)" quotes a field that holds a line break: record 2 became
+    '2' with half its text and a record with the id 'second line"', without a word."""
+    records, reader = read(write(tmp_path / "excel.tsv", EXCEL_TSV))
+    assert [(r.id, r.text) for r in records] == [
+        ("1", 'He said "hi" there Roma'),
+        ("2", "first line\nsecond line Milano"),
+        ("3", "a\ttab Torino"),
+        ("4", "plain text Bari"),
+    ]
+    assert reader.skipped.total == 0
+    assert "fields in quotes where they hold tabs or line breaks" in (reader.fields_chosen() or "")
+    kept = neardup("dedup", "excel.tsv", "--store", "s.db", cwd=tmp_path)
+    assert "no store at" in kept.stderr
+    assert neardup("index", "excel.tsv", "--store", "s.db", cwd=tmp_path).returncode == 0
+    kept = neardup("dedup", "excel.tsv", "--store", "s.db", cwd=tmp_path)
+    assert kept.stdout.replace("\r\n", "\n") == EXCEL_TSV.replace("\r\n", "\n")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'id\ttext\n1\t5" screen tv\n2\tplain "quoted" words\n3\t"whole"\n',  # no quoting
+        'id\ttext\tcity\n1\t"Best flat\tRoma\n2\tsecond "one\tBari\n',  # stray quotes
+    ],
+)
+def test_a_tsv_without_quoting_keeps_its_quotes_and_lines(tmp_path: Path, text: str) -> None:
+    records, reader = read(write(tmp_path / "plain.tsv", text))
+    assert not reader.quoted
+    expected = [" ".join(line.split("\t")[1:]) for line in text.splitlines()[1:]]
+    assert [r.text for r in records] == expected
+
+
+def test_a_quoted_field_cut_by_the_sample_still_tells_quoting() -> None:
+    """The first 64 KB may end inside a quoted field: what was read before it decides."""
+    from neardup.readers import _quotes_breaks
+
+    assert _quotes_breaks(b'id\ttext\n1\t"a\nb"\n2\t"cut he', "utf-8")
+    assert not _quotes_breaks(b'id\ttext\n1\t"cut he', "utf-8")
+
+
 def test_csv_quoted_fields_with_newlines_and_record_numbers(tmp_path: Path) -> None:
     path = write(
         tmp_path / "a.csv",
