@@ -689,17 +689,33 @@ def lookup_file(
     record's id with each of its stored duplicates, in file order. A record's own stored
     version (the same id) is no duplicate of it, as for ``add(if_unique=True)``."""
     files = _readers(paths, format, id_field, text_fields, encoding, _fields_indexed_with(store))
-    found: list[tuple[str, Match]] = []
+    records = (r for reader in files for r in reader)
+    looked_up = lookup_records(records, store, preset=preset, rules=rules, collapse=collapse)
+    return [(record_id, match) for record_id, matches in looked_up for match in matches]
+
+
+def lookup_records(
+    records: Iterable[Record],
+    store: StoreRef = None,
+    *,
+    preset: str | None = None,
+    rules: RulesRequest = None,
+    collapse: bool = False,
+) -> list[tuple[str, list[Match]]]:
+    """Look up records without adding them: each record's id with its stored duplicates (none
+    for a record whose text has no words), in order. A record's own stored version (the same
+    id) is no duplicate of it, as for ``add(if_unique=True)``."""
+    found: list[tuple[str, list[Match]]] = []
     with opened(store) as source:
         searcher = Searcher(source, source.params, rules_for(source, rules, preset))
-        records = (r for reader in files for r in reader)
         for batch in batches(records, LOOKUP_BATCH):  # a round trip per batch, not per record
             fps = fingerprint_batch([r.text for r in batch], source.params)
-            looked_up = [(r, fp) for r, fp in zip(batch, fps, strict=True) if fp.num_words]
-            answers = searcher.lookup_many([fp for _, fp in looked_up])
-            for (record, _), matches in zip(looked_up, answers, strict=True):
+            words = [fp for fp in fps if fp.num_words]
+            answers = iter(searcher.lookup_many(words))
+            for record, fp in zip(batch, fps, strict=True):
+                matches = next(answers) if fp.num_words else []
                 others = [m for m in matches if m.id != record.id]
-                found += [(record.id, m) for m in (collapse_copies(others) if collapse else others)]
+                found.append((record.id, collapse_copies(others) if collapse else others))
     return found
 
 

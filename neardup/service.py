@@ -134,6 +134,15 @@ class AddRequest(Rules):
     )
 
 
+class LookupBatchRequest(Rules):
+    records: Annotated[list[RecordIn], AfterValidator(_each_id_once)] = Field(
+        ..., max_length=MAX_RECORDS
+    )
+    collapse_copies: bool = Field(
+        False, description="each matched content once, its other ids in copies"
+    )
+
+
 class LinkRequest(Rules):
     records: Annotated[list[RecordIn], AfterValidator(_each_id_once)] = Field(
         ..., max_length=MAX_RECORDS
@@ -256,6 +265,24 @@ def create_app(
             )
         )
         return {"matches": [asdict(m) for m in matches]}
+
+    @app.post("/lookup/batch", dependencies=guarded)
+    async def lookup_batch(body: LookupBatchRequest) -> dict[str, Any]:
+        """The stored duplicates of each of many new records, none of them added: one answer a
+        record, in order, in a few round trips to the store. A record's own stored version
+        (the same id) is no duplicate of it."""
+        records = [Record(r.id, r.text, n) for n, r in enumerate(body.records, start=1)]
+        found = await held.read(
+            lambda source: api.lookup_records(
+                records, source, collapse=body.collapse_copies, **body.request()
+            )
+        )
+        return {
+            "results": [
+                {"id": record_id, "matches": [asdict(m) for m in matches]}
+                for record_id, matches in found
+            ]
+        }
 
     @app.get("/explain", dependencies=guarded)
     async def explain(query: Annotated[ExplainQuery, Query()]) -> dict[str, Any]:

@@ -92,6 +92,32 @@ def test_lookup_by_id_and_by_text_with_rules(client: TestClient, indexed_url: st
     assert strict == {"matches": []}
 
 
+def test_a_batch_of_lookups_answers_each_record_as_one_lookup_would(
+    client: TestClient, indexed_url: str
+) -> None:
+    """Records arriving many at a time are checked in one request, none of them added: the
+    same answers as a lookup each, a record with none included, its own stored version left
+    out."""
+    batch = [
+        {"id": "new1", "text": "Bella Napoli Trattoria, 418 Harbor St, Portland ME 04101"},
+        {"id": "new2", "text": "a text like nothing stored"},
+        {"id": "2", "text": RECORDS["2"] + " (edited)"},
+        {"id": "new3", "text": "!!!"},  # no words
+    ]
+    answer = client.post("/lookup/batch", json={"records": batch})
+    assert answer.status_code == 200, answer.text
+    results = answer.json()["results"]
+    assert [r["id"] for r in results] == ["new1", "new2", "2", "new3"]
+    one_each = [
+        client.post("/lookup", json={"text": r["text"]}).json()["matches"] for r in batch[:2]
+    ]
+    assert [r["matches"] for r in results[:2]] == one_each
+    assert [m["id"] for m in results[2]["matches"]] == ["1"] and results[3]["matches"] == []
+    assert api.stats(indexed_url)["documents"] == len(RECORDS)
+    twice = client.post("/lookup/batch", json={"records": batch[:1] * 2})
+    assert twice.status_code == 400 and "given twice" in twice.text
+
+
 def test_lookup_can_collapse_copies(client: TestClient) -> None:
     copies = {"records": [{"id": f"c{i}", "text": RECORDS["4"]} for i in range(3)]}
     assert client.post("/records", json=copies).json()["added"] == ["c0", "c1", "c2"]
