@@ -9,7 +9,8 @@ cores), send --lookups POST /lookup requests by id in all (ids drawn at random, 
 fast as the service answers. Before that, warm-up rounds of 1,000 lookups run until the rate
 settles (two rounds within 5%, at most 20 rounds): after a bulk index an engine goes on
 merging segments, and its JVM compiling, for a while. Latency is each request's round trip as
-the client sees it.
+the client sees it. Then the same records' texts, under new ids, are sent from one client as
+POST /lookup/batch requests of --batch records each: records looked up per second.
 """
 
 from __future__ import annotations
@@ -83,6 +84,18 @@ def load(base: str, ids: list[str], clients: int) -> tuple[np.ndarray, float]:
     return np.array(latencies), time.perf_counter() - started
 
 
+def batch_load(base: str, texts: list[str], size: int) -> float:
+    """Look ``texts`` up in POST /lookup/batch requests of ``size`` records from one client;
+    seconds in all."""
+    session, started = requests.Session(), time.perf_counter()
+    for start in range(0, len(texts), size):
+        records = [{"id": f"q{n}", "text": t} for n, t in enumerate(texts[start : start + size])]
+        answer = session.post(f"{base}/lookup/batch", json={"records": records}, timeout=300)
+        assert answer.status_code == 200, answer.text
+        assert len(answer.json()["results"]) == len(records)
+    return time.perf_counter() - started
+
+
 def warm_up(base: str, ids: list[str], clients: int) -> int:
     """Warm-up rounds until the rate settles; how many it took."""
     previous = 0.0
@@ -101,14 +114,16 @@ def main() -> None:
     parser.add_argument("stores", nargs="+")
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--lookups", type=int, default=4000)
+    parser.add_argument("--batch", type=int, default=500)
     args = parser.parse_args()
-    ids = [r.id for r in RecordReader(args.records)]
+    texts = {r.id: r.text for r in RecordReader(args.records)}
+    ids = list(texts)
     chosen = random.Random(1).choices(ids, k=args.lookups)
     warming = random.Random(2).choices(ids, k=WARM_UP * WARM_UP_ROUNDS)
     print(f"{len(ids):,} records, {args.lookups:,} lookups by id from {args.clients} clients")
     print(
-        "| store | lookups/s | p50 ms | p99 ms | mean ms | warm-up rounds |\n"
-        "| --- | --- | --- | --- | --- | --- |"
+        "| store | lookups/s | p50 ms | p99 ms | mean ms | warm-up rounds | batches: records/s |\n"
+        "| --- | --- | --- | --- | --- | --- | --- |"
     )
     for url in args.stores:
         with open_store(url) as old:
@@ -118,13 +133,14 @@ def main() -> None:
         try:
             rounds = warm_up(base, warming, args.clients)
             latencies, seconds = load(base, chosen, args.clients)
+            batched = batch_load(base, [texts[i] for i in chosen], args.batch)
         finally:
             process.terminate()
             process.wait(timeout=30)
         p50, p99 = np.percentile(latencies, [50, 99])
         print(
             f"| {url.split(':')[0]} | {len(latencies) / seconds:,.0f} | {p50:.1f} | {p99:.1f} | "
-            f"{statistics.fmean(latencies):.1f} | {rounds} |",
+            f"{statistics.fmean(latencies):.1f} | {rounds} | {len(chosen) / batched:,.0f} |",
             flush=True,
         )
 
