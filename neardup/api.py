@@ -1352,20 +1352,19 @@ def record_texts(
     store: StoreRef = None,
 ) -> dict[str, str]:
     """The texts of some records as a file has them (not normalised), by id: for reports that
-    people read. Only the ``ids`` asked for are kept in memory. With ``store``, each is checked
-    against the content the store holds under its id: another file's texts beside a report's
-    pairs would show records it never compared."""
+    people read. Only the ``ids`` asked for are kept in memory. Each is checked against the
+    content ``store`` holds under its id: another file's texts beside a report's pairs would
+    show records it never compared."""
     wanted = set(ids)
-    indexed_with = _fields_indexed_with(store) if store is not None else None
+    indexed_with = _fields_indexed_with(store)
     reader = _readers([path], format, id_field, text_fields, encoding, indexed_with)[0]
     read = {r.id: r for r in reader if r.id in wanted}  # the last of a repeated id, as stored
-    if store is not None:
-        with opened(store) as source:
-            held = {i: r.content for i, r in source.get(sorted(read)).items()}
-        records = [r for r in read.values() if r.id in held]
-        if other := _other_texts(records, held):
-            first = records[min(other)]
-            raise _another_text(path, first.line, first.id)
+    with opened(store) as source:
+        held = {i: r.content for i, r in source.get(sorted(read)).items()}
+    records = [r for r in read.values() if r.id in held]
+    if other := _other_texts(records, held):
+        first = records[min(other)]
+        raise _another_text(path, first.line, first.id)
     return {i: r.text for i, r in read.items()}
 
 

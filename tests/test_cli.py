@@ -249,14 +249,19 @@ def test_report_with_the_records_own_texts(indexed: str, records: Path) -> None:
     assert all(text == own[record_id] for _, _, record_id, _, _, text in rows[1:])
 
 
-def test_report_refuses_the_texts_of_another_file(indexed: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("given", ["--store", "NEARDUP_STORE"])
+def test_report_refuses_the_texts_of_another_file(indexed: str, tmp_path: Path, given: str) -> None:
     """Another file's texts under the same ids would show, beside each pair, records the
-    report never compared: refused in one line, nothing written."""
+    report never compared: refused in one line, nothing written. The store named by
+    $NEARDUP_STORE was not asked, and such texts were shown."""
     first, rest = RECORDS.split("\n", 1)
     other = tmp_path / "other.txt"
     other.write_text(f"{first.split(' ', 1)[0]} Golden Lotus Dim Sum 1209 Grant Ave\n{rest}")
     page = tmp_path / "pairs.html"
-    refused = neardup("report", "--store", indexed, "--texts-from", str(other), "--html", str(page))
+    store = ["--store", indexed] if given == "--store" else []
+    env = {"NEARDUP_STORE": indexed} if given == "NEARDUP_STORE" else None
+    texts = ["--texts-from", str(other), "--html", str(page)]
+    refused = neardup("report", *store, *texts, env=env)
     assert_user_error(refused, "other.txt, line 1: the store holds another text under the id '1'")
     assert not page.exists()
 
