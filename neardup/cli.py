@@ -408,9 +408,9 @@ def _eval(args: argparse.Namespace) -> int:
 @command("tune")
 def _tune(args: argparse.Namespace) -> int:
     """Choose a store's threshold from its candidate pairs, or LSH bands for a threshold."""
-    if (args.store is None) == (args.threshold is None):
+    if args.store is not None and args.threshold is not None:
         raise NeardupError("give --store to measure a store, or --threshold to choose bands")
-    if args.store:
+    if args.threshold is None:  # the store: given, else $NEARDUP_STORE's, as for every command
         measured = api.tune_store(args.store, preset=args.preset)
         print(
             json.dumps(asdict(measured), indent=2) if args.json else output.store_tuning(measured)
@@ -797,7 +797,8 @@ def _parser() -> argparse.ArgumentParser:
         "--store",
         help="measure this store's candidate pairs, show their similarities and choose its "
         "threshold (remembered for lookups), as report --threshold auto does, and estimate "
-        "the share of the pairs at or above it that the candidates hold",
+        "the share of the pairs at or above it that the candidates hold (default, without "
+        f"--threshold: $NEARDUP_STORE, else {api.DEFAULT_STORE_URL})",
     )
     _preset_option(tune)
     tune.add_argument(

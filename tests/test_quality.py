@@ -562,6 +562,9 @@ def test_lookups_use_the_threshold_the_report_chose(tmp_path: Path) -> None:
     assert "<- threshold" in printed.stdout
     # What the store's bands promise at that threshold, and how many pairs were measured.
     tuned = json.loads(neardup("tune", "--store", url, "--json").stdout)
+    # $NEARDUP_STORE names the store, as for every command: 'give --store' before.
+    from_env = json.loads(neardup("tune", "--json", env={"NEARDUP_STORE": url}).stdout)
+    assert {**from_env, "seconds": None} == {**tuned, "seconds": None}  # seconds vary
     params = api.stats(url)["parameters"]
     rows = params["num_hashes"] // params["bands"]
     chance = 1 - (1 - measured.threshold**rows) ** params["bands"]
