@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from itertools import islice
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import numpy as np
 
@@ -54,6 +54,7 @@ from .indexer import (
     OnDuplicateId,
     batches,
     index_records,
+    narrowed_note,
     with_words,
 )
 from .linkage import MutualBest
@@ -272,12 +273,8 @@ def index(
                         on_batch=advance,
                         on_duplicate_id=on_duplicate_id,
                     )
-                if reader.damaged:
-                    summary.damaged.append(f"{file_name(reader.path)} is {reader.damaged}")
                 summary.read += reader.skipped.total  # rows read and skipped are read too
-                summary.skipped.merge(reader.skipped, file_name(reader.path))
-                if chosen_text := reader.fields_chosen():
-                    summary.text.append(chosen_text)
+                _account_for(reader, summary)
     return summary
 
 
@@ -670,7 +667,9 @@ def _report_cut(
     return left_out, int(source.contents_holding(token_field, shared, left_out.size).min())
 
 
-LOOKUP_BATCH = 500  # records of a file looked up together
+# Records of a file looked up together: where joining them with the store's contents costs
+# less than a lookup each, they are (Searcher.lookup_batch), the store read once for them all.
+LOOKUP_BATCH = 10_000
 
 
 def lookup_file(
@@ -684,14 +683,21 @@ def lookup_file(
     preset: str | None = None,
     rules: RulesRequest = None,
     collapse: bool = False,
-) -> list[tuple[str, Match]]:
+) -> FileLookup:
     """Look up every record of some files (``-``: standard input) without adding them: each
     record's id with each of its stored duplicates, in file order. A record's own stored
     version (the same id) is no duplicate of it, as for ``add(if_unique=True)``."""
     files = _readers(paths, format, id_field, text_fields, encoding, _fields_indexed_with(store))
+    summary = FileLookup()
     records = (r for reader in files for r in reader)
-    looked_up = lookup_records(records, store, preset=preset, rules=rules, collapse=collapse)
-    return [(record_id, match) for record_id, matches in looked_up for match in matches]
+    looked_up = lookup_records(
+        records, store, preset=preset, rules=rules, collapse=collapse, skipped=summary.skipped
+    )
+    summary.records, summary.narrowed = len(looked_up.results), looked_up.narrowed
+    summary.matches = [(i, m) for i, matches in looked_up.results for m in matches]
+    for reader in files:
+        _account_for(reader, summary)
+    return summary
 
 
 def lookup_records(
@@ -701,22 +707,76 @@ def lookup_records(
     preset: str | None = None,
     rules: RulesRequest = None,
     collapse: bool = False,
-) -> list[tuple[str, list[Match]]]:
-    """Look up records without adding them: each record's id with its stored duplicates (none
-    for a record whose text has no words), in order. A record's own stored version (the same
-    id) is no duplicate of it, as for ``add(if_unique=True)``."""
+    skipped: SkipLog | None = None,
+) -> Lookups:
+    """Look up records without adding them: each record's id with its stored duplicates, in
+    order. A record whose text has no words is answered with none, or, given ``skipped``,
+    counted there and left out. A record's own stored version (the same id) is no duplicate
+    of it, as for ``add(if_unique=True)``. Where reading the store's contents once costs less
+    than a lookup each, the records are joined with them: the same answers, but for records
+    whose tokens very many stored records share, joined by their rarer tokens and counted."""
     found: list[tuple[str, list[Match]]] = []
     with opened(store) as source:
         searcher = Searcher(source, source.params, rules_for(source, rules, preset))
-        for batch in batches(records, LOOKUP_BATCH):  # a round trip per batch, not per record
+        stored = source.count()
+        for batch in batches(records, LOOKUP_BATCH):
             fps = fingerprint_batch([r.text for r in batch], source.params)
-            words = [fp for fp in fps if fp.num_words]
-            answers = iter(searcher.lookup_many(words))
+            worded = [fp for fp in fps if fp.num_words]
+            answers = iter(searcher.lookup_batch(worded, stored, reread=False))
             for record, fp in zip(batch, fps, strict=True):
-                matches = next(answers) if fp.num_words else []
-                others = [m for m in matches if m.id != record.id]
-                found.append((record.id, collapse_copies(others) if collapse else others))
-    return found
+                if not fp.num_words and skipped is not None:
+                    skipped.add(record.line, "no words after normalisation", record.source)
+                    continue
+                matches = [m for m in next(answers) if m.id != record.id] if fp.num_words else []
+                found.append((record.id, collapse_copies(matches) if collapse else matches))
+        return Lookups(found, searcher.narrowed)
+
+
+@dataclass
+class Lookups:
+    """What :func:`lookup_records` found: each record's id with its stored duplicates, in
+    order, and how many records were looked up by their rarer tokens alone."""
+
+    results: list[tuple[str, list[Match]]]
+    narrowed: int = 0
+
+
+@dataclass
+class FileLookup:
+    """What :func:`lookup_file` found: each record's id with each of its stored duplicates, in
+    file order; how many records it looked up; and what reading the files left to say."""
+
+    matches: list[tuple[str, Match]] = field(default_factory=list)
+    records: int = 0
+    skipped: SkipLog = field(default_factory=SkipLog)
+    text: list[str] = field(default_factory=list)  # how each file was read, where neardup chose
+    damaged: list[str] = field(default_factory=list)  # files whose rest could not be read
+    narrowed: int = 0  # records looked up by their rarer tokens alone
+
+    def describe(self) -> str:
+        found = len({record_id for record_id, _ in self.matches})
+        have = "has" if found == 1 else "have"
+        lines = [*self.text, narrowed_note(self.narrowed, "looked up")]
+        return "".join(f"{line}\n" for line in lines if line) + (
+            f"of {counted(self.records, 'record')} looked up, {found:,} {have} stored "
+            f"duplicates ({counted(len(self.matches), 'line')}); skipped {self.skipped.summary()}"
+        )
+
+
+class _ReadAccount(Protocol):
+    skipped: SkipLog
+    text: list[str]
+    damaged: list[str]
+
+
+def _account_for(reader: Reader, summary: _ReadAccount) -> None:
+    """What reading a file left to say, into ``summary``: its rows skipped, how neardup read
+    it where it chose (its text fields, its delimiter), and where it is damaged."""
+    summary.skipped.merge(reader.skipped, file_name(reader.path))
+    if chosen := reader.fields_chosen():
+        summary.text.append(chosen)
+    if reader.damaged:
+        summary.damaged.append(f"{file_name(reader.path)} is {reader.damaged}")
 
 
 # Records of a file linked at once: where joining them with the store costs less than a lookup
@@ -743,11 +803,14 @@ class Linked:
     how: str  # how the threshold was chosen
     indexed: IndexSummary | None = None  # the first of two files, indexed into the store
     skipped: SkipLog = field(default_factory=SkipLog)  # rows of the file not linked
+    text: list[str] = field(default_factory=list)  # how the file was read, where neardup chose
+    damaged: list[str] = field(default_factory=list)  # the file, if its rest could not be read
 
     def describe(self) -> str:
-        """One line: the links found, of the records of either side, and the rows skipped."""
+        """How the file was read, where neardup chose; then one line: the links found, of the
+        records of either side, and the rows skipped."""
         at = f" at similarity {self.threshold:g} or more" if self.threshold else ""
-        return (
+        return "".join(f"{line}\n" for line in self.text) + (
             f"{counted(len(self.links), 'link')}, each a mutual best match{at} ({self.how}), "
             f"between {counted(self.records, 'record')} and the store's {self.stored:,}; "
             f"skipped {self.skipped.summary()}"
@@ -809,7 +872,7 @@ def link(
     records = (r for reader in linked_file for r in reader)
     linked = link_records(records, store, preset=preset, rules=rules)
     for reader in linked_file:
-        linked.skipped.merge(reader.skipped, file_name(reader.path))
+        _account_for(reader, linked)
     linked.indexed = indexed
     return linked
 
@@ -1163,7 +1226,7 @@ def _add_if_unique(
         every = replace(chosen, candidates=MAX_CANDIDATES)
         searcher = Searcher(target, params, every)
         new, found, measured = searcher.unique([r.id for r in storable], fps, every_duplicate)
-        result.narrowed = measured.narrowed
+        result.narrowed = searcher.narrowed
         if chosen.auto_threshold:
             _count_checks(target, chosen, measured, len(storable))
         for record, is_new, matches in zip(storable, new, found, strict=True):
@@ -1463,6 +1526,11 @@ def dedup(
                 summary.written += 1
     if stray := sorted((line, i) for i, line in misread.items() if i not in read_as_held):
         raise _another_text(path, *stray[0])
+    if reader.damaged:  # the file written back would lack every record after the damage
+        raise NeardupError(
+            f"{file_name(reader.path)} is {reader.damaged}: not written back, as the records "
+            "after it are lost; dedup a whole copy of it"
+        )
     if removed and not summary.removed:
         raise NeardupError(
             f"none of the records of {path} are in the store's groups: read it with the "

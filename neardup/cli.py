@@ -204,16 +204,24 @@ def _index(args: argparse.Namespace) -> int:
         print(json.dumps(summary.as_dict(), indent=2))
     else:
         print(summary.describe(), file=sys.stderr)
-    for damage in summary.damaged:  # what could be read is stored; the exit status says the rest
-        print(f"neardup: error: {damage}: the records before it are indexed", file=sys.stderr)
-    return FAILED if summary.damaged else 0
+    if summary.damaged:  # what could be read is stored; the exit status says the rest
+        return _damaged(summary.damaged, "the records before it are indexed")
+    return 0
+
+
+def _damaged(damaged: list[str], done: str) -> int:
+    """One error line for each damaged file, saying what was done with the records before the
+    damage; the exit status of a run that read only part of its input."""
+    for damage in damaged:
+        print(f"neardup: error: {damage}: {done}", file=sys.stderr)
+    return FAILED
 
 
 @command("lookup")
 def _lookup(args: argparse.Namespace) -> int:
     """Find the stored duplicates of a record, of a new text, or of every record of a file."""
     if args.file:
-        found = api.lookup_file(
+        looked_up = api.lookup_file(
             [args.file],
             args.store,
             format=args.format,
@@ -225,10 +233,11 @@ def _lookup(args: argparse.Namespace) -> int:
         )
         written_as = _matches_format(args)
         with _output_file(args.output) as out:
-            output.write_file_matches(found, out, written_as)
-        records = len({record_id for record_id, _ in found})
-        print(f"{records} records have stored duplicates ({len(found)} lines)", file=sys.stderr)
-        return 0 if found else NOTHING_FOUND
+            output.write_file_matches(looked_up.matches, out, written_as)
+        print(looked_up.describe(), file=sys.stderr)
+        if looked_up.damaged:
+            return _damaged(looked_up.damaged, "the records before it are looked up")
+        return 0 if looked_up.matches else NOTHING_FOUND
     text = api.standard_input().read() if args.text == "-" else args.text
     matches = api.lookup(
         args.store, id=args.id, text=text, collapse=args.collapse_copies, **_rules(args)
@@ -258,6 +267,8 @@ def _link(args: argparse.Namespace) -> int:
         print(linked.indexed.describe(), file=sys.stderr)
     written = f"; written to {args.output}" if args.output else ""
     print(f"{linked.describe()}{written}", file=sys.stderr)
+    if linked.damaged:
+        return _damaged(linked.damaged, "the records before it are linked")
     return 0 if linked.links else NOTHING_FOUND
 
 

@@ -126,14 +126,7 @@ class IndexSummary:
         )
         if self.unchanged:
             repeated += f"; {counted(self.unchanged, 'stored record')} given again unchanged"
-        narrowed = (
-            f"{counted(self.narrowed, 'record')} checked against the stored records that share "
-            "their rarer tokens alone: tokens that very many stored records share were left "
-            "out, as a report leaves out its largest buckets"
-            if self.narrowed
-            else ""
-        )
-        lines = [*self.text, self.checked, narrowed]
+        lines = [*self.text, self.checked, narrowed_note(self.narrowed, "checked")]
         return "".join(f"{line}\n" for line in lines if line) + (
             f"read {self.read:,}, indexed {self.indexed:,}, skipped {self.skipped.summary()}"
             f"{repeated}; {self.seconds:.1f} s ({rate:,.0f} records/s); "
@@ -335,6 +328,19 @@ def index_records(
     summary.documents = store.count()
     summary.seconds += time.perf_counter() - started
     return summary
+
+
+def narrowed_note(narrowed: int, done: str) -> str:
+    """What a summary says of the records ``done`` (checked, looked up, linked) against the
+    stored records that share their rarer tokens alone (see Searcher.lookup_batch); nothing
+    when there were none."""
+    if not narrowed:
+        return ""
+    return (
+        f"{counted(narrowed, 'record')} {done} against the stored records that share their "
+        "rarer tokens alone: tokens that very many stored records share were left out, as a "
+        "report leaves out its largest buckets"
+    )
 
 
 def with_words(

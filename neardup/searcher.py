@@ -184,7 +184,6 @@ class CheckedPairs:
     def __init__(self, nearest: dict[str, float]) -> None:
         self.histogram = similarity_histogram(np.empty(0))
         self.nearest = nearest  # by MD5
-        self.narrowed = 0  # records joined by their rarer keys alone (JOIN_ENTRIES)
 
     def add(self, fps: Sequence[Fingerprint], new: np.ndarray, similarities: np.ndarray) -> None:
         """The similarities of pairs whose new record is ``fps[new[i]]``."""
@@ -214,6 +213,7 @@ class Searcher:
         self.pending = pending
         self.measured = measured
         self._read: Contents | None = None  # the store's contents, kept by a link's lookup_batch
+        self.narrowed = 0  # records joined by their rarer keys alone (JOIN_ENTRIES)
         self.field = TokenField(rules.method)
         if self.field not in params.fields:
             raise NeardupError(
@@ -311,6 +311,7 @@ class Searcher:
         among = check._among([ids[k] for k in unmatched], [fps[k] for k in unmatched])
         for k, matches in zip(unmatched, among, strict=True):
             stored[k] = matches
+        self.narrowed += check.narrowed
         return [not matches for matches in stored], stored, measured
 
     def _stored_duplicates(
@@ -412,8 +413,7 @@ class Searcher:
                     for m in matches[k]
                 ]
             found += matches
-            if self.measured is not None:
-                self.measured.narrowed += int(np.count_nonzero(chunk.narrowed))
+            self.narrowed += int(np.count_nonzero(chunk.narrowed))
         md5s = {fp.md5: int(g) for fp, g in zip(fps, own_group.tolist(), strict=True) if g >= 0}
         groups = {md5: contents.ids(g) for md5, g in md5s.items()}
         for matches in found:

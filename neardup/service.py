@@ -280,8 +280,9 @@ def create_app(
         return {
             "results": [
                 {"id": record_id, "matches": [asdict(m) for m in matches]}
-                for record_id, matches in found
-            ]
+                for record_id, matches in found.results
+            ],
+            "narrowed": found.narrowed,
         }
 
     @app.get("/explain", dependencies=guarded)

@@ -4,6 +4,7 @@ import gzip
 import io
 import json
 import lzma
+import random
 import re
 import subprocess
 import sys
@@ -626,6 +627,43 @@ def test_indexing_a_damaged_file_keeps_what_came_before_and_exits_non_zero(tmp_p
     assert 1000 < api.stats(url)["documents"] < 20_000
     write(tmp_path / "fake.txt.gz", b"not gzip at all\n")
     assert neardup("index", str(tmp_path / "fake.txt.gz"), "--store", url).returncode == 2
+
+
+def test_every_command_that_reads_a_damaged_file_says_so_and_exits_non_zero(
+    tmp_path: Path,
+) -> None:
+    """A file cut short: lookup --file and link looked up the records before the damage and
+    said nothing, exit 0; dedup wrote back a file that lacked every record after it, exit 0."""
+    rng = random.Random(3)
+    words = [f"w{rng.randrange(10**9)}" for _ in range(40_000)]
+    whole = "".join(f"{i} {' '.join(words[i * 8 : i * 8 + 8])}\n" for i in range(5_000)).encode()
+    write(tmp_path / "whole.txt", whole)
+    compressed = gzip.compress(whole, mtime=0)
+    write(tmp_path / "cut.txt.gz", compressed[: len(compressed) // 2])
+    store = ["--store", "s.db"]
+    assert neardup("index", "whole.txt", *store, cwd=tmp_path).returncode == 0
+    done = {
+        ("lookup", "--file", "cut.txt.gz", "-o", "seen.tsv"): "the records before it are looked up",
+        ("link", "cut.txt.gz", "-o", "links.tsv"): "the records before it are linked",
+        ("dedup", "cut.txt.gz", "-o", "kept.txt"): "not written back, as the records after it",
+    }
+    for command, said in done.items():
+        result = neardup(*command, *store, cwd=tmp_path)
+        assert result.returncode == 2, command
+        assert re.search(
+            r"neardup: error: cut\.txt\.gz is damaged from line \d+ \(the compressed data ends "
+            rf"early\): {said}",
+            result.stderr,
+        ), result.stderr
+    looked_up = neardup("lookup", "--file", "cut.txt.gz", *store, cwd=tmp_path).stderr
+    assert "skipped 1 (1 the rest of the file: the compressed data ends early)" in looked_up
+    assert (tmp_path / "seen.tsv").exists() and not (tmp_path / "kept.txt").exists()
+    # Rows lookup --file skips are counted, as index counts them: they were lost without a word.
+    write(tmp_path / "bad.csv", 'id,text\n1,x\n2,\n3,"never closed\n')
+    skipped = neardup("lookup", "--file", "bad.csv", *store, cwd=tmp_path)
+    assert "of 1 record looked up, 0 have stored duplicates (0 lines); skipped 2 (" in (
+        skipped.stderr
+    )
 
 
 @pytest.mark.parametrize(
