@@ -805,12 +805,15 @@ class Linked:
     skipped: SkipLog = field(default_factory=SkipLog)  # rows of the file not linked
     text: list[str] = field(default_factory=list)  # how the file was read, where neardup chose
     damaged: list[str] = field(default_factory=list)  # the file, if its rest could not be read
+    narrowed: int = 0  # records linked by their rarer tokens alone
 
     def describe(self) -> str:
-        """How the file was read, where neardup chose; then one line: the links found, of the
-        records of either side, and the rows skipped."""
+        """How the file was read, where neardup chose, and the records linked by their rarer
+        tokens alone; then one line: the links found, of the records of either side, and the
+        rows skipped."""
         at = f" at similarity {self.threshold:g} or more" if self.threshold else ""
-        return "".join(f"{line}\n" for line in self.text) + (
+        lines = [*self.text, narrowed_note(self.narrowed, "linked")]
+        return "".join(f"{line}\n" for line in lines if line) + (
             f"{counted(len(self.links), 'link')}, each a mutual best match{at} ({self.how}), "
             f"between {counted(self.records, 'record')} and the store's {self.stored:,}; "
             f"skipped {self.skipped.summary()}"
@@ -908,7 +911,8 @@ def link_records(
         else:
             threshold, how = asked, "given" if asked else "no threshold"
         kept = [(ids[place], m) for place, m in links if m.similarity >= threshold]
-        return Linked(kept, len(ids), stored, threshold, how, skipped=skipped)
+        narrowed = searcher.narrowed
+        return Linked(kept, len(ids), stored, threshold, how, skipped=skipped, narrowed=narrowed)
 
 
 def _link_rules(

@@ -333,6 +333,7 @@ def create_app(
             "records": linked.records,
             "stored": linked.stored,
             "skipped": dict(linked.skipped.reasons),
+            "narrowed": linked.narrowed,
         }
 
     @app.get("/records/{record_id:path}", dependencies=guarded)

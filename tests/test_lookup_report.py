@@ -611,6 +611,9 @@ def test_a_file_looked_up_is_answered_as_a_lookup_each_would_answer(
     whole = api.lookup_file([arriving], url)
     assert whole.matches == one_each and whole.narrowed == 0
     assert "rarer tokens" not in whole.describe()
+    monkeypatch.undo()  # a link joins as a lookup of a file does, and says so
+    linked = api.link([arriving], url)
+    assert linked.narrowed == 60 and "60 records linked against the stored" in linked.describe()
 
 
 def test_the_ids_seen_in_a_run_are_those_a_set_would_hold() -> None:
