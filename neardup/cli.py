@@ -12,6 +12,7 @@ import logging
 import os
 import shlex
 import sqlite3
+import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -546,6 +547,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
             )
         if read := next((name for f, name in read_files if _same_file(target, f)), None):
             raise NeardupError(f"cannot write {path}: it is {read}, which the command reads")
+        if _is_stream(target):  # written as it is, where no file is made beside it
+            if not os.access(target, os.W_OK):
+                raise NeardupError(f"cannot write {path}: permission denied")
+            continue
         if not folder.is_dir():
             raise NeardupError(f"cannot write {path}: no folder {folder}")
         if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
@@ -575,17 +580,36 @@ def _same_file(target: Path, read: str) -> bool:
 @contextmanager
 def _output_file(path: str | None) -> Iterator[IO[str]]:
     """A report's destination: stdout, or a file that is replaced whole or not at all (it is
-    written beside its name and renamed when complete), compressed when its name ends in .gz."""
+    written beside its name and renamed when complete), compressed when its name ends in .gz.
+    A device or a pipe (``/dev/null``, ``/dev/stdout``, a shell's ``>(gzip > f)``) is written
+    as it is: renamed over, the device was replaced by a file."""
     if path is None:
         yield sys.stdout
         return
-    partial = Path(f"{path}.partial")
     try:
-        with output.text_file(partial, named=path) as out:
-            yield out
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
+        if _is_stream(path):
+            with output.text_file(path) as out:
+                yield out
+            return
+        partial = Path(f"{path}.partial")
+        try:
+            with output.text_file(partial, named=path) as out:
+                yield out
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)
+    except OSError as exc:  # a full disk: the file is left as it was
+        raise NeardupError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _is_stream(path: str | Path) -> bool:
+    """Whether ``path`` names something other than a regular file or a folder: a device, a
+    pipe or a socket, written as it is."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # not there yet: a file to make
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 # --- the parser -----------------------------------------------------------------------------------
@@ -888,25 +912,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     _quiet_client_loggers()
     try:
         _check_outputs(args)
-        return _COMMANDS[args.command](args)
+        code = _COMMANDS[args.command](args)
+        _flush_standard_output()
+        return code
     except NeardupError as exc:
         print(f"neardup: error: {exc}", file=sys.stderr)
     except sqlite3.Error as exc:
         print(f"neardup: error: SQLite: {exc}", file=sys.stderr)
     except BrokenPipeError:  # the reader went away (`neardup report | head`): not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _drop_unwritten_output()
         return 141
     except OSError as exc:
-        print(
-            f"neardup: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "),
-            file=sys.stderr,
-        )
+        named = f": {exc.filename}" if exc.filename else ""
+        print(f"neardup: error: {exc.strerror or exc}{named}", file=sys.stderr)
+        _drop_unwritten_output()
     except (KeyboardInterrupt, SystemError) as exc:
         if not _interrupted(exc):
             raise
         print("neardup: interrupted; run the same command again to complete it", file=sys.stderr)
         return 130
     return FAILED
+
+
+def _flush_standard_output() -> None:
+    """Write what stdout holds now: on a full disk (`neardup report > pairs.tsv`) this fails
+    with an error and exit status 2, where Python's own flush at exit failed after exit 0."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        _drop_unwritten_output()
+        raise NeardupError(f"cannot write standard output: {exc.strerror or exc}") from None
+
+
+def _drop_unwritten_output() -> None:
+    """Point stdout at the null device: what its buffer still holds would fail again at exit,
+    with a traceback."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _keep_freed_memory() -> None:

@@ -11,8 +11,10 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -782,6 +784,41 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(
     result = neardup(*args, "--store", indexed, cwd=tmp_path)
     assert_user_error(result, message)
     assert ".partial" not in result.stderr
+
+
+def test_an_output_that_is_a_pipe_or_a_device_is_written_as_it_is(
+    indexed: str, tmp_path: Path
+) -> None:
+    """`report -o /dev/null` (as root) replaced the null device with a file of pairs: the
+    report was written beside it and renamed over it. A pipe or a device is written as it is."""
+    fifo = tmp_path / "pairs.fifo"
+    os.mkfifo(fifo)
+    read: list[str] = []
+    # A daemon: where nothing opens the pipe for writing, the test fails rather than hangs.
+    reader = threading.Thread(target=lambda: read.append(fifo.read_text()), daemon=True)
+    reader.start()
+    result = neardup("report", "--store", indexed, "-o", str(fifo))
+    assert result.returncode == 0, result.stderr
+    reader.join(timeout=30)
+    assert read and read[0].startswith("left_id\tright_id")
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and not list(tmp_path.glob("*.partial"))
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full: not Linux")
+def test_a_full_disk_is_an_error_and_a_non_zero_exit(indexed: str, tmp_path: Path) -> None:
+    """On a full disk the report was lost and the run said '209 pairs written', exit 0, both
+    to a file (`-o`) and to standard output (`> pairs.tsv`)."""
+    to_file = neardup("report", "--store", indexed, "-o", "/dev/full")
+    assert_user_error(to_file, "cannot write /dev/full: No space left on device")
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    with open("/dev/full", "w") as full:
+        piped = subprocess.run(
+            [sys.executable, "-m", "neardup.cli", "report", "--store", indexed],
+            stdout=full, stderr=subprocess.PIPE, text=True, check=False,
+        )  # fmt: skip
+    assert piped.returncode == 2
+    assert piped.stderr.strip().splitlines()[-1].startswith("neardup: error: ")
+    assert "No space left on device" in piped.stderr and "Traceback" not in piped.stderr
 
 
 def test_counts_read_as_english_and_help_shows_defaults(tmp_path: Path) -> None:
