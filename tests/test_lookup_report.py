@@ -616,6 +616,21 @@ def test_a_file_looked_up_is_answered_as_a_lookup_each_would_answer(
     assert linked.narrowed == 60 and "60 records linked against the stored" in linked.describe()
 
 
+def test_a_lookup_joins_where_reading_the_store_costs_less_than_its_lookups(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """300 people looked up against a million took 8.7 s joined, 1.2 s one at a time; 10,000
+    took 10.0 s joined, 34.6 s one at a time. A check, which takes every candidate, joins
+    short records from 300 whatever the store's size."""
+    (tmp_path / "r.txt").write_text("1 Anna Rossi Roma\n")
+    api.index([tmp_path / "r.txt"], sqlite_url)
+    with api.opened(sqlite_url) as store:
+        lookup = Searcher(store, store.params, MatchRules(candidates=10))
+        check = Searcher(store, store.params, MatchRules(candidates=MAX_CANDIDATES))
+        assert not lookup._joins(300, 1_000_000) and lookup._joins(10_000, 1_000_000)
+        assert check._joins(300, 1_000_000) and not check._joins(299, 1_000_000)
+
+
 def test_the_ids_seen_in_a_run_are_those_a_set_would_hold() -> None:
     """Batches with repeats inside them and across them, and enough of them to merge the
     sorted arrays of MD5s several times over."""
