@@ -75,6 +75,7 @@ from .readers import (
     file_name,
     ids_in,
     read_once,
+    record_files,
     standard_input,
 )
 from .report import (
@@ -374,6 +375,7 @@ def _readers(
     """A reader per file (``-``: standard input), each opened and its header checked, and per
     folder of documents; a file whose fields are not named is read with those the store's
     records were read with (``indexed_with``), where it has them."""
+    paths = [file for path in paths for file in _files_given(path)]
     check_given_once(paths)
     several = len(paths) > 1
     return [
@@ -411,6 +413,14 @@ def _remember_fields(
     )
     if named != indexed_with:
         target.update_settings({"named_fields": named.as_dict()})
+
+
+def _files_given(path: str | Path) -> Sequence[str | Path]:
+    """What a path given stands for: a folder of record files its files, read as if each were
+    given; anything else itself (a folder of documents is read by a FolderReader)."""
+    if path != STDIN and Path(path).is_dir():
+        return record_files(Path(path)) or [path]
+    return [path]
 
 
 def _folder_reader(
@@ -1424,8 +1434,9 @@ def record_texts(
     show records it never compared."""
     wanted = set(ids)
     indexed_with = _fields_indexed_with(store)
-    reader = _readers([path], format, id_field, text_fields, encoding, indexed_with)[0]
-    read = {r.id: r for r in reader if r.id in wanted}  # the last of a repeated id, as stored
+    readers = _readers([path], format, id_field, text_fields, encoding, indexed_with)
+    # The last of a repeated id, as stored; a folder of record files read as index read it.
+    read = {r.id: r for reader in readers for r in reader if r.id in wanted}
     with opened(store) as source:
         held = {i: r.content for i, r in source.get(sorted(read)).items()}
     records = [r for r in read.values() if r.id in held]
@@ -1480,13 +1491,13 @@ def dedup(
     settings it was indexed with, so every field of a kept record is written as it was."""
     if keep not in KEEPS:
         raise NeardupError(f"keep must be one of {', '.join(KEEPS)}, not {keep!r}")
+    if path != STDIN and Path(path).is_dir():
+        raise NeardupError(
+            f"{path} is a folder: dedup writes one record file back, and a folder's files are "
+            "left as they are; report --clusters lists its groups of near-duplicates"
+        )
     indexed_with = _fields_indexed_with(store)
     reader = _readers([path], format, id_field, text_fields, encoding, indexed_with)[0]
-    if isinstance(reader, FolderReader):
-        raise NeardupError(
-            f"{path} is a folder: dedup writes a record file back, and a folder's files are "
-            "left as they are; report --clusters lists its groups of near-duplicate files"
-        )
     written_as = written_as or reader.format
     objects = {written_as, reader.format} <= {"json", "jsonl"}  # an array's, or one a line
     if written_as != reader.format and reader.format not in ("tsv", "csv") and not objects:

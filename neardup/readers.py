@@ -858,10 +858,7 @@ class FolderReader:
         self.encoding = text_encoding(encoding)
         self.skipped = SkipLog()
         self._prefix = f"{self.path.name}/" if several else ""
-        self._files = sorted(
-            (f for f in self.path.rglob("*") if f.is_file() and not _hidden(f, self.path)),
-            key=lambda f: f.relative_to(self.path).as_posix(),
-        )
+        self._files = folder_files(self.path)
         self.size = sum(f.stat().st_size for f in self._files)
         self.bytes_read = 0
         self._records = self._documents()
@@ -900,6 +897,26 @@ class FolderReader:
 
 
 Reader = RecordReader | FolderReader
+# The formats whose files hold records, where a text file may be a document.
+_RECORD_FILE_FORMATS = ("tsv", "csv", "jsonl", "json")
+
+
+def folder_files(folder: Path) -> list[Path]:
+    """The files under a folder but hidden ones, in the order of their paths within it."""
+    return sorted(
+        (f for f in folder.rglob("*") if f.is_file() and not _hidden(f, folder)),
+        key=lambda f: f.relative_to(folder).as_posix(),
+    )
+
+
+def record_files(folder: Path) -> list[Path] | None:
+    """The files of a folder given in place of a file, where every one is a record file by its
+    name (a month's export each: ``.csv``, ``.tsv``, ``.jsonl``, ``.json``, compressed or not):
+    read as record files, as if each were given, and not as a document each; else None."""
+    files = folder_files(folder)
+    if files and all(record_format(f) in _RECORD_FILE_FORMATS for f in files):
+        return files
+    return None
 
 
 def ids_in(path: str | Path, encoding: str | None = None) -> list[str]:

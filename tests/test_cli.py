@@ -1155,6 +1155,28 @@ def test_a_report_named_gz_is_compressed_and_read_back(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*.partial"))
 
 
+def test_a_folder_of_record_files_is_read_as_its_files(tmp_path: Path) -> None:
+    """A folder of monthly exports (`neardup index exports/`) was read as two documents, each
+    export one record: read 2, indexed 2. Where every file is a record file by its name, the
+    folder is read as if each were given; a folder with a document among them is documents."""
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    (folder / "jan.csv").write_text("id,name\nj1,Anna Rossi Roma\nj2,Marco Bianchi\n")
+    (folder / "feb.jsonl.gz").write_bytes(
+        gzip.compress(b'{"id": "f1", "name": "Anna Rosi Roma"}\n')
+    )
+    url = f"sqlite:///{tmp_path / 'exports.db'}"
+    indexed = neardup("index", str(folder), "--store", url)
+    assert indexed.returncode == 0, indexed.stderr
+    assert "read 3, indexed 3, skipped none" in indexed.stderr
+    assert "f1" in neardup("lookup", "--id", "j1", "--store", url, "--threshold", "0.3").stdout
+    assert neardup("index", str(folder), str(folder / "jan.csv"), "--store", url).returncode == 2
+    assert_user_error(neardup("dedup", str(folder), "--store", url), "is a folder")
+    (folder / "notes.txt").write_text("a note about the exports\n")
+    documents = neardup("index", str(folder), "--store", f"sqlite:///{tmp_path / 'd.db'}")
+    assert "each of its 3 files is a record" in documents.stderr
+
+
 def test_a_folder_of_documents_is_indexed_and_reported_by_file(tmp_path: Path) -> None:
     """`neardup index articles/` said 'is a directory, not a record file'."""
     folder = tmp_path / "articles"
@@ -1173,7 +1195,7 @@ def test_a_folder_of_documents_is_indexed_and_reported_by_file(tmp_path: Path) -
     assert [(r["left_id"], r["right_id"]) for r in rows] == [("a.txt", "b.txt")]
     assert "a.txt" in neardup("lookup", "--id", "b.txt", "--store", url).stdout
     refused = neardup("dedup", str(folder), "--store", url)
-    assert_user_error(refused, "is a folder: dedup writes a record file back")
+    assert_user_error(refused, "is a folder: dedup writes one record file back")
     given = neardup("index", str(folder), "--format", "csv", "--store", url)
     assert_user_error(given, "--format, --id-field and --text-field apply to record files")
     # A folder is read twice where a run needs it: a new store's bands are chosen for its
