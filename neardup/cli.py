@@ -133,8 +133,8 @@ def _reader_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--id-field",
-        help="column or key holding the id (default: 'id' if present, or 'ID' or 'Id', else "
-        "the record number)",
+        help="column or key holding the id (default: 'id' if present, or 'ID' or 'Id', or "
+        "'_id', else the record number)",
     )
     parser.add_argument(
         "--text-field",

@@ -51,7 +51,8 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 # Values that are not content (see RecordReader._leave_out_noise), and how many rows decide.
 _NOISE = {
     "URLs": re.compile(r"^(https?://|www\.)\S+$", re.IGNORECASE),
-    "times of day": re.compile(r"\b\d{1,2}:\d{2}\b"),
+    # 10:30, and within an ISO 8601 timestamp: 2024-01-02T10:00:00Z
+    "times of day": re.compile(r"(?<!\d)\d{1,2}:\d{2}(?!\d)"),
 }
 SAMPLE_ROWS = 200
 SAMPLE_BYTES = 65_536  # read first to tell a file's encoding
@@ -728,7 +729,7 @@ class RecordReader:
         one_field = fields[0] if len(fields) == 1 else None  # most files: one text, no join
         for values, count, line in rows:  # no call a record: this runs per line
             if id_field:
-                raw = values.get(id_field)
+                raw = _unwrapped(values.get(id_field))
                 record_id = "" if isinstance(raw, dict | list) else _text(raw).strip()
                 if not record_id:
                     nested = isinstance(raw, dict | list)
@@ -812,8 +813,10 @@ class RecordReader:
             )
         self.fields = names
         self._read_as_indexed(names)
-        if self.id_field is None:  # 'id', else 'ID' or 'Id' as spreadsheets name it
+        if self.id_field is None:  # 'id', else 'ID' or 'Id' as spreadsheets name it, else
+            # '_id', the key of every MongoDB and Elasticsearch document, unique as theirs is
             named_id = [name for name in names if name.strip().casefold() == "id"]
+            named_id += ["_id"] if "_id" in names else []
             self.id_field = "id" if "id" in names else next(iter(named_id), None)
         wanted = ([self.id_field] if self.id_field else []) + self.text_fields
         missing = [name for name in wanted if name not in names]
@@ -1220,6 +1223,16 @@ def _with_skips(
             yield number, row, "empty line"
         else:
             yield number, row, "undecodable bytes" if holds_surrogates(joined) else None
+
+
+def _unwrapped(value: object) -> object:
+    """An id as MongoDB's extended JSON wraps it (``{"$oid": "5f8a…"}``, ``{"$numberLong":
+    "…"}``, ``{"$uuid": "…"}``): its one value; any other value as it is."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((key, inner),) = value.items()
+        if key.startswith("$") and not isinstance(inner, dict | list):
+            return inner
+    return value
 
 
 def _text(value: object) -> str:

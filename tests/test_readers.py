@@ -262,6 +262,28 @@ def test_a_quoted_field_cut_by_the_sample_still_tells_quoting() -> None:
     assert not _quotes_breaks(b'id\ttext\n1\t"cut he', "utf-8")
 
 
+def test_a_mongodb_export_is_read_by_its_ids_without_its_timestamps(tmp_path: Path) -> None:
+    """mongoexport writes each document's `_id` as `{"$oid": …}` and dates as ISO 8601
+    timestamps: the records were numbered, with the object id and the time in their text (two
+    copies differed by both), and `--id-field _id` skipped every record as an object."""
+    path = write(
+        tmp_path / "people.jsonl",
+        '{"_id": {"$oid": "5f8a1b2c3d4e5f6a7b8c9d0e"}, "name": "Anna Rossi", "city": "Roma", '
+        '"created": {"$date": "2024-01-02T10:00:00Z"}}\n'
+        '{"_id": {"$oid": "5f8a1b2c3d4e5f6a7b8c9d0f"}, "name": "Anna Rosi", "city": "Roma", '
+        '"created": {"$date": "2024-01-05T11:30:00.000Z"}}\n',
+    )
+    records, reader = read(path)
+    assert [(r.id, r.text) for r in records] == [
+        ("5f8a1b2c3d4e5f6a7b8c9d0e", "Anna Rossi Roma"),
+        ("5f8a1b2c3d4e5f6a7b8c9d0f", "Anna Rosi Roma"),
+    ]
+    assert reader.left_out == {"created": "times of day"}
+    assert [r.id for r in read(path, id_field="_id")[0]] == [r.id for r in records]
+    listed = write(tmp_path / "listed.jsonl", '{"_id": ["a", "b"], "name": "x"}\n')
+    assert read(listed)[1].skipped.reasons == {"id is a list or an object": 1}
+
+
 def test_csv_quoted_fields_with_newlines_and_record_numbers(tmp_path: Path) -> None:
     path = write(
         tmp_path / "a.csv",
