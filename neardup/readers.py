@@ -591,6 +591,12 @@ class RecordReader:
         )
         read = _json_values(text)
         first, damage = _read_ahead(read, 2)
+        if len(first) == 1 and not damage and _table_of_objects(first[0][1]):
+            raise NeardupError(
+                f"{file_name(self.path)} is one object of objects with the same keys, a table "
+                "as pandas' DataFrame.to_json() writes it by columns: write it one object a "
+                "record, to_json(orient='records', lines=True) to a .jsonl file"
+            )
         if len(first) == 1 and not damage and (wrapped := _wrapped_array(first[0][1])):
             # One object around the records ({"data": [...], "meta": …}), as APIs answer.
             self.wrapper_key, items = wrapped
@@ -1148,6 +1154,16 @@ JSON_PART = 1 << 20
 _JSON_GAP = re.compile(r"[\s,]*")  # between a JSON array's values
 _JSON_SPACE = re.compile(r"\s*")
 _MAYBE_SURROGATE = re.compile("[\udc80-\udcff]|" + _SURROGATE_ESCAPE.pattern)
+
+
+def _table_of_objects(value: object) -> bool:
+    """Whether a file's only JSON value is a table written as an object of objects that hold
+    the same keys (``{"name": {"0": "Anna", "1": "Bob"}, "city": {…}}``: pandas' columns, or
+    its rows by index): one record of it would be the whole table."""
+    if not isinstance(value, dict) or len(value) < 2:
+        return False
+    inner = [v for v in value.values() if isinstance(v, dict) and v]
+    return len(inner) == len(value) and all(v.keys() == inner[0].keys() for v in inner)
 
 
 def _wrapped_array(value: object) -> tuple[str, list[object]] | None:

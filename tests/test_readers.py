@@ -262,6 +262,18 @@ def test_a_quoted_field_cut_by_the_sample_still_tells_quoting() -> None:
     assert not _quotes_breaks(b'id\ttext\n1\t"cut he', "utf-8")
 
 
+def test_a_table_written_as_one_object_of_objects_is_one_error(tmp_path: Path) -> None:
+    """pandas' DataFrame.to_json() writes a table by columns, one object of objects: it was
+    read as one record, skipped as 'id is a list or an object', exit 0."""
+    write(tmp_path / "frame.json", '{"id":{"0":1,"1":2},"name":{"0":"Anna Rossi","1":"Bob"}}')
+    refused = neardup("index", "frame.json", "--store", "s.db", cwd=tmp_path)
+    assert_user_error(refused, "frame.json is one object of objects with the same keys")
+    assert "to_json(orient='records', lines=True)" in refused.stderr
+    # One record whose fields are objects of their own is a record.
+    write(tmp_path / "one.json", '{"name": {"first": "Anna"}, "address": {"city": "Roma"}}')
+    assert [r.text for r in read(tmp_path / "one.json")[0]] == ["Anna Roma"]
+
+
 def test_a_mongodb_export_is_read_by_its_ids_without_its_timestamps(tmp_path: Path) -> None:
     """mongoexport writes each document's `_id` as `{"$oid": …}` and dates as ISO 8601
     timestamps: the records were numbered, with the object id and the time in their text (two
