@@ -166,7 +166,7 @@ _NOT_TEXT: list[tuple[re.Pattern[bytes], str, str]] = [
     ),
     (re.compile(rb"7z\xbc\xaf\x27\x1c"), "a 7-Zip archive", "unpack it first (7z x {name})"),
 ]
-MAGIC_BYTES = 16  # enough of a file's start to tell each of them
+MAGIC_BYTES = 64  # enough of a file's start to tell each of them, a page's too
 
 
 UTF8 = "utf-8"
@@ -209,8 +209,20 @@ def not_text(start: bytes) -> str | None:
     return next((what for magic, what, _ in _NOT_TEXT if magic.match(start)), None)
 
 
+# A page or an XML document given as records, as web applications export "Excel" files: text,
+# so a folder of saved pages is documents, but never a record file's first line.
+_MARKUP = re.compile(rb"(?:\xef\xbb\xbf)?\s*<(?:!doctype html|html|\?xml)[\s>]", re.IGNORECASE)
+_MARKUP_KIND = "an HTML page or an XML document (as some exports named .xls are)"
+
+
+def _markup(start: bytes) -> str | None:
+    """What a record file is that starts as a page or an XML document does, if it does."""
+    return _MARKUP_KIND if _MARKUP.match(start) else None
+
+
 def _not_text_error(name: str, what: str) -> NeardupError:
-    advice = next(advice for _, kind, advice in _NOT_TEXT if kind == what)
+    kinds = [*_NOT_TEXT, (_MARKUP, _MARKUP_KIND, _SAVE_AS_TEXT)]
+    advice = next(advice for _, kind, advice in kinds if kind == what)
     quoted = "FILE" if name == file_name(STDIN) else shlex.quote(name)
     return NeardupError(f"{name} is {what}, not a record file: {advice.format(name=quoted)}")
 
@@ -307,11 +319,12 @@ def _peek(raw: IO[bytes], size: int) -> bytes:
 
 
 def _what_file_is(path: Path) -> str | None:
-    """:func:`not_text` of a regular file's first bytes (None where it cannot be read: reading
-    it says why)."""
+    """What a regular file given as records is, by its first bytes, where it is no record file
+    (:func:`not_text`, :func:`_markup`); None where it cannot be read: reading it says why."""
     try:
         with open(path, "rb") as f:
-            return not_text(f.read(MAGIC_BYTES))
+            start = f.read(MAGIC_BYTES)
+            return not_text(start) or _markup(start)
     except OSError:
         return None
 
@@ -438,7 +451,7 @@ class RecordReader:
         text"), or as a document or an archive does (:func:`not_text`), or is in another
         encoding than it is read in, in one line, where its lines would be skipped one by one
         as undecodable, its bytes read as a header, or its letters garbled."""
-        if what := not_text(start):
+        if what := not_text(start) or _markup(start):  # with --format, or a misleading name
             raise _not_text_error(file_name(self.path), what)
         boms = {"UTF-32": _UTF32_BOMS, "UTF-16": _UTF16_BOMS}  # UTF-32's begin as UTF-16's
         marked = (name for name, marks in boms.items() if start.startswith(marks))

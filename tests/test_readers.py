@@ -892,6 +892,9 @@ SAVE_AS_TEXT = "save it as CSV UTF-8"
             SAVE_AS_TEXT,
         ),
         ("prices.pdf", b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n", "a PDF document", SAVE_AS_TEXT),
+        # A web application's "Excel" export: an HTML table named .xls, read as CSV before.
+        ("export.xls", b"\n  <HTML><body><table>", "an HTML page or an XML document", SAVE_AS_TEXT),
+        ("sheet.csv", b'\xef\xbb\xbf<?xml version="1.0"?>', "an HTML page or an XML", SAVE_AS_TEXT),
         ("prices.parquet", b"PAR1\x15\x04\x15", "a Parquet file", "export it as CSV or JSON lines"),
         ("prices.db", b"SQLite format 3\x00\x10\x00", "a SQLite database", "named with --store"),
         (
