@@ -116,6 +116,9 @@ class SkipLog:
 
 
 STDIN = "-"  # a path that names standard input
+# A URL given for a file (https://…, s3://…), or a path made of one ("https:/…"): two letters or
+# more before the colon, where a Windows drive has one.
+_URL = re.compile(r"[a-z][a-z0-9+.-]+:/", re.IGNORECASE)
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _UTF32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
 GZIP_MAGIC = b"\x1f\x8b"
@@ -240,6 +243,16 @@ def file_name(path: str | Path) -> str:
     return "standard input" if str(path) == STDIN else str(path)
 
 
+def _url_error(url: str, format: Format | None) -> str:
+    """What to do with a URL given for a record file: download it, or pipe it in."""
+    if not url.lower().startswith(("http://", "https://", "ftp://")):
+        return f"{url} is a URL: neardup reads files; copy it to one first"
+    quoted = shlex.quote(url)
+    piped = f"curl -fsSL {quoted} | neardup … - --format {format or record_format(url) or 'csv'}"
+    download = f"download it (curl -fLO {quoted})"
+    return f"{url} is a URL: neardup reads files; {download}, or pipe it in: {piped}"
+
+
 def check_given_once(paths: Iterable[str | Path]) -> None:
     """A NeardupError where two of ``paths`` are one file (``a.csv ./a.csv``, or globs that
     overlap): its records would be read twice, the second reading replacing the first's."""
@@ -343,6 +356,8 @@ class RecordReader:
         encoding: str | None = None,
         indexed_with: NamedFields | None = None,
     ) -> None:
+        if _URL.match(str(path)):
+            raise NeardupError(_url_error(str(path), format))
         self.path = Path(path)
         self.encoding = text_encoding(encoding)
         self.format: Format = format or detect_format(path)

@@ -262,6 +262,21 @@ def test_a_quoted_field_cut_by_the_sample_still_tells_quoting() -> None:
     assert not _quotes_breaks(b'id\ttext\n1\t"cut he', "utf-8")
 
 
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("https://example.com/people.jsonl.gz", "download it (curl -fLO https://example.com/"),
+        ("s3://bucket/people.csv", "s3://bucket/people.csv is a URL: neardup reads files; copy"),
+    ],
+)
+def test_a_url_given_for_a_file_says_how_to_read_it(given: str, said: str) -> None:
+    """'cannot read https:/example.com/…: No such file or directory', the URL misspelt."""
+    refused = neardup("index", given, "--store", "sqlite:///never.db")
+    assert_user_error(refused, said)
+    if given.startswith("https"):
+        assert f"pipe it in: curl -fsSL {given} | neardup … - --format jsonl" in refused.stderr
+
+
 def test_a_table_written_as_one_object_of_objects_is_one_error(tmp_path: Path) -> None:
     """pandas' DataFrame.to_json() writes a table by columns, one object of objects: it was
     read as one record, skipped as 'id is a list or an object', exit 0."""
