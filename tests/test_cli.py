@@ -328,6 +328,15 @@ def test_a_bare_path_names_an_embedded_store(records: Path, tmp_path: Path) -> N
     [
         (["index", "missing.txt"], "cannot read missing.txt"),
         (["index", "records.txt", "--store", "mysql://x/y"], "unknown store URL"),
+        # An engine's address as a browser shows it: the store URL it stands for.
+        (
+            ["stats", "--store", "http://127.0.0.1:8983/solr/people/"],
+            "did you mean solr://127.0.0.1:8983/solr/people?",
+        ),
+        (
+            ["stats", "--store", "https://localhost:9200/people"],
+            "did you mean elasticsearch+https://localhost:9200/people?",
+        ),
         (["index", "records.txt", "--store", "sqlite://relative.db"], "sqlite:///path"),
         (["index", "records.txt", "--store", "solr://127.0.0.1:1/solr/x"], "solr"),
         (["index", "records.txt", "--shingle", "words:3"], "word:N or char:N"),

@@ -95,7 +95,21 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
         return _engine("solr").SolrStore(url, create=create)
     if scheme in ("elasticsearch", "elasticsearch+https"):
         return _engine("elasticsearch").ElasticsearchStore(url, create=create)
+    meant = _engine_meant(url)
+    hint = f" {meant}?" if meant else ""
+    tls = " (solr+https://, elasticsearch+https:// over TLS)" if meant else ""
     raise NeardupError(
-        f"unknown store URL {url!r}: use sqlite:///FILE.db, solr://HOST:PORT/solr/NAME, "
-        "solr+zk://ZK:2181/NAME or elasticsearch://HOST:PORT/INDEX"
+        f"unknown store URL {url!r}:{hint} use sqlite:///FILE.db, solr://HOST:PORT/solr/NAME, "
+        f"solr+zk://ZK:2181/NAME or elasticsearch://HOST:PORT/INDEX{tls}"
     )
+
+
+def _engine_meant(url: str) -> str | None:
+    """The store URL an engine's own http(s) address stands for, as a user copies it from a
+    browser: Solr's by its /solr/ path, else Elasticsearch's; None for another URL."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return None
+    tls = "+https" if parts.scheme == "https" else ""
+    engine = "solr" if parts.path.startswith("/solr/") else "elasticsearch"
+    return f"did you mean {engine}{tls}://{parts.netloc}{parts.path.rstrip('/')}"
