@@ -71,11 +71,11 @@ from .readers import (
     Record,
     RecordReader,
     SkipLog,
-    check_given_once,
     file_name,
     ids_in,
     read_once,
     record_files,
+    repeated_file,
     standard_input,
 )
 from .report import (
@@ -376,7 +376,8 @@ def _readers(
     folder of documents; a file whose fields are not named is read with those the store's
     records were read with (``indexed_with``), where it has them."""
     paths = [file for path in paths for file in _files_given(path)]
-    check_given_once(paths)
+    if twice := repeated_file(paths):
+        raise NeardupError(f"{twice}: give it once")
     several = len(paths) > 1
     return [
         _folder_reader(path, format, id_field, text_fields, several, encoding)
@@ -861,6 +862,11 @@ def link(
         raise NeardupError(
             "link takes one file, linked to the store's records, or two: the first indexed "
             "into the store and the second linked to it"
+        )
+    if twice := repeated_file(paths):  # each record would link to itself
+        raise NeardupError(
+            f"{twice}: link pairs the records of two sources; the near-duplicates within one "
+            "file are its report (neardup index FILE, then neardup report)"
         )
     if len(paths) == 1 and (linked_id_field or linked_text_fields):
         raise NeardupError(

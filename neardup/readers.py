@@ -253,9 +253,9 @@ def _url_error(url: str, format: Format | None) -> str:
     return f"{url} is a URL: neardup reads files; {download}, or pipe it in: {piped}"
 
 
-def check_given_once(paths: Iterable[str | Path]) -> None:
-    """A NeardupError where two of ``paths`` are one file (``a.csv ./a.csv``, or globs that
-    overlap): its records would be read twice, the second reading replacing the first's."""
+def repeated_file(paths: Iterable[str | Path]) -> str | None:
+    """Where two of ``paths`` are one file (``a.csv ./a.csv``, or globs that overlap), which:
+    its records would be read twice, the second reading replacing the first's."""
     seen: dict[tuple[int, int], str] = {}
     for path in paths:
         try:
@@ -264,13 +264,11 @@ def check_given_once(paths: Iterable[str | Path]) -> None:
             continue
         file, named = (stats.st_dev, stats.st_ino), file_name(path)
         if file in seen:
-            twice = (
-                f"{named} is given twice"
-                if seen[file] == named
-                else f"{seen[file]} and {named} are the same file"
-            )
-            raise NeardupError(f"{twice}: give it once")
+            if seen[file] == named:
+                return f"{named} is given twice"
+            return f"{seen[file]} and {named} are the same file"
         seen[file] = named
+    return None
 
 
 def read_once(path: str | Path) -> bool:

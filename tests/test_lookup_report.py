@@ -547,6 +547,10 @@ def test_one_file_given_twice_is_one_error_before_anything_is_read(
     with pytest.raises(NeardupError, match=same):
         api.lookup_file([june, tmp_path / "latest.csv"], sqlite_url)
     assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()
+    # link FILE FILE linked every record with itself: "3 links".
+    with pytest.raises(NeardupError, match="are the same file: link pairs the records of two"):
+        api.link([june, tmp_path / "latest.csv"], sqlite_url)
+    assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()
     (tmp_path / "copy.csv").write_bytes((tmp_path / "june.csv").read_bytes())  # another file
     assert api.index([june, tmp_path / "copy.csv"], sqlite_url).read == 4
 
