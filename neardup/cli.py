@@ -12,7 +12,6 @@ import logging
 import os
 import shlex
 import sqlite3
-import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -547,7 +546,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
             )
         if read := next((name for f, name in read_files if _same_file(target, f)), None):
             raise NeardupError(f"cannot write {path}: it is {read}, which the command reads")
-        if _is_stream(target):  # written as it is, where no file is made beside it
+        if output.is_stream(target):  # written as it is, where no file is made beside it
             if not os.access(target, os.W_OK):
                 raise NeardupError(f"cannot write {path}: permission denied")
             continue
@@ -579,37 +578,13 @@ def _same_file(target: Path, read: str) -> bool:
 
 @contextmanager
 def _output_file(path: str | None) -> Iterator[IO[str]]:
-    """A report's destination: stdout, or a file that is replaced whole or not at all (it is
-    written beside its name and renamed when complete), compressed when its name ends in .gz.
-    A device or a pipe (``/dev/null``, ``/dev/stdout``, a shell's ``>(gzip > f)``) is written
-    as it is: renamed over, the device was replaced by a file."""
+    """A report's destination: stdout, or a file replaced whole or not at all
+    (:func:`neardup.output.whole_file`)."""
     if path is None:
         yield sys.stdout
         return
-    try:
-        if _is_stream(path):
-            with output.text_file(path) as out:
-                yield out
-            return
-        partial = Path(f"{path}.partial")
-        try:
-            with output.text_file(partial, named=path) as out:
-                yield out
-            os.replace(partial, path)
-        finally:
-            partial.unlink(missing_ok=True)
-    except OSError as exc:  # a full disk: the file is left as it was
-        raise NeardupError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def _is_stream(path: str | Path) -> bool:
-    """Whether ``path`` names something other than a regular file or a folder: a device, a
-    pipe or a socket, written as it is."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:  # not there yet: a file to make
-        return False
-    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+    with output.whole_file(path) as out:
+        yield out
 
 
 # --- the parser -----------------------------------------------------------------------------------

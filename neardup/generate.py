@@ -28,7 +28,7 @@ import numpy as np
 
 from .errors import InvalidParameter
 from .fingerprint import FingerprintParams, fingerprint_batch, jaccard
-from .output import named_format, row_writer, text_file
+from .output import named_format, row_writer, whole_file
 from .readers import record_format
 
 _SYLLABLES = [c + v for c in "bcdfghklmnprstvz" for v in "aeiou"] + ["ar", "en", "ol", "us", "ta"]
@@ -268,14 +268,14 @@ def write_corpus(
     pairs = 0
     with contextlib.ExitStack() as files:
         write_record = files.enter_context(
-            _record_writer(files.enter_context(text_file(output)), output, writer.fields)
+            _record_writer(files.enter_context(whole_file(output)), output, writer.fields)
         )
         write_pair = None
         if truth:
             write_pair = files.enter_context(
                 row_writer(
                     ["left_id", "right_id", "jaccard_char5"],
-                    files.enter_context(text_file(truth)),
+                    files.enter_context(whole_file(truth)),
                     named_format(str(truth)) or "tsv",
                 )
             )

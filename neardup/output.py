@@ -6,6 +6,8 @@ import csv
 import gzip
 import json
 import math
+import os
+import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -14,6 +16,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
 
+from .errors import NeardupError
 from .evaluate import SPREADSHEET_UNSAFE_CELL, Evaluation, spreadsheet_safe, tsv_escape
 from .explain import Explanation
 from .phrases import counted
@@ -53,6 +56,39 @@ WRITTEN = "TSV, CSV (which spreadsheets open), JSON lines or JSON, compressed wh
 def not_written(path: str | Path) -> str | None:
     """What an output file's name asks for that neardup does not write, if it does."""
     return _NAMES_NOT_WRITTEN.get(Path(path).suffix.lower())
+
+
+@contextmanager
+def whole_file(path: str | Path) -> Iterator[IO[str]]:
+    """A text file replaced whole or not at all: written beside its name and renamed when
+    complete, compressed when its name ends in .gz. A device or a pipe (``/dev/null``,
+    ``/dev/stdout``, a shell's ``>(gzip > f)``) is written as it is: renamed over, the device
+    was replaced by a file. A write that fails (a full disk) is a NeardupError naming the file,
+    which is left as it was."""
+    try:
+        if is_stream(path):
+            with text_file(path) as out:
+                yield out
+            return
+        partial = Path(f"{path}.partial")
+        try:
+            with text_file(partial, named=path) as out:
+                yield out
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)
+    except OSError as exc:
+        raise NeardupError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def is_stream(path: str | Path) -> bool:
+    """Whether ``path`` names something other than a regular file or a folder: a device, a
+    pipe or a socket, written as it is."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # not there yet: a file to make
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def text_file(path: str | Path, named: str | Path | None = None) -> IO[str]:

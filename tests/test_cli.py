@@ -828,6 +828,10 @@ def test_a_full_disk_is_an_error_and_a_non_zero_exit(indexed: str, tmp_path: Pat
     assert piped.returncode == 2
     assert piped.stderr.strip().splitlines()[-1].startswith("neardup: error: ")
     assert "No space left on device" in piped.stderr and "Traceback" not in piped.stderr
+    # generate wrote its files in place, and its error named none of them.
+    generated = neardup("generate", "50", "-o", "corpus.tsv", "--truth", "/dev/full", cwd=tmp_path)
+    assert_user_error(generated, "cannot write /dev/full: No space left on device")
+    assert not list(tmp_path.glob("corpus.tsv*"))  # neither the records nor a part of them
 
 
 def test_counts_read_as_english_and_help_shows_defaults(tmp_path: Path) -> None:
