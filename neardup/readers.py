@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, islice
 from pathlib import Path
-from typing import IO, Any, Literal, TypeVar
+from typing import IO, Any, Literal, NamedTuple, TypeVar
 
 from .errors import NeardupError
 from .fingerprint import holds_surrogates
@@ -123,51 +123,64 @@ _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _UTF32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
 GZIP_MAGIC = b"\x1f\x8b"
 BYTE_ORDER_MARK = "\ufeff"  # as text; in UTF-8, codecs.BOM_UTF8
+_SAVE_AS_TEXT = "save it as CSV UTF-8, or as tab-separated or JSON lines text"
+
+
+class _NotRecords(NamedTuple):
+    """A kind of file given as records that holds none: how its first bytes start, what it is,
+    and how to make records of it (``{name}``: the file)."""
+
+    start: re.Pattern[bytes]
+    what: str
+    advice: str
+
+
 # The first bytes of files that are given as records and are not text, what they are, and how
 # to make records of them: spreadsheets, documents, columnar files and archives that neardup
 # does not unpack, whose bytes would be read as a header of garbage or as lines skipped one by
 # one. Compressed files say the command that unpacks them ({name}: the file).
-_SAVE_AS_TEXT = "save it as CSV UTF-8, or as tab-separated or JSON lines text"
-_NOT_TEXT: list[tuple[re.Pattern[bytes], str, str]] = [
-    (
+_NOT_TEXT = [
+    _NotRecords(
         re.compile(rb"PK\x03\x04"),
         "a zip archive (as an .xlsx, .ods or .docx file is)",
         _SAVE_AS_TEXT,
     ),
-    (
+    _NotRecords(
         re.compile(rb"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"),
         "an Office document (.xls or .doc)",
         _SAVE_AS_TEXT,
     ),
-    (re.compile(rb"%PDF-"), "a PDF document", _SAVE_AS_TEXT),
-    (
+    _NotRecords(re.compile(rb"%PDF-"), "a PDF document", _SAVE_AS_TEXT),
+    _NotRecords(
         re.compile(rb"PAR1[\0-\x1f]"),  # a page header follows, not text
         "a Parquet file",
         "export it as CSV or JSON lines (DuckDB, pandas and Spark write either)",
     ),
-    (re.compile(rb"ARROW1\0"), "an Arrow file", "export it as CSV or JSON lines"),
-    (
+    _NotRecords(re.compile(rb"ARROW1\0"), "an Arrow file", "export it as CSV or JSON lines"),
+    _NotRecords(
         re.compile(rb"SQLite format 3\0"),
         "a SQLite database",
         "a store is named with --store, and records are read from a file of lines, TSV, CSV "
         "or JSON",
     ),
-    (
+    _NotRecords(
         re.compile(rb"BZh[1-9]1AY&SY"),
         "compressed with bzip2",
         "neardup reads gzip, not bzip2: unpack it first (bunzip2 -k {name})",
     ),
-    (
+    _NotRecords(
         re.compile(rb"\xfd7zXZ\0"),
         "compressed with xz",
         "neardup reads gzip, not xz: unpack it first (unxz -k {name})",
     ),
-    (
+    _NotRecords(
         re.compile(rb"\x28\xb5\x2f\xfd"),
         "compressed with zstd",
         "neardup reads gzip, not zstd: unpack it first (unzstd {name})",
     ),
-    (re.compile(rb"7z\xbc\xaf\x27\x1c"), "a 7-Zip archive", "unpack it first (7z x {name})"),
+    _NotRecords(
+        re.compile(rb"7z\xbc\xaf\x27\x1c"), "a 7-Zip archive", "unpack it first (7z x {name})"
+    ),
 ]
 MAGIC_BYTES = 64  # enough of a file's start to tell each of them, a page's too
 
@@ -209,25 +222,28 @@ def not_text(start: bytes) -> str | None:
     """What a file is that starts with ``start`` (MAGIC_BYTES of it or more), if it is a
     document, an archive or a compressed file other than gzip rather than text; None for
     anything else."""
-    return next((what for magic, what, _ in _NOT_TEXT if magic.match(start)), None)
+    return next((kind.what for kind in _NOT_TEXT if kind.start.match(start)), None)
 
 
 # A page or an XML document given as records, as web applications export "Excel" files: text,
 # so a folder of saved pages is documents, but never a record file's first line.
-_MARKUP = re.compile(rb"(?:\xef\xbb\xbf)?\s*<(?:!doctype html|html|\?xml)[\s>]", re.IGNORECASE)
-_MARKUP_KIND = "an HTML page or an XML document (as some exports named .xls are)"
+_MARKUP = _NotRecords(
+    re.compile(rb"(?:\xef\xbb\xbf)?\s*<(?:!doctype html|html|\?xml)[\s>]", re.IGNORECASE),
+    "an HTML page or an XML document (as some exports named .xls are)",
+    _SAVE_AS_TEXT,
+)
 
 
-def _markup(start: bytes) -> str | None:
-    """What a record file is that starts as a page or an XML document does, if it does."""
-    return _MARKUP_KIND if _MARKUP.match(start) else None
+def _not_records(start: bytes) -> _NotRecords | None:
+    """What a file given as records is that starts with ``start``, where it holds none: not
+    text (:func:`not_text`), or a page or an XML document."""
+    return next((kind for kind in (*_NOT_TEXT, _MARKUP) if kind.start.match(start)), None)
 
 
-def _not_text_error(name: str, what: str) -> NeardupError:
-    kinds = [*_NOT_TEXT, (_MARKUP, _MARKUP_KIND, _SAVE_AS_TEXT)]
-    advice = next(advice for _, kind, advice in kinds if kind == what)
+def _not_records_error(name: str, kind: _NotRecords) -> NeardupError:
     quoted = "FILE" if name == file_name(STDIN) else shlex.quote(name)
-    return NeardupError(f"{name} is {what}, not a record file: {advice.format(name=quoted)}")
+    advice = kind.advice.format(name=quoted)
+    return NeardupError(f"{name} is {kind.what}, not a record file: {advice}")
 
 
 def standard_input() -> IO[str]:
@@ -317,8 +333,8 @@ def detect_format(path: str | Path) -> Format:
         return "lines"
     if named := record_format(path):
         return named
-    if not read_once(path) and (what := _what_file_is(Path(path))):
-        raise _not_text_error(str(path), what)
+    if not read_once(path) and (kind := _what_file_is(Path(path))):
+        raise _not_records_error(str(path), kind)
     raise NeardupError(
         f"cannot tell the format of {path} from its name: give --format ({', '.join(FORMATS)})"
     )
@@ -329,13 +345,12 @@ def _peek(raw: IO[bytes], size: int) -> bytes:
     return raw.peek(size)[:size]  # type: ignore[attr-defined]
 
 
-def _what_file_is(path: Path) -> str | None:
-    """What a regular file given as records is, by its first bytes, where it is no record file
-    (:func:`not_text`, :func:`_markup`); None where it cannot be read: reading it says why."""
+def _what_file_is(path: Path) -> _NotRecords | None:
+    """:func:`_not_records` of a regular file's first bytes (None where it cannot be read:
+    reading it says why)."""
     try:
         with open(path, "rb") as f:
-            start = f.read(MAGIC_BYTES)
-            return not_text(start) or _markup(start)
+            return _not_records(f.read(MAGIC_BYTES))
     except OSError:
         return None
 
@@ -461,11 +476,11 @@ class RecordReader:
 
     def _refuse_what_cannot_be_read(self, start: bytes, sample: bytes) -> None:
         """A file that starts with a UTF-16 or UTF-32 byte order mark (a spreadsheet's "Unicode
-        text"), or as a document or an archive does (:func:`not_text`), or is in another
+        text"), or as a file that holds no records does (:func:`_not_records`), or is in another
         encoding than it is read in, in one line, where its lines would be skipped one by one
         as undecodable, its bytes read as a header, or its letters garbled."""
-        if what := not_text(start) or _markup(start):  # with --format, or a misleading name
-            raise _not_text_error(file_name(self.path), what)
+        if kind := _not_records(start):  # with --format, or a name that misleads
+            raise _not_records_error(file_name(self.path), kind)
         boms = {"UTF-32": _UTF32_BOMS, "UTF-16": _UTF16_BOMS}  # UTF-32's begin as UTF-16's
         marked = (name for name, marks in boms.items() if start.startswith(marks))
         if encoding := next(marked, None):
