@@ -95,12 +95,15 @@ class Rules(BaseModel):
         return {"preset": given.pop("preset", None), "rules": given}
 
 
+CollapseCopies = Annotated[
+    bool, Field(description="each matched content once, its other ids in copies")
+]
+
+
 class LookupRequest(Rules):
     id: UnicodeText | None = Field(None, description="a stored record's id")
     text: UnicodeText | None = Field(None, description="a new text")
-    collapse_copies: bool = Field(
-        False, description="each matched content once, its other ids in copies"
-    )
+    collapse_copies: CollapseCopies = False
 
 
 class ExplainQuery(Rules):
@@ -125,28 +128,24 @@ def _each_id_once(records: list[RecordIn]) -> list[RecordIn]:
     return records
 
 
+# A request's records: each id once, at most MAX_RECORDS of them.
+RecordsIn = Annotated[list[RecordIn], Field(max_length=MAX_RECORDS), AfterValidator(_each_id_once)]
+
+
 class AddRequest(Rules):
-    records: Annotated[list[RecordIn], AfterValidator(_each_id_once)] = Field(
-        ..., max_length=MAX_RECORDS
-    )
+    records: RecordsIn
     if_unique: bool = Field(
         False, description="store only records with no near-duplicate in the store or before them"
     )
 
 
 class LookupBatchRequest(Rules):
-    records: Annotated[list[RecordIn], AfterValidator(_each_id_once)] = Field(
-        ..., max_length=MAX_RECORDS
-    )
-    collapse_copies: bool = Field(
-        False, description="each matched content once, its other ids in copies"
-    )
+    records: RecordsIn
+    collapse_copies: CollapseCopies = False
 
 
 class LinkRequest(Rules):
-    records: Annotated[list[RecordIn], AfterValidator(_each_id_once)] = Field(
-        ..., max_length=MAX_RECORDS
-    )
+    records: RecordsIn
     threshold: float | Literal["auto"] | None = Field(
         None, description='0 keeps every mutual best match; "auto": where the links dip'
     )
