@@ -59,7 +59,7 @@ from .indexer import (
 )
 from .linkage import MutualBest
 from .output import record_writer
-from .phrases import counted
+from .phrases import counted, leading_lines
 from .progress import progress_bar
 from .readers import (
     FORMATS,
@@ -768,7 +768,7 @@ class FileLookup:
         found = len({record_id for record_id, _ in self.matches})
         have = "has" if found == 1 else "have"
         lines = [*self.text, narrowed_note(self.narrowed, "looked up")]
-        return "".join(f"{line}\n" for line in lines if line) + (
+        return leading_lines(lines) + (
             f"of {counted(self.records, 'record')} looked up, {found:,} {have} stored "
             f"duplicates ({counted(len(self.matches), 'line')}); skipped {self.skipped.summary()}"
         )
@@ -824,7 +824,7 @@ class Linked:
         rows skipped."""
         at = f" at similarity {self.threshold:g} or more" if self.threshold else ""
         lines = [*self.text, narrowed_note(self.narrowed, "linked")]
-        return "".join(f"{line}\n" for line in lines if line) + (
+        return leading_lines(lines) + (
             f"{counted(len(self.links), 'link')}, each a mutual best match{at} ({self.how}), "
             f"between {counted(self.records, 'record')} and the store's {self.stored:,}; "
             f"skipped {self.skipped.summary()}"

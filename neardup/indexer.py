@@ -21,7 +21,7 @@ from .fingerprint import (
     frequency_counts,
     md5_digests,
 )
-from .phrases import counted
+from .phrases import counted, leading_lines
 from .readers import Record, SkipLog
 from .stores import Document, Store, id_problem
 from .stores.base import ParamsRequest, StoredRecord
@@ -127,7 +127,7 @@ class IndexSummary:
         if self.unchanged:
             repeated += f"; {counted(self.unchanged, 'stored record')} given again unchanged"
         lines = [*self.text, self.checked, narrowed_note(self.narrowed, "checked")]
-        return "".join(f"{line}\n" for line in lines if line) + (
+        return leading_lines(lines) + (
             f"read {self.read:,}, indexed {self.indexed:,}, skipped {self.skipped.summary()}"
             f"{repeated}; {self.seconds:.1f} s ({rate:,.0f} records/s); "
             + (
