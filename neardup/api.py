@@ -1633,7 +1633,7 @@ def evaluate(
             reported = pairs_of(report(source, preset=preset, rules=rules))
             measured = last_report(source)
             true_pairs = read_pairs(truth, lambda cells: len(source.get(cells)) == len(cells))
-    result = score(true_pairs, reported)
+    result = score(true_pairs, reported, measured.threshold if measured else None)
     if plot_file is not None:
         drawn = (measured.histogram, measured.threshold) if measured else (None, None)
         plot(result, plot_file, *drawn)

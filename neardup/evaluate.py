@@ -173,8 +173,11 @@ class Evaluation:
     overall: Scores
     # (low, high, true pairs in the band, found) for truth files with a similarity
     recall_by_similarity: list[tuple[float, float, int, int]] = field(default_factory=list)
-    # (threshold, scores of the reported pairs at or above it) for reports with a similarity
+    # (threshold, scores of the reported pairs at or above it) for reports with a similarity,
+    # from the least threshold the report answers for: below it, it lists no pair to count
     by_threshold: list[tuple[float, Scores]] = field(default_factory=list)
+    # the report's threshold, or its least similarity where that is not known
+    complete_from: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -184,12 +187,18 @@ class Evaluation:
                 for lo, hi, n, k in self.recall_by_similarity
             ],
             "by_threshold": [{"threshold": t, **s.as_dict()} for t, s in self.by_threshold],
+            "by_threshold_from": self.complete_from,
         }
 
 
 def evaluate(
-    truth: dict[PairKey, float | None], reported: dict[PairKey, float | None]
+    truth: dict[PairKey, float | None],
+    reported: dict[PairKey, float | None],
+    threshold: float | None = None,
 ) -> Evaluation:
+    """Precision and recall of ``reported`` against ``truth``, and at each threshold from the
+    report's own ``threshold`` (else its least similarity) up: a lower threshold would list
+    pairs the report never held, so its scores would be the report's, not the threshold's."""
     found = set(reported)
     result = Evaluation(Scores(len(found), len(found & set(truth)), len(truth)))
     similarities = [s for s in truth.values() if s is not None]
@@ -205,10 +214,14 @@ def evaluate(
                     (lo, hi, len(band), sum(p in found for p in band))
                 )
     if reported and all(s is not None for s in reported.values()):
-        for threshold in THRESHOLDS:
-            kept = {p for p, s in reported.items() if s is not None and s >= threshold}
+        floor = min(s for s in reported.values() if s is not None)
+        if threshold is not None:
+            floor = min(floor, threshold)
+        result.complete_from = floor
+        for least in (t for t in THRESHOLDS if t >= floor):
+            kept = {p for p, s in reported.items() if s is not None and s >= least}
             result.by_threshold.append(
-                (threshold, Scores(len(kept), len(kept & set(truth)), len(truth)))
+                (least, Scores(len(kept), len(kept & set(truth)), len(truth)))
             )
     return result
 

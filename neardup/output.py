@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
 
 from .errors import NeardupError
-from .evaluate import SPREADSHEET_UNSAFE_CELL, Evaluation, spreadsheet_safe, tsv_escape
+from .evaluate import (
+    SPREADSHEET_UNSAFE_CELL,
+    THRESHOLDS,
+    Evaluation,
+    spreadsheet_safe,
+    tsv_escape,
+)
 from .explain import Explanation
 from .phrases import counted
 from .readers import BYTE_ORDER_MARK, Format, Record, RecordReader, record_format
@@ -440,6 +446,11 @@ def evaluation_table(result: Evaluation) -> str:
             f"{t:>9.2f} {s.reported:>10} {s.precision:>11.4f} {s.recall:>8.4f} {s.f1:>7.4f}"
             for t, s in result.by_threshold
         ]
+    if result.complete_from is not None and result.complete_from > THRESHOLDS[0]:
+        lines.append(
+            f"(rows from {result.complete_from:.4g}, where the report's pairs begin; for lower "
+            "thresholds, eval a report made with a lower --threshold)"
+        )
     return "\n".join(lines)
 
 

@@ -704,6 +704,8 @@ def test_eval_counts_precision_recall_and_bands(tmp_path: Path) -> None:
     ]
     at_065 = dict(result.by_threshold)[0.65]
     assert (at_065.reported, at_065.right) == (3, 3)
+    # Below its least similarity (0.6) a report holds no pair to count: no row claims one.
+    assert [t for t, _ in result.by_threshold][:2] == [0.6, 0.65]
     cli = neardup("eval", "--truth", str(truth), "--report", str(report), "--json")
     data = json.loads(cli.stdout)
     assert data["precision"] == 0.75 and data["f1"] == 0.75
@@ -744,6 +746,21 @@ def test_eval_against_a_fresh_report_from_a_store(tmp_path: Path, sqlite_url: st
         neardup("eval", "--truth", str(truth), "--store", sqlite_url, "--json").stdout
     )
     assert (data["precision"], data["recall"]) == (1.0, 1.0)
+
+
+def test_eval_scores_no_threshold_below_the_reports(tmp_path: Path, sqlite_url: str) -> None:
+    """The rows of thresholds under the report's own repeated its scores, as if a report at
+    0.1 listed the pairs one at 0.55 does: they start at the report's threshold."""
+    records, truth = tmp_path / "people.csv", tmp_path / "truth.csv"
+    api.generate(400, records, truth, kind="people")
+    assert neardup("index", str(records), "--store", sqlite_url).returncode == 0
+    given = ("eval", "--truth", str(truth), "--store", sqlite_url, "--threshold", "0.62")
+    data = json.loads(neardup(*given, "--json").stdout)
+    assert data["by_threshold_from"] == 0.62
+    assert [row["threshold"] for row in data["by_threshold"]][:2] == [0.65, 0.7]
+    table = neardup(*given).stdout
+    assert "     0.65 " in table and "     0.60 " not in table
+    assert "(rows from 0.62, where the report's pairs begin" in table
 
 
 @pytest.mark.parametrize("against", ["store", "report"])
