@@ -886,6 +886,11 @@ def link(
             "text_fields": text_fields,
             "encoding": encoding,
         }
+        _refuse_other_sources(
+            store,
+            paths,
+            lambda: _readers(paths[:1], **reading, indexed_with=_fields_indexed_with(store)),
+        )
         measured = _readers(_read_twice(paths[1:]), format, *linked_fields, encoding)
         indexed = index([paths[0]], store, preset=preset, measured_with=measured, **reading)
     records = (r for reader in linked_file for r in reader)
@@ -894,6 +899,37 @@ def link(
         _account_for(reader, linked)
     linked.indexed = indexed
     return linked
+
+
+def _refuse_other_sources(
+    store: StoreRef, paths: Sequence[str | Path], first: Callable[[], list[Reader]]
+) -> None:
+    """Stop before indexing when the store holds records that are not the first file's: the
+    second file would be linked to them too (a store of yesterday's records, or the default
+    store of another run), and the links would depend on what was indexed before."""
+    try:
+        with opened(store) as source:
+            held = set(source.iter_ids()) if source.count() else set()
+            url = source.url
+    except NoStore:
+        held = set()
+    if not held:
+        return
+    if read_once(paths[0]):
+        raise NeardupError(
+            f"{url} holds records already, and {_stream_name(str(paths[0]))} can be read only "
+            "once to check that they are its own: give a regular file, or a new store"
+        )
+    for reader in first():
+        held.difference_update(record.id for record in reader)
+    if held:
+        other = min(held)
+        raise NeardupError(
+            f"{url} holds {counted(len(held), 'record')} that {file_name(paths[0])} does not "
+            f"(such as {other!r}), and link of two files links the second with the first "
+            f"alone: give a store of its own (--store), or link the second with every stored "
+            f"record: neardup link {paths[1]} --store {url}"
+        )
 
 
 def link_records(

@@ -191,6 +191,23 @@ def test_two_sources_that_name_their_fields_apart(tmp_path: Path) -> None:
     assert one.returncode == 2 and "the second of two files" in one.stderr
 
 
+def test_two_files_are_not_linked_through_a_store_of_other_records(store, tmp_path: Path) -> None:
+    """The first of two files was indexed into a store that held other records already (the
+    default store of another run, yesterday's records), and the second linked to them too:
+    its records linked to the other records, and the links depended on the store's past."""
+    first, second, _ = two_sources(tmp_path)
+    linked = api.link([first, second], store)
+    assert api.link([first, second], store).links == linked.links  # the same run again
+    other = tmp_path / "other.tsv"
+    other.write_text("id\ttext\nx1\tsome other record\n")
+    api.index([other], store)
+    with pytest.raises(
+        NeardupError, match=r"holds 1 record that .*first.tsv does not \(such as 'x1'\)"
+    ):
+        api.link([first, second], store)
+    assert api.stats(store)["documents"] == records_in(first) + 1  # nothing indexed
+
+
 def test_the_link_command_indexes_the_first_file_and_writes_the_links(tmp_path: Path) -> None:
     first, second, _ = two_sources(tmp_path)
     with second.open("a") as more:
