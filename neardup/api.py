@@ -98,6 +98,7 @@ from .searcher import (
     Searcher,
     Similarity,
     collapse_copies,
+    natural_key,
 )
 from .selfjoin import LeftOut
 from .settings import (
@@ -1499,12 +1500,22 @@ class DedupSummary:
     groups: int = 0
     keep: str = "first"
     skipped: SkipLog = field(default_factory=SkipLog)
+    # the kept records of the file's groups that the file does not hold: another file's
+    kept_elsewhere: list[str] = field(default_factory=list)
+    path: str = ""
 
     def describe(self) -> str:
+        elsewhere = ""
+        if held := self.kept_elsewhere:
+            elsewhere = (
+                f"; for {counted(len(held), 'group')} that is a stored record {self.path} does "
+                f"not hold, as another file's: {', '.join(map(repr, held[:3]))}"
+                + (", …" if len(held) > 3 else "")
+            )
         return (
             f"read {self.read:,}, wrote {self.written:,}, removed "
             f"{counted(self.removed, 'near-duplicate')} from {counted(self.groups, 'group')} "
-            f"(kept the {self.keep} record of each); "
+            f"(kept the {self.keep} record of each{elsewhere}); "
             f"skipped {self.skipped.summary()}"
         )
 
@@ -1559,17 +1570,20 @@ def dedup(
             f"neardup index {shlex.quote(str(path))}{into} first",
         ) from None
     grouped = {i: r.content for i, r in stored.items()}
-    removed: set[str] = set()
+    kept_of: dict[str, str] = {}  # each grouped id: the id its group keeps
     longest = keep == "longest"
     for group in groups:
         kept = max(group, key=lambda i: len(grouped.get(i, ""))) if longest else group[0]
-        removed.update(member for member in group if member != kept)
-    summary = DedupSummary(groups=len(groups), keep=keep, skipped=reader.skipped)
+        kept_of.update(dict.fromkeys(group, kept))
+    removed = {member for member, kept in kept_of.items() if member != kept}
+    summary = DedupSummary(keep=keep, skipped=reader.skipped, path=file_name(path))
     misread: dict[str, int] = {}  # ids read with a text the store does not hold: first line
     read_as_held: set[str] = set()
+    first_ids: list[str] = []  # whether the store holds the file's records at all
     with record_writer(written_as, reader, out) as write:
         for batch in batches(reader, DEFAULT_BATCH_SIZE):
             other = _other_texts(batch, grouped)
+            first_ids += [r.id for r in batch[: DEFAULT_BATCH_SIZE - len(first_ids)]]
             for place, record in enumerate(batch):
                 summary.read += 1
                 if place in other:  # not the record the store's groups are of: as it is
@@ -1588,12 +1602,22 @@ def dedup(
             f"{file_name(reader.path)} is {reader.damaged}: not written back, as the records "
             "after it are lost; dedup a whole copy of it"
         )
-    if removed and not summary.removed:
+    kept_here = {kept_of[i] for i in read_as_held}  # the groups of the file's records
+    summary.groups = len(kept_here)
+    summary.kept_elsewhere = sorted(kept_here - read_as_held, key=natural_key)
+    if groups and not read_as_held and not misread and not _holds_any(store, first_ids):
         raise NeardupError(
-            f"none of the records of {path} are in the store's groups: read it with the "
-            "settings it was indexed with (--format, --id-field)"
+            f"none of the records of {path} are in the store: read it with the settings it "
+            "was indexed with (--format, --id-field)"
         )
     return summary
+
+
+def _holds_any(store: StoreRef, ids: Sequence[str]) -> bool:
+    """Whether the store holds any of ``ids``: a file in none of its groups is either one
+    without near-duplicates or one read with other ids than it was indexed with."""
+    with opened(store) as source:
+        return bool(source.get(ids))
 
 
 def _another_text(path: str | Path, line: int, record_id: str) -> NeardupError:

@@ -214,3 +214,32 @@ def test_a_header_with_blank_names_is_written_back_as_it_was(tmp_path: Path) -> 
 def test_the_summary_counts_one_group_in_the_singular() -> None:
     summary = api.DedupSummary(read=3, written=2, removed=1, groups=1)
     assert summary.describe().startswith("read 3, wrote 2, removed 1 near-duplicate from 1 group (")
+
+
+def test_files_indexed_into_one_store_are_each_written_back(tmp_path: Path) -> None:
+    """A store of yesterday's file and today's: a record of today's whose group keeps
+    yesterday's is removed, and the summary names the stored record it gave way to. Yesterday's
+    file, whose records are kept, is written back whole; it was refused as "in none of the
+    store's groups"."""
+    listings = LISTINGS.splitlines(keepends=True)
+    (tmp_path / "monday.csv").write_text("".join(listings[:4]), encoding="utf-8")
+    (tmp_path / "tuesday.csv").write_text(listings[0] + "".join(listings[4:]), encoding="utf-8")
+    indexed = neardup("index", "monday.csv", "tuesday.csv", "--id-field", "sku", *TEXT,
+                      cwd=tmp_path, env=ENV)  # fmt: skip
+    assert indexed.returncode == 0, indexed.stderr
+    monday = neardup("dedup", "monday.csv", cwd=tmp_path, env=ENV)
+    assert monday.returncode == 0, monday.stderr
+    assert [row[0] for row in rows(monday.stdout)] == ["sku", "12345", "12347"]
+    assert "removed 1 near-duplicate from 2 groups (kept the first record of each);" in (
+        monday.stderr
+    )
+    tuesday = neardup("dedup", "tuesday.csv", cwd=tmp_path, env=ENV)
+    assert tuesday.returncode == 0, tuesday.stderr
+    assert [row[0] for row in rows(tuesday.stdout)] == ["sku", "12349"]
+    assert (
+        "removed 2 near-duplicates from 2 groups (kept the first record of each; for 2 groups "
+        "that is a stored record tuesday.csv does not hold, as another file's: '12345', '12347')"
+    ) in tuesday.stderr
+    (tmp_path / "new.csv").write_text(listings[0] + listings[5].replace("12349", "99"))
+    unheld = neardup("dedup", "new.csv", cwd=tmp_path, env=ENV)
+    assert_user_error(unheld, "none of the records of new.csv are in the store: read it with")
