@@ -33,7 +33,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.security import APIKeyHeader
 from fastapi.staticfiles import StaticFiles
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from swagger_ui_bundle import swagger_ui_path
 
@@ -74,6 +74,15 @@ def _unicode(text: str) -> str:
 UnicodeText = Annotated[str, AfterValidator(_unicode)]
 
 
+def _integer_as_text(value: object) -> object:
+    # A database's key sent from JavaScript is a number: the id it names is its digits, as
+    # the record files' readers take a JSON number for an id.
+    return str(value) if type(value) is int else value
+
+
+RecordId = Annotated[UnicodeText, BeforeValidator(_integer_as_text)]
+
+
 class Rules(BaseModel):
     """The match rules a request may give; what it leaves out, the store's own settings fill.
     A name it does not know is an error, so that a misspelt rule is not silently ignored."""
@@ -101,20 +110,33 @@ CollapseCopies = Annotated[
 
 
 class LookupRequest(Rules):
-    id: UnicodeText | None = Field(None, description="a stored record's id")
+    id: RecordId | None = Field(None, description="a stored record's id")
     text: UnicodeText | None = Field(None, description="a new text")
     collapse_copies: CollapseCopies = False
 
 
 class ExplainQuery(Rules):
-    id: list[UnicodeText] = Field([], description="a stored record's id")
+    id: list[RecordId] = Field([], description="a stored record's id")
     text: list[UnicodeText] = Field([], description="a new text")
+
+
+def _not_json(request: Request) -> str | None:
+    """What to say of a body sent as something other than JSON, which the service reads as
+    bytes (``curl -d`` sends a form unless told), else None."""
+    kind = request.headers.get("content-type", "")
+    if not kind or kind.split(";")[0].strip().lower().endswith(("/json", "+json")):
+        return None
+    return (
+        f"the body was sent as {kind.split(';')[0]}, and the service reads JSON: send it "
+        "with Content-Type: application/json (curl: --json, or -H 'Content-Type: "
+        "application/json')"
+    )
 
 
 class RecordIn(BaseModel):
     model_config = ConfigDict(extra="forbid")  # as the request's own fields
 
-    id: UnicodeText
+    id: RecordId
     text: UnicodeText
 
 
@@ -214,10 +236,12 @@ def create_app(
         return _error(status, str(exc))
 
     @app.exception_handler(RequestValidationError)
-    def bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = jsonable_encoder(exc.errors(), exclude={"input", "ctx", "url"})
         first = problems[0] if problems else {}
         where = ".".join(str(p) for p in first.get("loc", ()))
+        if where == "body" and (sent := _not_json(request)):
+            return _error(400, sent, problems)
         return _error(400, f"{where}: {first.get('msg', 'invalid request')}", problems)
 
     guarded = [Depends(authorised)]

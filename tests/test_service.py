@@ -168,6 +168,29 @@ def test_records_get_add_and_delete(client: TestClient) -> None:
     assert client.delete("/records/9").status_code == 404
 
 
+def test_ids_sent_as_numbers_and_bodies_sent_as_forms(client: TestClient) -> None:
+    """A JavaScript client sends a database's key as a number, and was refused ("Input should
+    be a valid string"); ``curl -d`` sends JSON as a form, and was told the body should be "a
+    valid dictionary"."""
+    added = client.post("/records", json={"records": [{"id": 90, "text": "Brand new place"}]})
+    assert added.json()["added"] == ["90"]
+    by_number = client.post("/lookup", json={"id": 90}).json()
+    assert by_number == client.post("/lookup", json={"id": "90"}).json()
+    assert client.get("/records/90").status_code == 200
+    flag = client.post("/records", json={"records": [{"id": True, "text": "x"}]})
+    assert flag.status_code == 400 and flag.json()["error"].startswith("body.records.0.id: ")
+    form = client.post(
+        "/lookup",
+        content=json.dumps({"text": "brand new place"}),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert form.status_code == 400
+    assert form.json()["error"].startswith(
+        "the body was sent as application/x-www-form-urlencoded, and the service reads JSON: "
+        "send it with Content-Type: application/json"
+    )
+
+
 def test_texts_that_are_not_unicode_are_refused_by_name(client: TestClient) -> None:
     records = [{"id": "14", "text": "fine"}, {"id": "half\ud800", "text": "not Unicode"}]
     for path, body, where in [
