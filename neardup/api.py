@@ -26,7 +26,14 @@ from typing import IO, Any, Protocol
 import numpy as np
 
 from ._version import __version__ as __version__  # re-exported: neardup.api.__version__
-from .errors import InvalidParameter, NeardupError, NoStore, ParameterMismatch, TooManyPairs
+from .errors import (
+    InvalidParameter,
+    NeardupError,
+    NoStore,
+    ParameterMismatch,
+    StoreFull,
+    TooManyPairs,
+)
 from .evaluate import Evaluation, pairs_of, plot, read_pairs
 from .evaluate import evaluate as score
 from .exact import exact_pairs
@@ -254,6 +261,7 @@ def index(
         with (
             progress_bar(progress, total=total, unit="B", unit_scale=True) as bar,
             _choice_forgotten_if_changed(target, summary),
+            _said_how_far(target),
         ):
             for reader in files:
                 done = bar.n
@@ -278,6 +286,20 @@ def index(
                 summary.read += reader.skipped.total  # rows read and skipped are read too
                 _account_for(reader, summary)
     return summary
+
+
+@contextmanager
+def _said_how_far(target: Store) -> Iterator[None]:
+    """A full disk stops a run at a batch, the batches before it stored: its error says what
+    the store holds, which the same command run again completes (a record stored already is
+    left unchanged)."""
+    try:
+        yield
+    except StoreFull as exc:
+        raise StoreFull(
+            f"{exc}, and the store holds {counted(target.count(), 'record')}: free some space "
+            "and run the same command again to complete it"
+        ) from None
 
 
 @contextmanager

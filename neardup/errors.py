@@ -13,6 +13,10 @@ class StoreUnavailable(NeardupError):
     """The store cannot be reached or opened."""
 
 
+class StoreFull(StoreUnavailable):
+    """A write the store's disk has no room for: the store holds what it held before it."""
+
+
 class NoStore(StoreUnavailable):
     """A store that does not exist: nothing was indexed into it yet."""
 

@@ -42,6 +42,7 @@ from .errors import (
     InvalidParameter,
     NeardupError,
     ParameterMismatch,
+    StoreFull,
     StoreUnavailable,
     UnknownRecord,
 )
@@ -55,9 +56,10 @@ MAX_BODY_BYTES = 10 * 2**20
 DOCS_ASSETS = "/docs/assets"
 MAX_RECORDS = 10_000  # per request
 
-STATUS = {
+STATUS = {  # the first that the error is an instance of
     UnknownRecord: 404,
     ParameterMismatch: 409,
+    StoreFull: 507,
     StoreUnavailable: 503,
     InvalidParameter: 400,
     NeardupError: 400,

@@ -16,9 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from neardup import api
 from neardup.fingerprint import FingerprintParams
+from neardup.service import create_app
 from neardup.stores import open_store
 from tests.corpora import corpus
 from tests.runner import neardup
@@ -121,24 +123,65 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(small)], check=False)
 
 
+def _fill(path: Path) -> None:
+    """Write ``path`` until its disk is full."""
+    with path.open("wb", buffering=0) as filler, pytest.raises(OSError):
+        while True:
+            filler.write(b"\0" * 4096)
+
+
 def test_a_full_disk_is_one_line_and_the_store_keeps_its_batches(
     small_disk: Path, tmp_path: Path
 ) -> None:
+    """The disk fills during a run: the error says what the store holds and how to complete
+    it, and the same command run once there is room completes it."""
     url = f"sqlite:///{small_disk / 'store.db'}"
     path = _records(tmp_path / "records.txt", 20_000)
-    result = neardup("index", str(path), "--store", url, "--batch-size", "500")
+    command = ("index", str(path), "--store", url, "--batch-size", "500")
+    result = neardup(*command)
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [
-        "neardup: error: SQLite: database or disk is full"
-    ]
     database = sqlite3.connect(small_disk / "store.db")
     assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     kept = database.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
     database.close()
     assert 0 < kept < 20_000 and kept % 500 == 0
+    assert result.stderr.strip().splitlines() == [
+        f"neardup: error: {small_disk / 'store.db'}: its disk is full (database or disk is "
+        f"full); the write was undone, and the store holds {kept:,} records: free some space "
+        "and run the same command again to complete it"
+    ]
     assert api.stats(url)["documents"] == kept
     found = api.lookup(url, text="listing number 0 on street 0 in town 0")
     assert [(m.id, m.exact) for m in found[:1]] == [("r0", True)]
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
+    completed = neardup(*command)
+    assert completed.returncode == 0, completed.stderr
+    assert f"{kept:,} stored records given again unchanged" in completed.stderr
+    assert api.stats(url)["documents"] == 20_000
+
+
+def test_a_run_that_filled_the_disk_leaves_a_store_that_answers(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """A run that fits fills the disk: the store's last writes stay in its write-ahead log,
+    which has no room to be folded into the file, so the store opens for writing. Lookups and
+    reports failed with "database or disk is full" where they would remember the threshold
+    they read; they answer, and read it again next time."""
+    url = f"sqlite:///{small_disk / 'store.db'}"
+    records, _ = tmp_path / "people.csv", api.generate(1000, tmp_path / "people.csv", kind="people")
+    assert neardup("index", str(records), "--store", url).returncode == 0
+    assert (small_disk / "store.db-wal").exists()
+    looked_up = neardup("lookup", "--store", url, "--id", "p00000000")
+    assert looked_up.returncode == 0 and "p00000032" in looked_up.stdout, looked_up.stderr
+    reported = neardup("report", "--store", url, "-o", str(tmp_path / "pairs.tsv"))
+    assert reported.returncode == 0 and "pairs written" in reported.stderr, reported.stderr
+    with TestClient(create_app(url)) as client:  # a service adding to it: 507, not 503
+        assert client.post("/lookup", json={"id": "p00000000"}).status_code == 200
+        records = [
+            {"id": f"new{n}", "text": f"a record that is new number {n}"} for n in range(3000)
+        ]
+        refused = client.post("/records", json={"records": records})
+        assert refused.status_code == 507 and "its disk is full" in refused.json()["error"]
 
 
 def test_a_store_on_a_full_disk_answers_read_only(small_disk: Path, tmp_path: Path) -> None:
@@ -148,10 +191,7 @@ def test_a_store_on_a_full_disk_answers_read_only(small_disk: Path, tmp_path: Pa
     path = _records(tmp_path / "records.txt", 300)
     assert neardup("index", str(path), "--store", url).returncode == 0
     before = neardup("report", "--store", url, "--threshold", "0.7")
-    with (small_disk / "filler").open("wb") as filler, pytest.raises(OSError):
-        while True:
-            filler.write(b"\0" * 65536)
-            filler.flush()
+    _fill(small_disk / "filler")
     shown = neardup("stats", "--store", url)
     assert shown.stdout.startswith(f"store: {url}\ndocuments: 300"), shown.stderr
     found = neardup("lookup", "--store", url, "--text", "listing number 7 on street 7 in town 7")

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from ..errors import NeardupError, ParameterMismatch, StoreUnavailable
+from ..errors import NeardupError, ParameterMismatch, StoreFull, StoreUnavailable
 from ..fingerprint import (
     Counted,
     Fingerprint,
@@ -353,11 +353,14 @@ class Store(ABC):
     def remember(self, changes: Mapping[str, Any]) -> None:
         """Merge what a command measured (a threshold read from the records, a report's
         histogram) into the settings: written where the store can be, else kept for this
-        connection only, since a store open read-only still answers."""
+        connection only, since a store open read-only (or on a full disk) still answers."""
         if self.writable:
-            self.update_settings(changes)
-        else:
-            self._settings = (self.settings or {}) | dict(changes)
+            try:
+                self.update_settings(changes)
+                return
+            except StoreFull:
+                pass  # what was measured is measured again by the next command
+        self._settings = (self.settings or {}) | dict(changes)
 
     def read_settings(self) -> dict[str, Any] | None:
         """The stored settings object, or None for a store with no schema yet."""

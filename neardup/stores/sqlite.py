@@ -38,7 +38,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from ..errors import NoStore, StoreUnavailable
+from ..errors import NoStore, StoreFull, StoreUnavailable
 from ..fingerprint import (
     Counted,
     Fingerprint,
@@ -362,11 +362,15 @@ class SQLiteStore(Store):
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             yield
-        except BaseException:
+            self._conn.execute("COMMIT")
+        except BaseException as exc:
             if self._conn.in_transaction:  # SQLite may have rolled back already (a full disk)
                 self._conn.execute("ROLLBACK")
+            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                raise StoreFull(
+                    f"{self.path}: its disk is full ({exc}); the write was undone"
+                ) from None
             raise
-        self._conn.execute("COMMIT")
 
     def _insert(self, insert: str, columns: int, values: list[Any], upsert: str = "") -> None:
         """``insert`` ("INSERT ... INTO table") the rows whose ``columns`` values follow each
