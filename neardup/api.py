@@ -311,7 +311,7 @@ def _choice_forgotten_if_changed(target: Store, summary: IndexSummary) -> Iterat
         yield
     finally:
         if summary.indexed:
-            _forget_choice_if(target, lambda _, choice: not _records_checked_at(choice))
+            _forget_choice_if(target, _not_checked)
 
 
 @contextmanager
@@ -610,10 +610,20 @@ def _read_from_half_or_fewer(choice: Mapping[str, Any], records: int) -> bool:
     return "records" in choice and records >= 2 * choice["records"]
 
 
-def _outgrown(store: Store, choice: Mapping[str, Any]) -> bool:
-    """Whether records added one by one have doubled the store since ``choice`` was read from
-    it, at a report's cost each time; a threshold records were checked at is kept."""
-    return not _records_checked_at(choice) and _read_from_half_or_fewer(choice, store.count())
+def _doubled_or_halved(store: Store, choice: Mapping[str, Any]) -> bool:
+    """Whether records added or deleted a few at a time have doubled or halved the store
+    since ``choice`` was read from it (read again at every change, each would cost a report);
+    a threshold records were checked at is kept."""
+    if _records_checked_at(choice) or "records" not in choice:
+        return False
+    records = store.count()
+    return _read_from_half_or_fewer(choice, records) or 2 * records <= choice["records"]
+
+
+def _not_checked(_store: Store, choice: Mapping[str, Any]) -> bool:
+    """Whether ``choice`` was read from the records rather than checked at: a run that
+    changes the records forgets it then (:func:`_records_checked_at`)."""
+    return not _records_checked_at(choice)
 
 
 def _forget_choice_if(store: Store, stale: Callable[[Store, Mapping[str, Any]], bool]) -> None:
@@ -1274,7 +1284,7 @@ def add(
         if not if_unique:
             index_records(target, storable, params)
             result.added = list(dict.fromkeys(r.id for r in storable))
-            _forget_choice_if(target, _outgrown)
+            _forget_choice_if(target, _doubled_or_halved)
         elif storable:
             _add_if_unique(target, params, (rules, preset), storable, result, every_duplicate)
         result.replaced = [i for i in result.added if i in held]
@@ -1681,13 +1691,18 @@ class Deleted:
         )
 
 
-def delete(ids: Sequence[str], store: StoreRef = None) -> Deleted:
-    """Remove records by id; later lookups and reports no longer see them."""
+def delete(ids: Sequence[str], store: StoreRef = None, *, few: bool = False) -> Deleted:
+    """Remove records by id; later lookups and reports no longer see them. A threshold read
+    from the records is read again from those left, as after an index run; ``few`` deletes
+    (the service's, one a request) keep it until the store has halved, as its adds keep it
+    until the store has doubled."""
     wanted = list(dict.fromkeys(ids))
     with opened(store) as target:
         held = target.get(wanted)
         removed = target.delete(wanted)
         target.flush()
+        if removed:
+            _forget_choice_if(target, _doubled_or_halved if few else _not_checked)
         return Deleted(removed, [i for i in wanted if i not in held])
 
 

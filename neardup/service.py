@@ -373,7 +373,7 @@ def create_app(
     def delete_record(record_id: str) -> dict[str, Any]:
         """Remove a record; later lookups and reports no longer see it."""
         with held.use() as source:
-            if not api.delete([record_id], source).removed:
+            if not api.delete([record_id], source, few=True).removed:
                 raise _Refused(404, f"no record with id {record_id!r}")
         return {"deleted": record_id}
 

@@ -404,6 +404,34 @@ def test_every_command_gives_one_answer_whether_or_not_a_report_ran(tmp_path: Pa
     assert api.stats(first)["rules_in_effect"]["threshold"] is None  # read again when needed
 
 
+def test_a_threshold_read_before_records_were_deleted_is_read_from_those_left(
+    tmp_path: Path,
+) -> None:
+    """Deleting 1,999 of 3,000 documents kept the threshold read from all 3,000 (0.45), where
+    a store of the 1,001 left reads 0.49: the answers depended on the store's past. A delete
+    run forgets it, as an index run does; the service's deletes, one a request, forget it once
+    the store has halved, as its adds do once it has doubled."""
+    docs, left = tmp_path / "docs.tsv", tmp_path / "left.tsv"
+    api.generate(3000, docs)
+    lines = docs.read_text().splitlines(keepends=True)
+    left.write_text(lines[0] + "".join(lines[2000:]))
+    deleted = [line.split("\t")[0] for line in lines[1:2000]]
+    fresh, used = f"sqlite:///{tmp_path / 'fresh.db'}", f"sqlite:///{tmp_path / 'used.db'}"
+    api.index([left], fresh)
+    api.index([docs], used)
+    before = api.report(used)
+    assert api.delete(deleted, used).removed == 1999
+    assert api.stats(used)["rules_in_effect"]["threshold"] is None  # read again when needed
+    assert api.report(used) == api.report(fresh)
+    assert api.last_report(used).threshold == api.last_report(fresh).threshold
+    api.index([docs], used)
+    assert api.report(used) == before
+    api.delete(deleted[:1499], used, few=True)  # 1,501 of 3,000 left
+    assert api.stats(used)["rules_in_effect"]["threshold"] == api.last_report(used).threshold
+    api.delete(deleted[1499:1500], used, few=True)  # halved
+    assert api.stats(used)["rules_in_effect"]["threshold"] is None
+
+
 def test_a_small_stores_fallback_is_read_again_as_records_arrive(tmp_path: Path) -> None:
     """A store fed record by record (the service's add) that is asked while it holds ten
     records falls back, and does not keep it: once it holds enough, it reads the threshold
