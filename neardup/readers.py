@@ -767,6 +767,9 @@ class RecordReader:
         first, rows = _peeked(rows, SAMPLE_ROWS if objects else 1)
         if objects and first:
             keys = dict.fromkeys(key for values, _, _ in first for key in values)
+            if paths := self._paths_named([values for values, _, _ in first]):
+                keys.update(dict.fromkeys(paths))
+                rows = ((_Nested(values), count, line) for values, count, line in rows)
             sampled = "JSON object" if len(first) == 1 else f"{len(first):,} JSON objects"
             self._check_fields(list(keys), f"the first {sampled}")
         if self.automatic_text:
@@ -792,6 +795,17 @@ class RecordReader:
                 yield Record(record_id, text, line, values, self.source)
             else:
                 skipped.add(line, "no text")
+
+    def _paths_named(self, samples: list[dict[str, object]]) -> list[str]:
+        """The fields named (or the store's records were read with) as a path into nested
+        objects, ``address.city``, that some of ``samples`` hold."""
+        named = [self.id_field, *self.text_fields]
+        named += [self.indexed_with.id_field, *self.indexed_with.text_fields]
+        return [
+            name
+            for name in dict.fromkeys(n for n in named if n and "." in n)
+            if any(_Nested(sample).get(name) is not None for sample in samples)
+        ]
 
     def _leave_out_noise(self, samples: list[dict[str, object]]) -> None:
         """Leave out of the text the fields whose values are nearly all URLs or times of day:
@@ -1280,6 +1294,22 @@ def _with_skips(
             yield number, row, "empty line"
         else:
             yield number, row, "undecodable bytes" if holds_surrogates(joined) else None
+
+
+class _Nested(dict):
+    """A JSON object whose nested fields are named by their path too (``address.city``, as
+    jq and Elasticsearch name them), for a reader that names one; a key holding a dot is
+    itself first. Written back, it is the object as it was read."""
+
+    def get(self, key: str, default: object = None) -> object:
+        if key in self:
+            return self[key]
+        value: object = self
+        for part in key.split("."):
+            if not isinstance(value, dict) or part not in value:
+                return default
+            value = value[part]
+        return value
 
 
 def _unwrapped(value: object) -> object:

@@ -437,6 +437,38 @@ def test_json_escapes_of_half_a_surrogate_pair_are_counted(tmp_path: Path) -> No
     assert reader.skipped.reasons == {"half of a surrogate pair": 3}
 
 
+def test_a_nested_field_is_named_by_its_path(tmp_path: Path) -> None:
+    """`--text-field address.city`, as jq and Elasticsearch name a nested field, was "no
+    field 'address.city'". A key that holds a dot is itself first; dedup writes each object
+    back as it was read."""
+    people = [
+        {"id": 1, "name": "Anna Rossi", "address": {"street": "Via Roma 1", "city": "Milano"}},
+        {"id": 2, "name": "Anna Rosi", "address": {"street": "Via Roma 1", "city": "Milan"}},
+        {"id": 3, "name": "Luca Verdi", "address": {"city": "Roma"}, "address.city": "Rome"},
+        {"id": 4, "name": "No Address", "address": "unknown"},
+    ]
+    path = write(tmp_path / "people.jsonl", "".join(json.dumps(p) + "\n" for p in people))
+    records, _ = read(path, text_fields=["name", "address.city"])
+    assert [(r.id, r.text) for r in records] == [
+        ("1", "Anna Rossi Milano"),
+        ("2", "Anna Rosi Milan"),
+        ("3", "Luca Verdi Rome"),
+        ("4", "No Address"),
+    ]
+    records, _ = read(path, id_field="address.city", text_fields=["name"])
+    assert [r.id for r in records] == ["Milano", "Milan", "Rome"]
+    with pytest.raises(NeardupError, match="no field 'address.zip' in the first 4 JSON objects"):
+        RecordReader(path, text_fields=["address.zip"])
+    url = f"sqlite:///{tmp_path / 'people.db'}"
+    api.index([path], url, text_fields=["name", "address.city"])
+    kept = io.StringIO()
+    api.dedup(path, kept, url, rules={"threshold": 0.3})
+    assert [json.loads(line) for line in kept.getvalue().splitlines()] == [
+        people[0],
+        *people[2:],
+    ]
+
+
 def test_jsonl_missing_field_is_an_error(tmp_path: Path) -> None:
     path = write(tmp_path / "a.jsonl", '{"id": 1, "title": "x"}\n')
     with pytest.raises(NeardupError, match="no field 'body' in the first JSON object"):
