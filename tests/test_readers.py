@@ -457,7 +457,7 @@ def test_a_nested_field_is_named_by_its_path(tmp_path: Path) -> None:
     ]
     records, _ = read(path, id_field="address.city", text_fields=["name"])
     assert [r.id for r in records] == ["Milano", "Milan", "Rome"]
-    with pytest.raises(NeardupError, match="no field 'address.zip' in the first 4 JSON objects"):
+    with pytest.raises(NeardupError, match=r"no field 'address\.zip' in the first 4 JSON objects"):
         RecordReader(path, text_fields=["address.zip"])
     url = f"sqlite:///{tmp_path / 'people.db'}"
     api.index([path], url, text_fields=["name", "address.city"])
