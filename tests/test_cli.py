@@ -380,6 +380,23 @@ def test_a_failing_file_writes_nothing(records: Path, tmp_path: Path, sqlite_url
     assert not (tmp_path / "store.db").exists()
 
 
+def test_an_index_run_that_stored_none_of_its_records_fails(tmp_path: Path) -> None:
+    """Every record skipped (JSON objects run together on one line, texts all empty) exited 0
+    with nothing stored, and a script's next step failed on a store that was never made."""
+    (tmp_path / "joined.jsonl").write_text('{"id": 1, "text": "a b"}{"id": 2, "text": "c"}\n')
+    (tmp_path / "blank.csv").write_text("id,text\n1,\n2,\n")
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    for name, why in (("joined.jsonl", "1 invalid JSON"), ("blank.csv", "2 no text")):
+        result = neardup("index", str(tmp_path / name), "--store", store)
+        assert result.returncode == 2 and f"indexed 0, skipped {why[0]} ({why})" in result.stderr
+        assert result.stderr.splitlines()[-1].startswith(
+            f"neardup: error: none of the {why[0]} record"
+        )
+    (tmp_path / "some.csv").write_text("id,text\n1,\n2,some words\n")
+    assert neardup("index", str(tmp_path / "some.csv"), "--store", store).returncode == 0
+    assert neardup("index", str(tmp_path / "blank.csv"), "--store", store).returncode == 2
+
+
 def test_delete_takes_whole_lines_of_a_file_as_ids(tmp_path: Path) -> None:
     """An id may hold spaces: split at them, "New York 1" deleted the record "1"."""
     (tmp_path / "shops.tsv").write_text(
