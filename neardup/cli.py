@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from . import api, output
-from .errors import NeardupError
+from .errors import NeardupError, NoStore, StoreUnavailable
 from .phrases import counted
 
 Command = Callable[[argparse.Namespace], int]
@@ -484,6 +484,16 @@ def _serve(args: argparse.Namespace) -> int:
                 "is set: anyone who reaches the port can read and change the store (--api-key)",
                 file=sys.stderr,
             )
+        try:  # a mistyped store name, or an engine down, said now rather than at each request
+            api.stats(args.store)
+        except NoStore as exc:
+            print(
+                f"neardup: warning: {exc.missing}: requests answer 503 until records are added "
+                "(POST /records, or neardup index)",
+                file=sys.stderr,
+            )
+        except StoreUnavailable as exc:
+            print(f"neardup: warning: {exc}: requests answer 503 until it answers", file=sys.stderr)
 
     from .service import serve  # here: the service's dependencies load only for the service
 

@@ -892,16 +892,31 @@ def test_an_empty_first_run_leaves_no_store_for_later_data_to_inherit(tmp_path: 
     [(["--host", "0.0.0.0"], True), (["--host", "::1"], False), ([], False)],
 )
 def test_serve_warns_when_other_machines_can_reach_it_without_a_key(
-    flags: list[str], warned: bool, monkeypatch
+    flags: list[str], warned: bool, tmp_path: Path, monkeypatch
 ) -> None:
+    (tmp_path / "r.tsv").write_text("id\ttext\n1\tone record\n")
+    indexed = f"sqlite:///{tmp_path / 'r.db'}"
+    api.index([tmp_path / "r.tsv"], indexed)
     monkeypatch.delenv("NEARDUP_API_KEY", raising=False)
     monkeypatch.setattr("neardup.service.serve", lambda *args, listening, **kwargs: listening())
-    result = neardup("serve", *flags)
+    result = neardup("serve", "--store", indexed, *flags)
     assert result.returncode == 0
     assert ("anyone who reaches the port can read and change the store" in result.stderr) == warned
     assert ("http://[::1]:8000" in result.stderr) == ("::1" in flags)  # an IPv6 URL's brackets
-    keyed = neardup("serve", "--host", "0.0.0.0", "--api-key", "k")
+    keyed = neardup("serve", "--store", indexed, "--host", "0.0.0.0", "--api-key", "k")
     assert "warning" not in keyed.stderr
+
+
+def test_serve_warns_of_a_store_it_cannot_answer_from(tmp_path: Path, monkeypatch) -> None:
+    """A mistyped store name served, and every request answered 503, with nothing said when
+    it started."""
+    monkeypatch.setattr("neardup.service.serve", lambda *args, listening, **kwargs: listening())
+    missing = neardup("serve", "--store", str(tmp_path / "typo.db"))
+    assert missing.stderr.splitlines()[1] == (
+        f"neardup: warning: no store at {tmp_path / 'typo.db'}: requests answer 503 until "
+        "records are added (POST /records, or neardup index)"
+    )
+    assert not (tmp_path / "typo.db").exists()
 
 
 def test_serve_on_a_port_in_use_says_so_in_one_line() -> None:
