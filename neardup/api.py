@@ -942,7 +942,9 @@ def _refuse_other_sources(
     store of another run), and the links would depend on what was indexed before."""
     try:
         with opened(store) as source:
-            held = set(source.iter_ids()) if source.count() else set()
+            # A store with no parameters yet (an engine's index not made) holds nothing.
+            new = source.read_params() is None
+            held = set() if new or not source.count() else set(source.iter_ids())
             url = source.url
     except NoStore:
         held = set()
