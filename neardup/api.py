@@ -1496,7 +1496,7 @@ def _threshold_source(
 
 
 def record_texts(
-    path: str | Path,
+    paths: str | Path | Sequence[str | Path],
     ids: Iterable[str],
     *,
     format: Format | None = None,
@@ -1505,13 +1505,14 @@ def record_texts(
     encoding: str | None = None,
     store: StoreRef = None,
 ) -> dict[str, str]:
-    """The texts of some records as a file has them (not normalised), by id: for reports that
-    people read. Only the ``ids`` asked for are kept in memory. Each is checked against the
-    content ``store`` holds under its id: another file's texts beside a report's pairs would
-    show records it never compared."""
+    """The texts of some records as the files the store was indexed from have them (not
+    normalised), by id: for reports that people read. Only the ``ids`` asked for are kept in
+    memory. Each is checked against the content ``store`` holds under its id: another file's
+    texts beside a report's pairs would show records it never compared."""
     wanted = set(ids)
     indexed_with = _fields_indexed_with(store)
-    readers = _readers([path], format, id_field, text_fields, encoding, indexed_with)
+    paths = [paths] if isinstance(paths, str | Path) else list(paths)
+    readers = _readers(paths, format, id_field, text_fields, encoding, indexed_with)
     # The last of a repeated id, as stored; a folder of record files read as index read it.
     read = {r.id: r for reader in readers for r in reader if r.id in wanted}
     with opened(store) as source:
@@ -1519,7 +1520,7 @@ def record_texts(
     records = [r for r in read.values() if r.id in held]
     if other := _other_texts(records, held):
         first = records[min(other)]
-        raise _another_text(path, first.line, first.id)
+        raise _another_text(first.source or paths[0], first.line, first.id)
     return {i: r.text for i, r in read.items()}
 
 

@@ -22,6 +22,7 @@ from typing import IO, Any, NoReturn
 from . import api, output
 from .errors import NeardupError, NoStore, StoreUnavailable
 from .phrases import counted
+from .searcher import natural_key
 
 Command = Callable[[argparse.Namespace], int]
 # Exit statuses, as grep has them: a lookup that finds nothing is 1, an error is 2.
@@ -309,6 +310,14 @@ def _report(args: argparse.Namespace) -> int:
             encoding=args.encoding,
             store=args.store,
         )
+        if untold := {i for p in pairs for i in (p.left_id, p.right_id)} - texts.keys():
+            print(
+                f"neardup: note: {counted(len(untold), 'record')} of the pairs (such as "
+                f"{min(untold, key=natural_key)!r}) {'is' if len(untold) == 1 else 'are'} in "
+                f"none of {', '.join(args.texts_from)}: left without a text; give every file "
+                "the store was indexed from",
+                file=sys.stderr,
+            )
     # An exact report applies the store's threshold and keeps no histogram of its own.
     measured = None if args.exact else api.last_report(args.store)
     if args.exact:
@@ -768,8 +777,9 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--texts-from",
         metavar="FILE",
-        help="the record file the store was indexed from: adds each record's own text "
-        "(not normalised) to the pairs or groups",
+        action="append",
+        help="the record file the store was indexed from (once per file, for several): adds "
+        "each record's own text (not normalised) to the pairs or groups",
     )
     report.add_argument("--id-field", help="with --texts-from: as when indexing")
     report.add_argument(

@@ -243,3 +243,27 @@ def test_files_indexed_into_one_store_are_each_written_back(tmp_path: Path) -> N
     (tmp_path / "new.csv").write_text(listings[0] + listings[5].replace("12349", "99"))
     unheld = neardup("dedup", "new.csv", cwd=tmp_path, env=ENV)
     assert_user_error(unheld, "none of the records of new.csv are in the store: read it with")
+
+
+def test_a_report_takes_the_texts_of_every_file_the_store_was_indexed_from(
+    tmp_path: Path,
+) -> None:
+    """--texts-from took one file, and a second replaced the first: the pairs between two
+    files' records showed one side's text empty, without a word."""
+    listings = LISTINGS.splitlines(keepends=True)
+    (tmp_path / "monday.csv").write_text("".join(listings[:4]), encoding="utf-8")
+    (tmp_path / "tuesday.csv").write_text(listings[0] + "".join(listings[4:]), encoding="utf-8")
+    fields = ["--id-field", "sku", *TEXT]
+    indexed = neardup("index", "monday.csv", "tuesday.csv", *fields, cwd=tmp_path, env=ENV)
+    assert indexed.returncode == 0, indexed.stderr
+    texts = ["--texts-from", "monday.csv", "--texts-from", "tuesday.csv", "--format", "csv"]
+    both = neardup("report", *texts, cwd=tmp_path, env=ENV)
+    rows = list(csv.DictReader(io.StringIO(both.stdout.removeprefix("\ufeff"))))
+    assert len(rows) == 4 and all(row["left_text"] and row["right_text"] for row in rows)
+    assert ("12347", "12348") in {(row["left_id"], row["right_id"]) for row in rows}
+    assert "note" not in both.stderr
+    one = neardup("report", *texts[:2], cwd=tmp_path, env=ENV)
+    assert one.stderr.startswith(
+        "neardup: note: 2 records of the pairs (such as '12348') are in none of monday.csv: "
+        "left without a text; give every file the store was indexed from"
+    )
