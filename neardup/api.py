@@ -1615,17 +1615,19 @@ def dedup(
     misread: dict[str, int] = {}  # ids read with a text the store does not hold: first line
     read_as_held: set[str] = set()
     first_ids: list[str] = []  # whether the store holds the file's records at all
+    numbering = IndexSummary()  # the ids an index run that kept repeated ids gave them
     with record_writer(written_as, reader, out) as write:
         for batch in batches(reader, DEFAULT_BATCH_SIZE):
-            other = _other_texts(batch, grouped)
+            stored_as = _as_kept(batch, numbering, grouped)
+            other = _other_texts(stored_as, grouped)
             first_ids += [r.id for r in batch[: DEFAULT_BATCH_SIZE - len(first_ids)]]
-            for place, record in enumerate(batch):
+            for place, (record, held_id) in enumerate(zip(batch, stored_as, strict=True)):
                 summary.read += 1
                 if place in other:  # not the record the store's groups are of: as it is
-                    misread.setdefault(record.id, record.line)
-                elif record.id in grouped:
-                    read_as_held.add(record.id)
-                    if record.id in removed:
+                    misread.setdefault(held_id.id, record.line)
+                elif held_id.id in grouped:
+                    read_as_held.add(held_id.id)
+                    if held_id.id in removed:
                         summary.removed += 1
                         continue
                 write(record)
@@ -1646,6 +1648,20 @@ def dedup(
             "was indexed with (--format, --id-field)"
         )
     return summary
+
+
+def _as_kept(
+    records: list[Record], numbering: IndexSummary, grouped: Mapping[str, str]
+) -> list[Record]:
+    """``records`` under the ids the store's groups hold them by: a repeat of an id under the
+    numbered id an index run that kept repeats gave it (``5#2``: :func:`index`'s
+    ``on_duplicate_id="keep"``), where a group holds that id; else as read (a repeat that
+    replaced the earlier record is stored under the id itself)."""
+    numbered = numbering.admit(records, "keep").records
+    return [
+        kept if kept is not None and kept.id != record.id and kept.id in grouped else record
+        for record, kept in zip(records, numbered, strict=True)
+    ]
 
 
 def _holds_any(store: StoreRef, ids: Sequence[str]) -> bool:

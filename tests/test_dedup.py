@@ -267,3 +267,24 @@ def test_a_report_takes_the_texts_of_every_file_the_store_was_indexed_from(
         "neardup: note: 2 records of the pairs (such as '12348') are in none of monday.csv: "
         "left without a text; give every file the store was indexed from"
     )
+
+
+def test_repeated_ids_kept_numbered_are_removed_by_their_numbered_ids(tmp_path: Path) -> None:
+    """Indexed with --on-duplicate-id keep, the second record of id 5 is stored as 5#2: dedup
+    read it as 5, whose stored text is another, and wrote it back though its group keeps 4."""
+    (tmp_path / "shops.csv").write_text(
+        "id,text\n4,Marco Bianchi Corso Italia 4 Torino\n5,Anna Rossi Via Roma 12 Milano\n"
+        "5,Marco Bianchi Corso Italia 4 Turin\n"
+    )
+    kept = ["--on-duplicate-id", "keep"]
+    assert neardup("index", "shops.csv", *kept, cwd=tmp_path, env=ENV).returncode == 0
+    rules = ["--threshold", "0.5"]
+    assert "4\t5#2\t" in neardup("report", *rules, cwd=tmp_path, env=ENV).stdout
+    result = neardup("dedup", "shops.csv", *rules, cwd=tmp_path, env=ENV)
+    assert [row[1] for row in rows(result.stdout)[1:]] == [
+        "Marco Bianchi Corso Italia 4 Torino",
+        "Anna Rossi Via Roma 12 Milano",
+    ]
+    assert "removed 1 near-duplicate from 1 group (kept the first record of each);" in (
+        result.stderr
+    )
