@@ -15,7 +15,7 @@ import shlex
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
@@ -1513,8 +1513,16 @@ def record_texts(
     indexed_with = _fields_indexed_with(store)
     paths = [paths] if isinstance(paths, str | Path) else list(paths)
     readers = _readers(paths, format, id_field, text_fields, encoding, indexed_with)
-    # The last of a repeated id, as stored; a folder of record files read as index read it.
-    read = {r.id: r for reader in readers for r in reader if r.id in wanted}
+    # The last of a repeated id, as stored, or each under its numbered id where the report
+    # names those; a folder of record files read as index read it.
+    numbering = IndexSummary()
+    read = {
+        r.id: r
+        for reader in readers
+        for batch in batches(reader, DEFAULT_BATCH_SIZE)
+        for r in _as_kept(batch, numbering, wanted)
+        if r.id in wanted
+    }
     with opened(store) as source:
         held = {i: r.content for i, r in source.get(sorted(read)).items()}
     records = [r for r in read.values() if r.id in held]
@@ -1651,15 +1659,15 @@ def dedup(
 
 
 def _as_kept(
-    records: list[Record], numbering: IndexSummary, grouped: Mapping[str, str]
+    records: list[Record], numbering: IndexSummary, wanted: Container[str]
 ) -> list[Record]:
-    """``records`` under the ids the store's groups hold them by: a repeat of an id under the
+    """``records`` under the ids the store holds them by: a repeat of an id under the
     numbered id an index run that kept repeats gave it (``5#2``: :func:`index`'s
-    ``on_duplicate_id="keep"``), where a group holds that id; else as read (a repeat that
-    replaced the earlier record is stored under the id itself)."""
+    ``on_duplicate_id="keep"``), where that id is ``wanted`` (a group's, a report's); else as
+    read (a repeat that replaced the earlier record is stored under the id itself)."""
     numbered = numbering.admit(records, "keep").records
     return [
-        kept if kept is not None and kept.id != record.id and kept.id in grouped else record
+        kept if kept is not None and kept.id != record.id and kept.id in wanted else record
         for record, kept in zip(records, numbered, strict=True)
     ]
 

@@ -288,3 +288,8 @@ def test_repeated_ids_kept_numbered_are_removed_by_their_numbered_ids(tmp_path: 
     assert "removed 1 near-duplicate from 1 group (kept the first record of each);" in (
         result.stderr
     )
+    texts = neardup("report", *rules, "--texts-from", "shops.csv", cwd=tmp_path, env=ENV)
+    assert texts.stdout.splitlines()[1].endswith(
+        "\tMarco Bianchi Corso Italia 4 Torino\tMarco Bianchi Corso Italia 4 Turin"
+    )
+    assert "note" not in texts.stderr
