@@ -410,6 +410,8 @@ class RecordReader:
         sample = self._sample()
         start = sample[:MAGIC_BYTES]
         self._refuse_what_cannot_be_read(start, sample)
+        if self.stdin and not self._format_given:
+            self._refuse_a_table_as_lines(sample)
         # Lines ended by a carriage return alone, as old Mac exports end them ("Tab delimited
         # text (Macintosh)"): split at each one, where they were read as one line.
         self._cr_lines = b"\r" in sample and b"\n" not in sample
@@ -473,6 +475,31 @@ class RecordReader:
 
     def close(self) -> None:
         self._raw.close()
+
+    def _refuse_a_table_as_lines(self, sample: bytes) -> None:
+        """Standard input is read as lines of ID TEXT unless --format says otherwise: a CSV
+        table piped in was read so, each row's first cell and the next one's first word taken
+        for its id ('p1,Kenneth') and its header for a record. One error where it is a table
+        of commas (the first word of two lines holds one) or of tabs (two or more on every
+        line), or JSON."""
+        text = sample.decode(self.encoding, errors="replace").removeprefix("\ufeff")
+        lines = [line for line in text.splitlines()[:SAMPLE_ROWS] if line.strip()]
+        if not lines:
+            return
+        first_words = [re.split(r"[ \t]", line.strip(), maxsplit=1)[0] for line in lines[:2]]
+        tabs = {line.count("\t") for line in lines[:-1] or lines}  # the last may be cut short
+        if lines[0].lstrip().startswith(("{", "[")):
+            kind, formats = "JSON", "jsonl (an object a line) or --format json"
+        elif len(lines) > 1 and all("," in word for word in first_words):
+            kind, formats = "a CSV table", "csv"
+        elif len(tabs) == 1 and min(tabs) >= 2:
+            kind, formats = "a TSV table", "tsv"
+        else:
+            return
+        raise NeardupError(
+            f"standard input looks like {kind} (its first line: {lines[0][:60]!r}), and is "
+            f"read as lines of ID TEXT unless told: give --format {formats}"
+        )
 
     def _refuse_what_cannot_be_read(self, start: bytes, sample: bytes) -> None:
         """A file that starts with a UTF-16 or UTF-32 byte order mark (a spreadsheet's "Unicode

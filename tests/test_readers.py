@@ -1002,6 +1002,30 @@ def test_a_compressed_file_is_read_whatever_its_name_says(
     assert [(r.id, r.text) for r in records] == [("1", "Art's Deli"), ("2", "Arts Deli")]
 
 
+@pytest.mark.parametrize(
+    ("piped", "said"),
+    [
+        ("id,name,city\np1,Kenneth Robles,Mccallstad\n", "a CSV table"),
+        ("id\tname\tcity\np1\tKenneth Robles\tMccallstad\n", "a TSV table"),
+        ('{"id": "p1", "name": "Kenneth Robles"}\n', "JSON"),
+        ("1 Smith, John at 5 Elm St\n2 Smith, Jon at 5 Elm Street\n", None),  # lines
+        ("1\tArt's Deli\n2\tArts Deli\n", None),  # lines of ID<TAB>TEXT
+    ],
+)
+def test_a_table_piped_in_without_its_format_is_one_error(
+    piped: str, said: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cat people.csv | neardup index -` read lines of ID TEXT: 3,000 records with ids such
+    as 'p00000000,Kenneth', the header one of them, exit 0."""
+    data = io.BytesIO(piped.encode())
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(data)))
+    if said is None:
+        assert len(read(Path("-"))[0]) == 2
+        return
+    with pytest.raises(NeardupError, match=f"^standard input looks like {said} \\(its first"):
+        RecordReader(Path("-"))
+
+
 @pytest.mark.parametrize("name", ["phones.csv", "phones.tsv"])
 def test_a_header_that_names_a_column_twice_is_one_error(tmp_path: Path, name: str) -> None:
     """Two columns called phone (a spreadsheet allows it): the first's values were lost, the
