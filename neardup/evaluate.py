@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import combinations, pairwise
 from pathlib import Path
 from typing import IO
 
@@ -112,6 +112,8 @@ def read_pairs(
         header, rows = _rows(path)
     except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise NeardupError(f"cannot read pairs from {path}: {exc}") from None
+    if groups := _groups_in(header, rows):
+        return {_key(a, b): None for ids in groups for a, b in combinations(ids, 2)}
     first_line = 2
     if isinstance(rows, list) and len(header) >= 2 and known and known(header[:2]):
         rows, header, first_line = [header, *rows], ["left_id", "right_id"], 1
@@ -132,6 +134,30 @@ def read_pairs(
         except (KeyError, ValueError, TypeError):
             raise NeardupError(f"{path}: line {number} is not a pair") from None
     return pairs
+
+
+# The column a file of groups names each record's group by, beside its id: a report's
+# (`report --clusters`), or a truth file's of entities.
+GROUP_COLUMNS = ("group", "cluster", "cluster_id", "entity_id")
+
+
+def _groups_in(
+    header: list[str], rows: Iterable[list[str]] | Iterable[dict]
+) -> list[list[str]] | None:
+    """The groups of a file of groups (None for a file of pairs): rows of an ``id`` and its
+    group's name (:data:`GROUP_COLUMNS`), or JSON objects that list a group's ``ids``, as
+    ``report --clusters`` writes them. Their pairs are every two records of a group."""
+    if header and "ids" in header and "group" in header:
+        return [[str(i) for i in row["ids"]] for row in rows if isinstance(row, dict)]
+    named = [h for h in header if h.strip().casefold() in GROUP_COLUMNS]
+    if "id" not in header or not named:
+        return None
+    groups: dict[str, list[str]] = {}
+    for row in rows:
+        values = row if isinstance(row, dict) else dict(zip(header, row, strict=False))
+        if values.get(named[0]) not in (None, "") and values.get("id") not in (None, ""):
+            groups.setdefault(str(values[named[0]]), []).append(str(values["id"]))
+    return list(groups.values())
 
 
 def pairs_of(report: Iterable[Pair]) -> dict[PairKey, float | None]:

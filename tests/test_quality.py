@@ -776,6 +776,33 @@ def test_eval_against_a_fresh_report_from_a_store(tmp_path: Path, sqlite_url: st
     assert (data["precision"], data["recall"]) == (1.0, 1.0)
 
 
+@pytest.mark.parametrize("written", ["groups.csv", "groups.tsv", "groups.jsonl", "groups.json"])
+def test_eval_reads_groups_as_the_pairs_within_them(
+    tmp_path: Path, sqlite_url: str, written: str
+) -> None:
+    """A report of groups (`report --clusters`) was read as pairs of its first two columns
+    ('group' and 'size'): precision and recall 0. A truth file of entities (an id and its
+    cluster a row) likewise."""
+    records, truth = tmp_path / "people.csv", tmp_path / "truth.csv"
+    api.generate(400, records, truth, kind="people")
+    assert neardup("index", str(records), "--store", sqlite_url).returncode == 0
+    pairs, groups = tmp_path / "pairs.csv", tmp_path / written
+    assert neardup("report", "--store", sqlite_url, "-o", str(pairs)).returncode == 0
+    grouped = neardup("report", "--store", sqlite_url, "--clusters", "-o", str(groups))
+    assert grouped.returncode == 0
+    by_pairs = json.loads(neardup("eval", "--truth", str(truth), "--report", str(pairs),
+                                  "--json").stdout)  # fmt: skip
+    by_groups = json.loads(neardup("eval", "--truth", str(truth), "--report", str(groups),
+                                   "--json").stdout)  # fmt: skip
+    assert by_groups["recall"] >= by_pairs["recall"] > 0.9  # groups hold their pairs, and more
+    entities = tmp_path / "entities.csv"
+    members = [(i, n) for n, (a, b) in enumerate(read_pairs(truth)) for i in (a, b)]
+    entities.write_text("id,cluster_id\n" + "".join(f"{i},e{n}\n" for i, n in members))
+    as_entities = json.loads(neardup("eval", "--truth", str(entities), "--report", str(pairs),
+                                     "--json").stdout)  # fmt: skip
+    assert as_entities["true"] == len(read_pairs(truth))
+
+
 def test_eval_scores_no_threshold_below_the_reports(tmp_path: Path, sqlite_url: str) -> None:
     """The rows of thresholds under the report's own repeated its scores, as if a report at
     0.1 listed the pairs one at 0.55 does: they start at the report's threshold."""
