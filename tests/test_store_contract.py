@@ -180,6 +180,10 @@ def test_other_params_are_refused_naming_both(store: Store) -> None:
         store.ensure_params(FingerprintParams("char", 5, 16, 4))
     message = str(caught.value)
     assert "word:1, 16 hashes" in message and "char:5, 16 hashes" in message
+    assert message.endswith(  # and what to do about it
+        "leave those settings out to use the store's, or index into a new store (--store) to "
+        "use these"
+    )
     with pytest.raises(ParameterMismatch, match="32 hashes"):
         store.ensure_params({"num_hashes": 32, "bands": 8})
 

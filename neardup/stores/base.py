@@ -312,7 +312,8 @@ class Store(ABC):
         if params is not None and params != stored:
             raise ParameterMismatch(
                 f"{self.url} was indexed with {stored.describe()}; "
-                f"this run asks for {params.describe()}"
+                f"this run asks for {params.describe()}: leave those settings out to use the "
+                "store's, or index into a new store (--store) to use these"
             )
         return stored
 
