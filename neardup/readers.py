@@ -1003,10 +1003,23 @@ def folder_files(folder: Path) -> list[Path]:
 def record_files(folder: Path) -> list[Path] | None:
     """The files of a folder given in place of a file, where every one is a record file by its
     name (a month's export each: ``.csv``, ``.tsv``, ``.jsonl``, ``.json``, compressed or not):
-    read as record files, as if each were given, and not as a document each; else None."""
+    read as record files, as if each were given, and not as a document each; else None. A
+    folder whose record files are half of its files or more, beside others (the exports and
+    a README), is one error: read as documents, each export would be one record."""
     files = folder_files(folder)
-    if files and all(record_format(f) in _RECORD_FILE_FORMATS for f in files):
+    tables = [f for f in files if record_format(f) in _RECORD_FILE_FORMATS]
+    if files and len(tables) == len(files):
         return files
+    if tables and 2 * len(tables) >= len(files):
+        others = [f.relative_to(folder).as_posix() for f in files if f not in tables]
+        kinds = sorted({"".join(f.suffixes[-2 if f.suffix == ".gz" else -1 :]) for f in tables})
+        under = "*" if all(f.parent == folder for f in tables) else "**/*"
+        raise NeardupError(
+            f"{folder} holds {len(tables)} record files ({_listed([f.name for f in tables])}) "
+            f"and {len(others)} other (such as {others[0]}): read as a folder of documents, "
+            f"each record file would be one record. Give the record files "
+            f"({' '.join(f'{folder}/{under}{kind}' for kind in kinds)}), or move the others out"
+        )
     return None
 
 

@@ -1217,9 +1217,19 @@ def test_a_folder_of_record_files_is_read_as_its_files(tmp_path: Path) -> None:
     assert "f1" in neardup("lookup", "--id", "j1", "--store", url, "--threshold", "0.3").stdout
     assert neardup("index", str(folder), str(folder / "jan.csv"), "--store", url).returncode == 2
     assert_user_error(neardup("dedup", str(folder), "--store", url), "is a folder")
+    # A README beside the exports: each export was read as one document, read 3, exit 0.
     (folder / "notes.txt").write_text("a note about the exports\n")
+    mixed = neardup("index", str(folder), "--store", f"sqlite:///{tmp_path / 'd.db'}")
+    assert_user_error(
+        mixed,
+        f"{folder} holds 2 record files (feb.jsonl.gz, jan.csv) and 1 other (such as "
+        f"notes.txt): read as a folder of documents, each record file would be one record. "
+        f"Give the record files ({folder}/*.csv {folder}/*.jsonl.gz), or move the others out",
+    )
+    for name in ("a.txt", "b.txt"):  # documents, among them two files named as records
+        (folder / name).write_text(f"the document {name}\n")
     documents = neardup("index", str(folder), "--store", f"sqlite:///{tmp_path / 'd.db'}")
-    assert "each of its 3 files is a record" in documents.stderr
+    assert "each of its 5 files is a record" in documents.stderr
 
 
 def test_a_folder_of_documents_is_indexed_and_reported_by_file(tmp_path: Path) -> None:
