@@ -40,6 +40,7 @@ from .exact import exact_pairs
 from .explain import Explanation
 from .explain import explain as explain_pair
 from .fingerprint import (
+    NORMALIZATION,
     TOKEN_FIELDS,
     Fingerprint,
     FingerprintParams,
@@ -335,7 +336,8 @@ def _refuse_renumbering(target: Store, files: Sequence[Reader]) -> None:
         if not reader.numbered or first is None:
             continue
         stored = target.get([first.id]).get(first.id)
-        if stored is not None and stored.content != normalize_batch([first.text])[0]:
+        content = normalize_batch([first.text], target.params.normalization)[0]
+        if stored is not None and stored.content != content:
             named = (  # a text file has no field to name
                 "Index the files in one run (each record is then numbered within its file: "
                 f"{reader.path.name}:1), or into a new store"
@@ -1268,9 +1270,10 @@ def add(
         surrogates = [holds_surrogates(r.text) for r in records]
         # Normalised in one batch: a call per record cost a tenth of a check-then-add.
         texts = [r.text for r, bad in zip(records, surrogates, strict=True) if not bad]
-        normalized = normalize_batch(texts)
+        held_params = target.read_params()
+        new = held_params is None
+        normalized = normalize_batch(texts, NORMALIZATION if new else held_params.normalization)
         # A new store's bands, as index chooses them: for the length of its first records.
-        new = target.read_params() is None
         params = target.ensure_params(_bands_for(None, normalized) if new else None)
         with_words = {t for t, words in zip(texts, normalized, strict=True) if words}
         for record, bad in zip(records, surrogates, strict=True):
@@ -1525,8 +1528,9 @@ def record_texts(
     }
     with opened(store) as source:
         held = {i: r.content for i, r in source.get(sorted(read)).items()}
+        normalization = source.params.normalization if held else NORMALIZATION
     records = [r for r in read.values() if r.id in held]
-    if other := _other_texts(records, held):
+    if other := _other_texts(records, held, normalization):
         first = records[min(other)]
         raise _another_text(first.source or paths[0], first.line, first.id)
     return {i: r.text for i, r in read.items()}
@@ -1605,6 +1609,7 @@ def dedup(
         with opened(store) as source:
             groups = clusters(report(source, preset=preset, rules=rules), grouping)
             stored = source.get([member for group in groups for member in group])
+            normalization = source.params.normalization
     except NoStore as exc:  # one command where a user with one file expects it
         into = f" --store {shlex.quote(store)}" if isinstance(store, str) else ""
         raise NoStore(
@@ -1627,7 +1632,7 @@ def dedup(
     with record_writer(written_as, reader, out) as write:
         for batch in batches(reader, DEFAULT_BATCH_SIZE):
             stored_as = _as_kept(batch, numbering, grouped)
-            other = _other_texts(stored_as, grouped)
+            other = _other_texts(stored_as, grouped, normalization)
             first_ids += [r.id for r in batch[: DEFAULT_BATCH_SIZE - len(first_ids)]]
             for place, (record, held_id) in enumerate(zip(batch, stored_as, strict=True)):
                 summary.read += 1
@@ -1689,12 +1694,14 @@ def _another_text(path: str | Path, line: int, record_id: str) -> NeardupError:
     )
 
 
-def _other_texts(records: list[Record], contents: Mapping[str, str]) -> set[int]:
+def _other_texts(
+    records: list[Record], contents: Mapping[str, str], normalization: int
+) -> set[int]:
     """The places in ``records`` of those whose text is not the content the store holds under
     their id (``contents``, of the records in its groups): a record a later one of the same id
     replaced in the store, or a file other than the one indexed, or edited since."""
     held = [place for place, record in enumerate(records) if record.id in contents]
-    normalized = normalize_batch([records[place].text for place in held])
+    normalized = normalize_batch([records[place].text for place in held], normalization)
     return {
         place
         for place, content in zip(held, normalized, strict=True)

@@ -104,6 +104,14 @@ def _signature_keys(signatures: np.ndarray) -> np.ndarray:
 
 MAX_HASHES = 1024
 
+# How a store's contents are normalised. 1: NFKC and lowercasing (stores made before 2 keep
+# it: their contents were made so). 2, every new store's: NFKC and Unicode case folding
+# (`Straße` and `STRASSE` alike), the default-ignorable characters left out (a zero-width space
+# or a soft hyphen in scraped text made two words of one, or another word) and control
+# characters (NUL) between words: NFKC_Casefold, as search engines' ICU folding normalises.
+NORMALIZATION = 2
+NORMALIZATIONS = (1, 2)
+
 
 def check_num_hashes(num_hashes: int) -> int:
     if not 1 <= num_hashes <= MAX_HASHES:
@@ -128,6 +136,7 @@ class FingerprintParams:
     bands: int = 64
     seed: int = 1
     fields: tuple[str, ...] = ("bands",)
+    normalization: int = NORMALIZATION
 
     def __post_init__(self) -> None:
         given = (self.fields,) if isinstance(self.fields, str) else tuple(self.fields)
@@ -157,6 +166,10 @@ class FingerprintParams:
             )
         if not 0 <= self.seed < 2**32:
             raise InvalidParameter(f"seed must be between 0 and 2**32-1, not {self.seed}")
+        if self.normalization not in NORMALIZATIONS:
+            raise InvalidParameter(
+                f"normalisation must be one of {NORMALIZATIONS}, not {self.normalization!r}"
+            )
 
     @property
     def rows_per_band(self) -> int:
@@ -172,14 +185,15 @@ class FingerprintParams:
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> FingerprintParams:
         # Every store writes all of its keys; stores made before ``fields`` existed index all
-        # three token fields.
+        # three token fields, and those made before ``normalization`` the first one.
         known = {key: data[key] for key in cls.__dataclass_fields__ if key in data}
-        return cls(**{"fields": TOKEN_FIELDS} | known)  # type: ignore[arg-type]
+        return cls(**{"fields": TOKEN_FIELDS, "normalization": 1} | known)  # type: ignore[arg-type]
 
     def describe(self) -> str:
         return (
             f"shingle {self.shingle}, {self.num_hashes} hashes, {self.bands} bands, "
-            f"seed {self.seed}, indexed fields {'+'.join(self.fields)}"
+            f"seed {self.seed}, indexed fields {'+'.join(self.fields)}, "
+            f"normalisation {self.normalization}"
         )
 
 
@@ -246,6 +260,7 @@ class _CodePointTables:
     thread classifies at a time.
     """
 
+    normalization: int = NORMALIZATION
     is_separator: np.ndarray = field(default_factory=lambda: np.zeros(_CODE_POINTS, np.bool_))
     fold: np.ndarray = field(default_factory=lambda: np.zeros(_CODE_POINTS, np.uint32))
     classified: np.ndarray = field(default_factory=lambda: np.zeros(_CODE_POINTS, np.bool_))
@@ -262,8 +277,9 @@ class _CodePointTables:
             folded: set[int] = set()
             for code in fresh.tolist():
                 char = chr(code)
+                kind = unicodedata.category(char)
                 self.is_separator[code] = char != "-" and (
-                    char.isspace() or unicodedata.category(char)[0] == "P"
+                    char.isspace() or kind[0] == "P" or (kind == "Cc" and self.normalization > 1)
                 )
                 self.fold[code], lowered = self._fold(char)
                 folded.update(map(ord, lowered))
@@ -278,13 +294,19 @@ class _CodePointTables:
         may combine with a neighbour (its decomposition starts with a combining mark or a
         composing starter), or lowercases by context (capital sigma) or into more characters."""
         decomposed, composed = unicodedata.normalize("NFKD", char), _nfkc(char)
-        folded = composed.lower()
+        if self.normalization > 1:
+            folded = _case_folded(composed)
+            # Case folding needs no context, and its expansions (ß to ss) fold by table, but
+            # for those that hold a combining mark (ǰ), which may compose with what follows.
+            context = any(map(unicodedata.combining, folded))
+        else:
+            folded = composed.lower()
+            context = "\u03a3" in composed or len(folded) != len(composed)
         if (
             not _in_foldable_block(char)
             or not _in_foldable_block(decomposed[0])
             or unicodedata.combining(decomposed[0])
-            or "\u03a3" in composed
-            or len(folded) != len(composed)
+            or context
         ):
             return 0, folded
         if len(folded) == 1:
@@ -301,8 +323,27 @@ _CODE_POINTS = sys.maxunicode + 1
 
 
 @cache
-def _tables() -> _CodePointTables:
-    return _CodePointTables()
+def _tables(normalization: int = NORMALIZATION) -> _CodePointTables:
+    return _CodePointTables(normalization)
+
+
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt): characters that show
+# nothing, left out of a text by the second normalisation.
+_IGNORABLE_RANGES = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)  # fmt: skip
+_IGNORABLE = dict.fromkeys(
+    code for start, end in _IGNORABLE_RANGES for code in range(start, end + 1)
+)
+
+
+def _case_folded(text: str) -> str:
+    """``text`` (NFKC) case folded, its default-ignorable characters left out, and NFKC again
+    where folding undid it: the second normalisation's NFKC_Casefold."""
+    return _nfkc(text.casefold().translate(_IGNORABLE))
 
 
 def _collapse_separators(
@@ -369,7 +410,8 @@ def _folded(
     )
     if not unfoldable.any():
         return np.frombuffer(folded, dtype=np.uint32), folded_offsets
-    normalized = [_nfkc(texts[t]).lower() for t in np.flatnonzero(unfoldable).tolist()]
+    fold = _case_folded if tables.normalization > 1 else str.lower
+    normalized = [fold(_nfkc(texts[t])) for t in np.flatnonzero(unfoldable).tolist()]
     lengths = np.diff(folded_offsets)
     lengths[unfoldable] = np.fromiter(map(len, normalized), np.int64, len(normalized))
     joined = np.empty(lengths.sum(), dtype=np.uint32)
@@ -381,11 +423,11 @@ def _folded(
 
 
 def _normalized_code_points(
-    texts: Sequence[str], normalized: bool = False
+    texts: Sequence[str], normalized: bool = False, normalization: int = NORMALIZATION
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The normalised texts as code points: (code points, offsets, word counts)."""
     codes, offsets = _code_points(texts)
-    tables = _tables()
+    tables = _tables(normalization)
     tables.classify(codes)
     if not normalized:
         codes, offsets = _folded(texts, codes, offsets, tables)
@@ -397,14 +439,16 @@ def _strings(codes: np.ndarray, offsets: np.ndarray) -> list[str]:
     return _kernels.strings(codes, offsets)
 
 
-def normalize_batch(texts: Sequence[str]) -> list[str]:
-    """NFKC, lowercase, punctuation except '-' to spaces, whitespace runs to one space, trimmed."""
-    codes, offsets, _ = _normalized_code_points(texts)
+def normalize_batch(texts: Sequence[str], normalization: int = NORMALIZATION) -> list[str]:
+    """NFKC, lowercase (case folded, default-ignorable characters left out, controls between
+    words: the second ``normalization``), punctuation except '-' to spaces, whitespace runs to
+    one space, trimmed."""
+    codes, offsets, _ = _normalized_code_points(texts, normalization=normalization)
     return _strings(codes, offsets)
 
 
-def normalize(text: str) -> str:
-    return normalize_batch([text])[0]
+def normalize(text: str, normalization: int = NORMALIZATION) -> str:
+    return normalize_batch([text], normalization)[0]
 
 
 # --- hashing ------------------------------------------------------------------------------------
@@ -496,7 +540,7 @@ def fingerprint_batch(
                 texts[start : start + _PASS_SIZE], params, normalized=normalized, shingles=shingles
             )
         ]
-    codes, offsets, word_counts = _normalized_code_points(texts, normalized)
+    codes, offsets, word_counts = _normalized_code_points(texts, normalized, params.normalization)
     contents = _strings(codes, offsets)
     hashes, hash_offsets, signatures, bands = _sketch_contents(
         contents, params, (codes, offsets), keep_hashes=shingles

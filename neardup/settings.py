@@ -107,7 +107,7 @@ def params_request(
         given["shingle_kind"], given["shingle_size"] = parse_shingle(str(given.pop("shingle")))
     if isinstance(given.get("fields"), str):
         given["fields"] = tuple(f.strip() for f in given["fields"].split(","))
-    asked = (preset(preset_name).params.to_dict() if preset_name else {}) | given
+    asked = (_preset_settings(preset_name) if preset_name else {}) | given
     if "bands" not in given:
         num_hashes = int(asked.get("num_hashes", FingerprintParams().num_hashes))
         if threshold and threshold != AUTO:
@@ -115,6 +115,14 @@ def params_request(
             asked["bands"] = recommend_bands(check_threshold(float(threshold)), num_hashes).bands
     _check(asked)
     return asked or None
+
+
+def _preset_settings(name: str) -> dict[str, Any]:
+    """What a preset sets: its shingles, hashes, bands and fields; not the normalisation,
+    which is a store's own (one made before the second keeps the first)."""
+    settings = preset(name).params.to_dict()
+    del settings["normalization"]
+    return settings
 
 
 def _check(asked: Mapping[str, Any]) -> None:

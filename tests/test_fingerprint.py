@@ -2,6 +2,7 @@ import hashlib
 import importlib
 import math
 import random
+import re
 import sys
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor
@@ -57,7 +58,9 @@ fingerprinting = importlib.import_module("neardup.fingerprint")
         ("well-known (co-op)", "well-known co-op"),
         ("ﬁne Ｆｕｌｌ width", "fine full width"),  # NFKC folds ligatures and full-width forms
         ("«quoted» — dash…", "quoted dash"),
-        ("ÉCOLE Straße", "école straße"),
+        ("ÉCOLE Straße", "école strasse"),  # case folded: STRASSE alike
+        ("Ros\u00adsi Via\u200bRoma", "rossi viaroma"),  # soft hyphen, zero-width space
+        ("Anna\x00Rossi\x1fRoma", "anna rossi roma"),  # control characters part words
         ("a+b=c $5", "a+b=c $5"),  # symbols are not punctuation
         ("¿Qué? ¡Sí!", "qué sí"),
         ("", ""),
@@ -68,6 +71,14 @@ def test_normalize(text: str, expected: str) -> None:
     assert normalize(text) == expected
 
 
+def test_stores_made_before_the_second_normalisation_keep_the_first() -> None:
+    texts = ["ÉCOLE Straße", "Ros\u00adsi", "Anna\x00Rossi", "ΟΔΟΣ"]
+    assert normalize_batch(texts, 1) == ["école straße", "ros\u00adsi", "anna\x00rossi", "οδος"]
+    assert normalize_batch(texts, 2) == ["école strasse", "rossi", "anna rossi", "οδοσ"]
+    assert FingerprintParams.from_dict({"bands": 64}).normalization == 1  # a store's settings
+    assert FingerprintParams().normalization == 2  # a new store's
+
+
 def test_normalize_is_idempotent_and_batch_equals_single() -> None:
     texts = ["Art's Deli, 12224 Ventura Blvd.", "«quoted» — dash…", "ＡＢＣ  def", "x"]
     batch = normalize_batch(texts)
@@ -75,30 +86,50 @@ def test_normalize_is_idempotent_and_batch_equals_single() -> None:
     assert normalize_batch(batch) == batch
 
 
-def reference_normalize(text: str) -> str:
-    """Normalisation as its definition says, a character at a time."""
-    lowered = unicodedata.normalize("NFKC", text).lower()
-    separated = (
-        " " if c != "-" and (c.isspace() or unicodedata.category(c)[0] == "P") else c
-        for c in lowered
-    )
-    return " ".join("".join(separated).split())
+def reference_normalize(text: str, normalization: int = 2) -> str:
+    """Normalisation as its definition says, a character at a time: NFKC and lowercasing, or
+    NFKC_Casefold (default-ignorable characters left out, by Unicode's list)."""
+    composed = unicodedata.normalize("NFKC", text)
+    if normalization == 1:
+        folded = composed.lower()
+    else:
+        kept = "".join(c for c in composed.casefold() if not DEFAULT_IGNORABLE.match(c))
+        folded = unicodedata.normalize("NFKC", kept)
+
+    def separates(c: str) -> bool:
+        kind = unicodedata.category(c)
+        return c != "-" and (c.isspace() or kind[0] == "P" or (normalization > 1 and kind == "Cc"))
+
+    return " ".join("".join(" " if separates(c) else c for c in folded).split())
+
+
+# Unicode 15's Default_Ignorable_Code_Point, as DerivedCoreProperties.txt lists it.
+DEFAULT_IGNORABLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
 
 
 # Characters that NFKC changes, alone or next to others, or that lowercase in context.
 TRICKY = (
     "AÉßİΣσς¨²ºﬁ…Å\u212b\u0301\u0308\u0327ᄀ\u1161\u11a8가ㄱ\u09cb\u09be\u0b47\u0b3e"
-    "ＦＵ\u00a0\u2028\u3099か\U0001f600\U0001d400-, .'"
+    "ＦＵ\u00a0\u2028\u3099か\U0001f600\U0001d400-, .'ǰŉ\u00ad\u200b\u200d\ufe0f\x00\x1f"
 )
 
 
-def test_normalisation_by_table_equals_its_definition_on_tricky_texts() -> None:
+@pytest.mark.parametrize("normalization", [1, 2])
+def test_normalisation_by_table_equals_its_definition_on_tricky_texts(normalization: int) -> None:
     rng = random.Random(7)
     texts = ["".join(rng.choices(TRICKY, k=rng.randrange(12))) for _ in range(3000)]
-    assert normalize_batch(texts) == [reference_normalize(t) for t in texts]
+    expected = [reference_normalize(t, normalization) for t in texts]
+    assert normalize_batch(texts, normalization) == expected
 
 
-def test_normalisation_by_table_equals_its_definition_for_every_bmp_character() -> None:
+@pytest.mark.parametrize("normalization", [1, 2])
+def test_normalisation_by_table_equals_its_definition_for_every_bmp_character(
+    normalization: int,
+) -> None:
     # Each character alone, between letters, and next to a random other one.
     rng = random.Random(11)
     chars = [chr(c) for c in range(1, 0x10000) if not 0xD800 <= c < 0xE000]
@@ -107,7 +138,9 @@ def test_normalisation_by_table_equals_its_definition_for_every_bmp_character() 
         for c in chars
         for text in (c, f"Ab{c}cD", c + rng.choice(chars), rng.choice(chars) + c)
     ]
-    assert normalize_batch(texts) == [reference_normalize(t) for t in texts]
+    assert normalize_batch(texts, normalization) == [
+        reference_normalize(t, normalization) for t in texts
+    ]
 
 
 def test_foldable_blocks_hold_no_starter_that_composes_with_the_one_before() -> None:

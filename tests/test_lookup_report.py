@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import importlib
 import io
+import json
 import random
 import re
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -1122,3 +1124,38 @@ def test_records_the_store_holds_are_not_looked_up_again(tmp_path: Path, monkeyp
     assert {i: m[0] for i, m in decided.duplicates.items()} == {
         i: m[0] for i, m in everything.duplicates.items()
     }
+
+
+def test_a_store_made_before_case_folding_keeps_its_normalisation(tmp_path: Path) -> None:
+    """Scraped text holds zero-width spaces and soft hyphens, and German addresses write
+    STRASSE for Straße: a new store folds them alike. A store made before keeps the contents
+    it holds, and so the normalisation they were made with: its lookups, reports and dedup
+    answer as they did (dedup compares each record's text with the stored content)."""
+    records = tmp_path / "shops.tsv"
+    records.write_text(
+        "id\ttext\n1\tAnna Rossi Hauptstraße 5\n2\tANNA ROSSI HAUPTSTRASSE 5\n"
+        "3\tMarco Bian\u00adchi Via \u200bRoma 1\n4\tMarco Bianchi Via Roma 1\n5\tnothing alike\n"
+    )
+    new, old = f"sqlite:///{tmp_path / 'new.db'}", f"sqlite:///{tmp_path / 'old.db'}"
+    api.index([records], new)
+    api.index([records], old, params={"normalization": 1})
+    with sqlite3.connect(tmp_path / "old.db") as database:  # as a store made before wrote it
+        settings = json.loads(
+            database.execute("SELECT value FROM meta WHERE key = 'params'").fetchone()[0]
+        )
+        del settings["normalization"]
+        database.execute("UPDATE meta SET value = ? WHERE key = 'params'", (json.dumps(settings),))
+    assert api.stats(old)["parameters"]["normalization"] == 1
+    exact = {(p.left_id, p.right_id) for p in api.report(new, rules={"threshold": 0.5})}
+    assert exact == {("1", "2"), ("3", "4")}
+    assert all(p.kind == "exact" for p in api.report(new, rules={"threshold": 0.5}))
+    assert all(p.kind == "near" for p in api.report(old, rules={"threshold": 0.3}))
+    assert api.lookup(old, text="Marco Bian\u00adchi Via \u200bRoma 1")[0].exact
+    plain = "Marco Bianchi Via Roma 1"
+    assert [m.id for m in api.lookup(old, text=plain) if m.exact] == ["4"]
+    assert [m.id for m in api.lookup(new, text=plain) if m.exact] == ["3", "4"]
+    kept = io.StringIO()
+    api.dedup(records, kept, old, rules={"threshold": 0.3})  # no record "holds another text"
+    assert len(kept.getvalue().splitlines()) == 4
+    api.index([records], old)  # an index run keeps the store's normalisation
+    assert api.stats(old)["parameters"]["normalization"] == 1
