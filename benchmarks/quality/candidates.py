@@ -70,7 +70,9 @@ def candidate_recall(data: Dataset, bands: int | None = None) -> Measured:
             contents = sorted({r.content for r in stored})
             numbers, offsets, distinct = shingle_numbers(contents, store.params)
             weights = shingle_weights(store, distinct)
-            numerals = Numerals(contents)
+            # The store's own similarity: the numerals' agreement only where it weighs them.
+            weighs_numerals = api.rules_for(store).similarity == "numerals"
+            numerals = Numerals(contents) if weighs_numerals else None
     content_of = {r.id: r.content for r in stored}
     index = {c: n for n, c in enumerate(contents)}
     copies = np.bincount([index[r.content] for r in stored], minlength=len(contents))
