@@ -297,8 +297,8 @@ class _CodePointTables:
         if self.normalization > 1:
             folded = _case_folded(composed)
             # Case folding needs no context, and its expansions (ß to ss) fold by table, but
-            # for those that hold a combining mark (ǰ), which may compose with what follows.
-            context = any(map(unicodedata.combining, folded))
+            # for one that starts with a combining mark, which may compose with what precedes.
+            context = bool(folded) and unicodedata.combining(folded[0]) > 0
         else:
             folded = composed.lower()
             context = "\u03a3" in composed or len(folded) != len(composed)
