@@ -257,8 +257,10 @@ def write_corpus(
         raise InvalidParameter(f"unknown kind {kind!r}: use {' or '.join(KINDS)}")
     if duplicates is None:
         duplicates = DEFAULT_DUPLICATES[kind]
-    if count < 1 or words < 1:
-        raise InvalidParameter(f"a corpus needs documents and words, not {count} and {words}")
+    if count < 1:
+        raise InvalidParameter(f"a corpus needs at least one record, not {count}")
+    if words < 1:
+        raise InvalidParameter(f"a document needs at least one word, not {words}")
     if not 0.0 <= duplicates <= 1.0:
         raise InvalidParameter(f"the share of copies must be between 0 and 1, not {duplicates}")
     writer: _Writer | _People = _Writer(seed, words) if kind == "documents" else _People(seed)

@@ -551,7 +551,8 @@ def test_an_interrupted_report_leaves_the_old_file_whole(
         (["tune", "--threshold", "0.5", "--num-hashes", "0"], "between 1 and 1024, not 0"),
         (["tune", "--threshold", "0.5", "--num-hashes", "-3"], "between 1 and 1024, not -3"),
         (["tune", "--threshold", "0.5", "--num-hashes", "100000"], "between 1 and 1024"),
-        (["generate", "-5", "-o", "g.tsv"], "a corpus needs documents and words"),
+        (["generate", "-5", "-o", "g.tsv"], "a corpus needs at least one record, not -5"),
+        (["generate", "5", "-o", "g.tsv", "--words", "0"], "a document needs at least one word"),
         (["generate", "5", "-o", "g.tsv", "--duplicates", "2"], "between 0 and 1, not 2.0"),
     ],
 )
