@@ -1163,19 +1163,24 @@ class StoreTuning(Measured):
     checked_records: int | None = None
 
 
-def tune_store(store: StoreRef = None, *, preset: str | None = None) -> StoreTuning:
+def tune_store(
+    store: StoreRef = None, *, preset: str | None = None, threshold: float | None = None
+) -> StoreTuning:
     """Measure the store's candidate pairs and choose its threshold from them, as
-    ``report --threshold auto`` does (and remembers), without writing the pairs."""
+    ``report --threshold auto`` does (and remembers), without writing the pairs; or, given a
+    ``threshold``, what the store's candidates hold at that one."""
+    asked = {"threshold": AUTO if threshold is None else check_threshold(threshold)}
     with opened(store) as source:
-        source.remember({"threshold_choice": None})  # read it again from the records
-        pairs = report(source, preset=preset, rules={"threshold": AUTO})
+        if threshold is None:
+            source.remember({"threshold_choice": None})  # read it again from the records
+        pairs = report(source, preset=preset, rules=asked)
         measured = last_report(source) or Measured([], None, "no report")
         params = source.params
         bands, rows = params.bands, params.rows_per_band
         chance = None
         # Only the bands' candidates miss pairs: a store that remembers the signature or
         # shingles as its method compares every record that shares one.
-        rules = rules_for(source, {"threshold": AUTO}, preset)
+        rules = rules_for(source, asked, preset)
         if measured.threshold is not None and rules.method == TokenField.BANDS:
             chance = float(candidate_probability(measured.threshold, bands, rows))
             if measured.estimated_candidate_recall is None:  # the report found it not worth it
@@ -1184,7 +1189,8 @@ def tune_store(store: StoreRef = None, *, preset: str | None = None) -> StoreTun
                 )
         candidate_pairs = sum(measured.histogram)
         # The pairs the threshold was read from: the checks' where they speak for the store.
-        if checked := _checks_speaking_for(source, rules):
+        checked = _checks_speaking_for(source, rules) if threshold is None else None
+        if checked:
             measured.histogram, measured.nearest = checked["histogram"], checked["nearest"]
     return StoreTuning(
         **asdict(measured),

@@ -436,10 +436,8 @@ def _eval(args: argparse.Namespace) -> int:
 @command("tune")
 def _tune(args: argparse.Namespace) -> int:
     """Choose a store's threshold from its candidate pairs, or LSH bands for a threshold."""
-    if args.store is not None and args.threshold is not None:
-        raise NeardupError("give --store to measure a store, or --threshold to choose bands")
-    if args.threshold is None:  # the store: given, else $NEARDUP_STORE's, as for every command
-        measured = api.tune_store(args.store, preset=args.preset)
+    if args.threshold is None or args.store is not None:  # the store: given, else as for any
+        measured = api.tune_store(args.store, preset=args.preset, threshold=args.threshold)
         print(
             json.dumps(asdict(measured), indent=2) if args.json else output.store_tuning(measured)
         )
@@ -840,7 +838,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     _preset_option(tune)
     tune.add_argument(
-        "--threshold", type=float, help="show every bands x rows split for this threshold"
+        "--threshold",
+        type=float,
+        help="show every bands x rows split for this threshold; with --store, what the "
+        "store's candidates hold at it (its threshold stays as it is)",
     )
     tune.add_argument(
         "--num-hashes", type=int, default=defaults.num_hashes, help="K (default: %(default)s)"

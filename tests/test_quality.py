@@ -86,6 +86,24 @@ def test_recommendations() -> None:
     assert 0.65 < recommend_bands(0.8, 128).midpoint < 0.8
 
 
+def test_tune_store_at_a_threshold_keeps_the_stores_own(tmp_path: Path) -> None:
+    """`tune --store X --threshold T` was refused ("give --store … or --threshold"): what a
+    store's candidates hold at a threshold of the user's is measured, and the store's own
+    threshold stays as it was read."""
+    records = tmp_path / "people.csv"
+    api.generate(2000, records, kind="people")
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    api.index([records], url)
+    own = api.tune_store(url)
+    at = neardup("tune", "--store", url, "--threshold", "0.3")
+    assert at.returncode == 0, at.stderr
+    assert "Jaccard 0.3 is a candidate with probability" in at.stdout
+    assert "estimated candidate recall" in at.stdout
+    lower = api.tune_store(url, threshold=0.3)
+    assert lower.threshold == 0.3 and sum(lower.histogram) == sum(own.histogram)
+    assert api.stats(url)["rules_in_effect"]["threshold"] == own.threshold
+
+
 def test_tune_cli_json_is_the_formula() -> None:
     rows = json.loads(neardup("tune", "--threshold", "0.7", "--num-hashes", "64", "--json").stdout)
     assert [r["bands"] for r in rows] == [1, 2, 4, 8, 16, 32, 64]
