@@ -11,7 +11,7 @@ from typing import ClassVar
 import pytest
 
 from neardup import api
-from neardup.errors import NeardupError, StoreUnavailable
+from neardup.errors import NeardupError, StoreFull, StoreUnavailable
 from neardup.fingerprint import FingerprintParams, fingerprint
 from neardup.readers import Record
 from neardup.stores import Document, TokenField, open_store
@@ -276,3 +276,35 @@ def test_many_candidate_queries_go_in_msearches_of_bounded_rows(
         assert store.candidates_many(queries) == whole
     assert sent == [2] * 15
     assert sum(map(len, whole)) > 30
+
+
+def test_a_disk_past_the_flood_stage_is_a_full_disk(
+    elasticsearch_server, elasticsearch_url, tmp_path
+) -> None:
+    """Past its flood-stage watermark Elasticsearch makes the index read-only: the refusal was
+    the same long reason three times over, cut off mid-URL. It is a full disk, as SQLite's is:
+    one line of what the store holds and what to do; lookups answer meanwhile."""
+    records = corpus(tmp_path / "records.txt")
+    api.index([records], elasticsearch_url)
+    held = api.stats(elasticsearch_url)["documents"]
+    index = elasticsearch_url.rsplit("/", 1)[-1]
+    disk = "cluster.routing.allocation.disk.threshold_enabled"  # off: it lifts blocks itself
+    elasticsearch_server.request("PUT", "_cluster/settings", json={"transient": {disk: False}})
+    blocked = {"index.blocks.read_only_allow_delete": True}
+    elasticsearch_server.request("PUT", f"{index}/_settings", json=blocked)
+    try:
+        new = tmp_path / "new.txt"
+        new.write_text("zz1 a brand new record of words nobody wrote before\n")
+        with pytest.raises(StoreFull) as refused:
+            api.index([new], elasticsearch_url)
+        assert str(refused.value) == (
+            f"Elasticsearch at {elasticsearch_server.base}: its disk passed the flood-stage "
+            "watermark, and the index takes no writes until the node has room (Elasticsearch "
+            f"then lifts the block itself); 1 record not written, and the store holds {held:,} "
+            "records: free some space and run the same command again to complete it"
+        )
+        assert api.lookup(elasticsearch_url, text="a brand new record of words") is not None
+    finally:
+        lifted = {"index.blocks.read_only_allow_delete": None}
+        elasticsearch_server.request("PUT", f"{index}/_settings", json=lifted)
+        elasticsearch_server.request("PUT", "_cluster/settings", json={"transient": {disk: None}})

@@ -31,8 +31,9 @@ from elasticsearch import (
     helpers,
 )
 
-from ..errors import NeardupError, NoStore, StoreUnavailable
+from ..errors import NeardupError, NoStore, StoreFull, StoreUnavailable
 from ..fingerprint import Counted, FingerprintParams, TokenField
+from ..phrases import counted
 from .base import (
     MEASURED_SETTINGS,
     Buckets,
@@ -76,6 +77,9 @@ LOCKS_INDEX = "neardup-locks"
 SETTINGS_INDEX = "neardup-settings"
 # How long a read waits for a lost node's shards to answer from their other copies.
 FAILOVER_SECONDS = 60
+# What Elasticsearch says of a write it refuses because its disk passed the flood-stage
+# watermark (it makes every index on the node read-only, deletes allowed).
+FLOOD_STAGE = "flood-stage watermark"
 
 T = TypeVar("T")
 
@@ -354,20 +358,33 @@ class ElasticsearchStore(Store):
         self._bulk(actions)
 
     def _bulk(self, actions: Any) -> None:
-        """Send bulk actions; rejected items are reported with their record ids, not swallowed."""
-        failures = []
+        """Send bulk actions; rejected items are reported with their record ids, not swallowed:
+        each reason once, with the first record it was given for."""
+        failures: dict[str, list[str]] = {}  # reason: the ids rejected for it
         with self._errors():
             for ok, item in helpers.streaming_bulk(
                 self.es, actions, chunk_size=500, raise_on_error=False, max_retries=3
             ):
                 if not ok:
                     result = next(iter(item.values()))
-                    reason = str(_reason(result) or result.get("status"))[:200]
-                    failures.append(f"{result.get('_id')!r}: {reason}")
-        if failures:
-            raise NeardupError(
-                f"Elasticsearch rejected {len(failures)} records; first: {'; '.join(failures[:3])}"
+                    reason = str(_reason(result) or result.get("status"))[:300]
+                    failures.setdefault(reason, []).append(str(result.get("_id")))
+        if not failures:
+            return
+        rejected = sum(map(len, failures.values()))
+        if any(FLOOD_STAGE in reason for reason in failures):
+            raise StoreFull(
+                f"Elasticsearch at {self.endpoint}: its disk passed the flood-stage watermark, "
+                "and the index takes no writes until the node has room (Elasticsearch then "
+                f"lifts the block itself); {counted(rejected, 'record')} not written"
             )
+        raise NeardupError(
+            f"Elasticsearch rejected {counted(rejected, 'record')}: "
+            + "; ".join(
+                f"{reason} ({counted(len(ids), 'record')}, such as {ids[0]!r})"
+                for reason, ids in list(failures.items())[:3]
+            )
+        )
 
     def delete(self, ids: Sequence[str]) -> int:
         existing = list(self.get(ids))
