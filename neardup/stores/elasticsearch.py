@@ -381,7 +381,7 @@ class ElasticsearchStore(Store):
         raise NeardupError(
             f"Elasticsearch rejected {counted(rejected, 'record')}: "
             + "; ".join(
-                f"{reason} ({counted(len(ids), 'record')}, such as {ids[0]!r})"
+                f"{ids[0]!r}{f' and {len(ids) - 1:,} more' if len(ids) > 1 else ''}: {reason}"
                 for reason, ids in list(failures.items())[:3]
             )
         )
