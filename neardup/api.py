@@ -297,9 +297,12 @@ def _said_how_far(target: Store) -> Iterator[None]:
     try:
         yield
     except StoreFull as exc:
+        try:
+            holds = f", and the store holds {counted(target.count(), 'record')}"
+        except NeardupError:  # an engine whose full disk fails its reads too
+            holds = ""
         raise StoreFull(
-            f"{exc}, and the store holds {counted(target.count(), 'record')}: free some space "
-            "and run the same command again to complete it"
+            f"{exc}{holds}: free some space and run the same command again to complete it"
         ) from None
 
 

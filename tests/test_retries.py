@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from neardup.errors import NeardupError
+from neardup.errors import NeardupError, StoreFull
 from neardup.stores import open_store
 
 
@@ -80,3 +80,38 @@ def test_a_server_that_stays_down_is_one_error(flaky, engine: str) -> None:
     with pytest.raises(NeardupError, match="503"):
         open_store(URLS[engine].format(port=flaky.port), create=False)
     assert 2 <= len(flaky.seen) <= 10  # retried a few times, not forever
+
+
+class DiskFull(Flaky):
+    """Answers as a Solr node whose disk filled does: every request refused with the JVM's
+    IOException (the update log that real-time reads use is on that disk too)."""
+
+    def _answer(self) -> None:
+        type(self).seen.append(self.path)
+        body = json.dumps(
+            {"error": {"msg": "java.io.IOException: No space left on device", "code": 500}}
+        ).encode()
+        self.send_response(500)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_HEAD = do_POST = _answer
+
+
+def test_a_solr_node_whose_disk_is_full_is_said_so() -> None:
+    """It was 'HTTP 500: java.io.IOException: No space left on device', where SQLite and
+    Elasticsearch say their disk is full (and the service answers 507)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (DiskFull,), {"seen": []}))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(StoreFull) as full:
+            open_store(f"solr://127.0.0.1:{server.server_port}/solr/x", create=False)
+        assert str(full.value) == (
+            f"Solr at http://127.0.0.1:{server.server_port}/solr: its disk is full "
+            "(java.io.IOException: No space left on device)"
+        )
+    finally:
+        server.shutdown()
+        server.server_close()

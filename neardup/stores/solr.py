@@ -45,7 +45,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from ..errors import NeardupError, NoStore, StoreUnavailable
+from ..errors import NeardupError, NoStore, StoreFull, StoreUnavailable
 from ..fingerprint import Counted, FingerprintParams, TokenField
 from .base import (
     Buckets,
@@ -72,6 +72,8 @@ RECORD_FIELDS = "id,content,md5_hash,first_word,num_words"
 PARAMS_ID = "_neardup_parameters"
 LOCK_ID = "_neardup_lock"  # the lease of a check-then-add; no MD5, so never a record
 CONFIGSET_NAME = "neardup"
+# What the JVM says of a write its disk has no room for.
+DISK_FULL = "No space left on device"
 # Documents per update request: keeps a request a few MB even with every token field.
 REQUEST_DOCUMENTS = 1000
 # Written through a handle since its last hard commit, past which a flush is one: Solr that
@@ -111,6 +113,8 @@ class _Answers(HTTPAdapter):
             error = {}
         message = (error.get("msg") if isinstance(error, dict) else None) or response.text[:200]
         first = (message.strip().splitlines() or [""])[0][:300]
+        if DISK_FULL in first:  # its update log too: even the real-time reads of it fail
+            raise StoreFull(f"Solr at {where}: its disk is full ({first})")
         raise _Refused(
             response.status_code, f"Solr at {where}: HTTP {response.status_code}: {first}"
         )
