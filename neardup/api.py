@@ -1636,20 +1636,20 @@ def dedup(
     summary = DedupSummary(keep=keep, skipped=reader.skipped, path=file_name(path))
     misread: dict[str, int] = {}  # ids read with a text the store does not hold: first line
     read_as_held: set[str] = set()
-    first_ids: list[str] = []  # whether the store holds the file's records at all
+    first_ids: list[str] = []  # the first batch's: whether the store holds them at all
     numbering = IndexSummary()  # the ids an index run that kept repeated ids gave them
     with record_writer(written_as, reader, out) as write:
         for batch in batches(reader, DEFAULT_BATCH_SIZE):
             stored_as = _as_kept(batch, numbering, grouped)
             other = _other_texts(stored_as, grouped, normalization)
-            first_ids += [r.id for r in batch[: DEFAULT_BATCH_SIZE - len(first_ids)]]
-            for place, (record, held_id) in enumerate(zip(batch, stored_as, strict=True)):
+            first_ids = first_ids or [r.id for r in batch]
+            for place, (record, as_stored) in enumerate(zip(batch, stored_as, strict=True)):
                 summary.read += 1
                 if place in other:  # not the record the store's groups are of: as it is
-                    misread.setdefault(held_id.id, record.line)
-                elif held_id.id in grouped:
-                    read_as_held.add(held_id.id)
-                    if held_id.id in removed:
+                    misread.setdefault(as_stored.id, record.line)
+                elif as_stored.id in grouped:
+                    read_as_held.add(as_stored.id)
+                    if as_stored.id in removed:
                         summary.removed += 1
                         continue
                 write(record)

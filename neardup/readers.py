@@ -1007,17 +1007,20 @@ def record_files(folder: Path) -> list[Path] | None:
     folder whose record files are half of its files or more, beside others (the exports and
     a README), is one error: read as documents, each export would be one record."""
     files = folder_files(folder)
-    tables = [f for f in files if record_format(f) in _RECORD_FILE_FORMATS]
-    if files and len(tables) == len(files):
+    tables: list[Path] = []
+    others: list[Path] = []
+    for f in files:
+        (tables if record_format(f) in _RECORD_FILE_FORMATS else others).append(f)
+    if files and not others:
         return files
-    if tables and 2 * len(tables) >= len(files):
-        others = [f.relative_to(folder).as_posix() for f in files if f not in tables]
+    if tables and len(tables) >= len(others):
         kinds = sorted({"".join(f.suffixes[-2 if f.suffix == ".gz" else -1 :]) for f in tables})
         under = "*" if all(f.parent == folder for f in tables) else "**/*"
         raise NeardupError(
             f"{folder} holds {len(tables)} record files ({_listed([f.name for f in tables])}) "
-            f"and {len(others)} other (such as {others[0]}): read as a folder of documents, "
-            f"each record file would be one record. Give the record files "
+            f"and {len(others)} other (such as {others[0].relative_to(folder).as_posix()}): "
+            "read as a folder of documents, each record file would be one record. Give the "
+            f"record files "
             f"({' '.join(f'{folder}/{under}{kind}' for kind in kinds)}), or move the others out"
         )
     return None
