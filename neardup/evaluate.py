@@ -244,11 +244,10 @@ def evaluate(
         if threshold is not None:
             floor = min(floor, threshold)
         result.complete_from = floor
+        true = set(truth)
         for least in (t for t in THRESHOLDS if t >= floor):
             kept = {p for p, s in reported.items() if s is not None and s >= least}
-            result.by_threshold.append(
-                (least, Scores(len(kept), len(kept & set(truth)), len(truth)))
-            )
+            result.by_threshold.append((least, Scores(len(kept), len(kept & true), len(truth))))
     return result
 
 

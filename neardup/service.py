@@ -125,11 +125,11 @@ class ExplainQuery(Rules):
 def _not_json(request: Request) -> str | None:
     """What to say of a body sent as something other than JSON, which the service reads as
     bytes (``curl -d`` sends a form unless told), else None."""
-    kind = request.headers.get("content-type", "")
-    if not kind or kind.split(";")[0].strip().lower().endswith(("/json", "+json")):
+    media = request.headers.get("content-type", "").split(";")[0].strip()
+    if not media or media.lower().endswith(("/json", "+json")):
         return None
     return (
-        f"the body was sent as {kind.split(';')[0]}, and the service reads JSON: send it "
+        f"the body was sent as {media}, and the service reads JSON: send it "
         "with Content-Type: application/json (curl: --json, or -H 'Content-Type: "
         "application/json')"
     )
