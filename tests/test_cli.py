@@ -338,6 +338,9 @@ def test_a_bare_path_names_an_embedded_store(records: Path, tmp_path: Path) -> N
             "did you mean elasticsearch+https://localhost:9200/people?",
         ),
         (["index", "records.txt", "--store", "sqlite://relative.db"], "sqlite:///path"),
+        # Without its slashes a scheme made a file named "sqlite:dups.db" beside the records.
+        (["index", "records.txt", "--store", "sqlite:dups.db"], "did you mean sqlite:///dups.db?"),
+        (["stats", "--store", "solr:127.0.0.1:1/solr/x"], "did you mean solr://127.0.0.1:1"),
         (["index", "records.txt", "--store", "solr://127.0.0.1:1/solr/x"], "solr"),
         (["index", "records.txt", "--shingle", "words:3"], "word:N or char:N"),
         (["index", "records.txt", "--num-hashes", "100", "--bands", "7"], "bands must divide"),

@@ -45,9 +45,21 @@ def default_store_url() -> str:
     return os.environ.get("NEARDUP_STORE") or DEFAULT_STORE_URL
 
 
+_SCHEMES = ("sqlite", "solr", "solr+https", "solr+zk", "elasticsearch", "elasticsearch+https")
+
+
 def store_url(url: str) -> str:
-    """``url`` as a store URL: a bare file path (no ``scheme://``) names an embedded store."""
-    return url if "://" in url else f"sqlite:///{url}"
+    """``url`` as a store URL: a bare file path (no ``scheme://``) names an embedded store.
+
+    A store's scheme without its slashes (``sqlite:dups.db``) is an error rather than a file
+    of that name, which a later run given the URL it meant would not find."""
+    if "://" in url:
+        return url
+    scheme, colon, rest = url.partition(":")
+    if colon and scheme.lower() in _SCHEMES:
+        meant = f"sqlite:///{rest}" if scheme.lower() == "sqlite" else f"{scheme}://{rest}"
+        raise NeardupError(f"a store URL has :// after its scheme: did you mean {meant}?")
+    return f"sqlite:///{url}"
 
 
 def is_embedded(url: str) -> bool:
