@@ -286,7 +286,9 @@ def _record_writer(
         if header:
             cells(header.pop())
         values = record.values or {}
-        cells([spreadsheet_safe(str(values.get(name, ""))) for name in fields])
+        # The user's own values, exactly: an apostrophe before "+44 20 7946 0958" would
+        # change the record, and again on each run; the file read held the same cells.
+        cells([str(values.get(name, "")) for name in fields])
 
     return write
 
