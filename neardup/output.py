@@ -210,15 +210,16 @@ def row_writer(
 
 
 @contextmanager
-def _json_array(out: IO[str]) -> Iterator[Callable[[object], None]]:
-    """What writes values into one JSON array, a value a line, closed when the block ends."""
+def _json_array(out: IO[str], end: str = "\n") -> Iterator[Callable[[object], None]]:
+    """What writes values into one JSON array, a value a line, closed (and ``end`` written)
+    when the block ends."""
     opening = ["[\n"]
 
     def add(value: object) -> None:
         out.write((opening.pop() if opening else ",\n") + json.dumps(value, ensure_ascii=False))
 
     yield add
-    out.write("[]\n" if opening else "\n]\n")
+    out.write(("[]" if opening else "\n]") + end)
 
 
 def _write_tsv_row(out: IO[str], width: int, row: Sequence[object]) -> None:
@@ -237,6 +238,20 @@ def _safe_cells(row: Iterable[object]) -> list[object]:
     return [spreadsheet_safe(cell) if isinstance(cell, str) else cell for cell in row]
 
 
+def _around_array(wrapper: Mapping[str, object], key: str | None) -> tuple[str, str]:
+    """The JSON text of ``wrapper`` before and after the value of its field ``key`` (none
+    without a key): its other fields as they were read, in their order."""
+    if key is None:
+        return "", ""
+    fields = [
+        json.dumps({name: value}, ensure_ascii=False)[1:-1] for name, value in wrapper.items()
+    ]
+    place = list(wrapper).index(key)
+    opening = fields[place].removesuffix("null")  # '"records": '
+    before, after = fields[:place], fields[place + 1 :]
+    return "{" + "".join(f + ", " for f in before) + opening, "".join(", " + f for f in after) + "}"
+
+
 @contextmanager
 def record_writer(
     format: Format, read: RecordReader, out: IO[str]
@@ -249,8 +264,10 @@ def record_writer(
         out.write(BYTE_ORDER_MARK)
     if format == "csv":  # and the line naming its delimiter, which Excel reads
         out.write(read.separator_line)
-    if format == "json":
-        with _json_array(out) as add:
+    if format == "json":  # in the object around the array, if the file had one
+        before, after = _around_array(read.wrapper, read.wrapper_key)
+        out.write(before)
+        with _json_array(out, after + "\n") as add:
             yield lambda record: add(record.values)
         return
     # Quoted where a value may hold a tab or a line break: CSV, and TSV from a quoted file or

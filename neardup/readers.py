@@ -382,8 +382,10 @@ class RecordReader:
             )
         # A lines file read as text (format not given): its first words repeat, and where.
         self.first_words_repeat: tuple[str, int, int] | None = None
-        # A json file's only object, around its records: the field that holds them.
+        # A json file's only object, around its records: the field that holds them, and the
+        # object's other fields (in their order, that field's value left out) to write back.
         self.wrapper_key: str | None = None
+        self.wrapper: dict[str, object] = {}
         # A lines file read as ID TEXT whose ids are words, none with a digit: the first, and
         # its line.
         self.word_id: tuple[str, int] | None = None
@@ -668,6 +670,7 @@ class RecordReader:
         if len(first) == 1 and not damage and (wrapped := _wrapped_array(first[0][1])):
             # One object around the records ({"data": [...], "meta": …}), as APIs answer.
             self.wrapper_key, items = wrapped
+            self.wrapper = {**first[0][1], self.wrapper_key: None}
             number, _, suspect = first[0]
             read = iter([(number, item, suspect) for item in items])
         else:

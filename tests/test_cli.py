@@ -1191,6 +1191,29 @@ def test_a_json_array_is_indexed_reported_and_deduplicated_as_json(tmp_path: Pat
     assert scored.stdout.startswith("precision 1.0000  recall 1.0000")
 
 
+def test_dedup_writes_the_object_around_a_json_array_back(tmp_path: Path) -> None:
+    """An API's answer, {"meta": …, "records": [...], "count": …}, was written back as the
+    bare array: its other fields were lost without a word."""
+    records = [
+        {"id": "a1", "title": "Art's Deli 12224 Ventura Blvd Studio City"},
+        {"id": "a2", "title": "Art's Deli 12224 Ventura Boulevard Studio City"},
+        {"id": "b1", "title": "Thai Orchid Kitchen 58 Elm Street Northampton"},
+    ]
+    answer = {"meta": {"page": 1, "records": None}, "records": records, "next": "/p/2"}
+    (tmp_path / "answer.json").write_text(json.dumps(answer, indent=2))
+    given = ("--store", f"sqlite:///{tmp_path / 'a.db'}", "--threshold", "0.5")
+    assert neardup("index", "answer.json", *given[:2], cwd=tmp_path).returncode == 0
+    deduped = neardup("dedup", "answer.json", *given, "-o", "kept.json", cwd=tmp_path)
+    assert deduped.returncode == 0, deduped.stderr
+    kept = json.loads((tmp_path / "kept.json").read_text())
+    assert list(kept.items()) == list({**answer, "records": records[::2]}.items())
+    lines = neardup("dedup", "answer.json", *given, "-o", "kept.jsonl", cwd=tmp_path)
+    assert lines.returncode == 0, lines.stderr  # JSON lines hold the records alone
+    assert (tmp_path / "kept.jsonl").read_text().splitlines() == [
+        json.dumps(r) for r in records[::2]
+    ]
+
+
 def test_a_report_named_gz_is_compressed_and_read_back(tmp_path: Path) -> None:
     """pairs.csv.gz held plain tab-separated text: neither gzip nor CSV, as its name says."""
     records = corpus(tmp_path / "records.txt")
