@@ -197,6 +197,70 @@ def test_full_pending_postings_become_runs_that_merge_by_level_with_the_same_ans
     assert set(_band_tables(killed)) == {"bands_postings", "bands_pending"}
 
 
+# Where another run's writes once broke a run: between listing the retired tables and dropping
+# them, and between listing a field's tables and looking into them.
+_BETWEEN = ("DROP TABLE", "SELECT EXISTS (SELECT 1 FROM bands")
+
+
+def test_other_runs_between_the_statements_of_a_run_leave_every_run_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two `neardup index` runs into one store at once: one failed with "no such table:
+    retired_bands_run_0_2", a table that it had listed and that the other run had dropped
+    (or merged) before it read it. Here other runs index a file each between such statements
+    of the first run."""
+    monkeypatch.setattr(sqlite_store, "PENDING_LIMIT", 500)  # runs made and merged throughout
+    files = [tmp_path / f"{part}.txt" for part in "abcdefgh"]
+    for path in files:
+        lines = (f"{path.stem}{i} listing {i} on street {i % 97}\n" for i in range(300))
+        path.write_text("".join(lines))
+    path = tmp_path / "shared.db"
+    first, other = SQLiteStore(str(path)), SQLiteStore(str(path))
+    waiting = files[1:]
+    writing = [False]  # whether the first run holds the store's write lock: the others wait
+
+    def other_run(statement: str) -> None:
+        if statement.startswith(("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK")):
+            writing[0] = statement.startswith("BEGIN IMMEDIATE")
+        elif waiting and not writing[0] and statement.startswith(_BETWEEN):
+            api.index([waiting.pop(0)], other, batch_size=50)
+
+    first._conn.set_trace_callback(other_run)
+    api.index([files[0]], first, batch_size=50)
+    assert len(waiting) < 2  # each place met
+    for rest in waiting:
+        api.index([rest], other)
+    serial = f"sqlite:///{tmp_path / 'serial.db'}"
+    api.index(files, serial)
+    assert api.report(f"sqlite:///{path}") == api.report(serial) != []
+    assert set(_band_tables(path)) == {"bands_postings", "bands_pending"}
+
+
+def test_a_merge_retires_its_runs_beside_those_another_run_has_yet_to_drop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merged run's name is taken again by the next run of its level; another process
+    that retired a run of that name may not have dropped it yet when this one retires its
+    own."""
+    monkeypatch.setattr(sqlite_store, "PENDING_LIMIT", 500)
+    path = tmp_path / "shared.db"
+    records = tmp_path / "a.txt"
+    records.write_text("".join(f"a{i} listing {i} on street {i % 97}\n" for i in range(300)))
+    first, other = SQLiteStore(str(path)), sqlite3.connect(path, isolation_level=None)
+
+    def others_retired(statement: str) -> None:
+        if statement.startswith("BEGIN IMMEDIATE"):  # before this run takes the write lock
+            for number in range(1, 9):
+                other.execute(f"CREATE TABLE IF NOT EXISTS retired_bands_run_0_{number} (x)")
+
+    first._conn.set_trace_callback(others_retired)
+    assert api.index([records], first, batch_size=50).documents == 300
+    first._conn.set_trace_callback(None)
+    serial = f"sqlite:///{tmp_path / 'serial.db'}"
+    api.index([records], serial)
+    assert api.report(f"sqlite:///{path}") == api.report(serial) != []
+
+
 def test_ids_and_texts_that_are_not_unicode_are_skipped_by_name(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
     records = [

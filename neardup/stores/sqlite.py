@@ -483,19 +483,35 @@ class SQLiteStore(Store):
             if self._conn.execute(
                 "SELECT 1 FROM sqlite_schema WHERE name = ?", (table,)
             ).fetchone():
-                self._conn.execute(f"ALTER TABLE {table} RENAME TO retired_{table}")
+                self._conn.execute(f"ALTER TABLE {table} RENAME TO {self._retired_name(table)}")
         self._conn.execute(f"ALTER TABLE {merging} RENAME TO {target}")
         self._conn.execute(_postings_table(f"{field}_pending"))
+
+    def _retired(self) -> list[str]:
+        return [
+            name
+            for (name,) in self._conn.execute(
+                "SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE 'retired!_%' "
+                "ESCAPE '!'"
+            )
+        ]
+
+    def _retired_name(self, table: str) -> str:
+        """A name for ``table`` out of every query's sight that no retired table has: a run's
+        name is taken again once the run is merged, and another process writing the store
+        may not have dropped the table it retired under it yet."""
+        taken, number = set(self._retired()), 1
+        while f"retired_{number}_{table}" in taken:
+            number += 1
+        return f"retired_{number}_{table}"
 
     def _drop_retired(self) -> None:
         """Drop the tables merges retired (or a run killed meanwhile left), each in a
         transaction of its own: dropped in the merge's transaction, freeing their pages held
-        memory (~200 MB at a million records)."""
-        for (table,) in self._conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE 'retired!_%' "
-            "ESCAPE '!'"
-        ).fetchall():
-            self._conn.execute(f"DROP TABLE {table}")
+        memory (~200 MB at a million records). Another process writing the store may drop
+        them first."""
+        for table in self._retired():
+            self._conn.execute(f"DROP TABLE IF EXISTS {table}")
 
     def _merge_runs(self) -> None:
         """Bring each field's runs and pending postings into its postings. With runs, every
@@ -503,8 +519,9 @@ class SQLiteStore(Store):
         PENDING_LIMIT) are inserted in place, which writes only the pages they land on."""
         self._drop_retired()  # a killed run's
         for field in TokenField:
-            if not any(self._has_rows(table) for table in self._tables(field)[1:]):
-                continue  # without taking the write lock
+            with self._snapshot():  # another writer may merge the runs listed meanwhile
+                if not any(self._has_rows(table) for table in self._tables(field)[1:]):
+                    continue  # without taking the write lock
             with self._transaction():
                 postings, pending, *runs = self._tables(field)
                 if runs or not self._has_rows(postings):
