@@ -23,7 +23,7 @@ from neardup.fingerprint import FingerprintParams
 from neardup.service import create_app
 from neardup.stores import open_store
 from tests.corpora import corpus
-from tests.runner import neardup
+from tests.runner import assert_user_error, neardup
 
 RECORDS = 60_000
 # Band tokens alone keep a run of 60,000 records to a few seconds.
@@ -205,6 +205,23 @@ def test_a_store_on_a_full_disk_answers_read_only(small_disk: Path, tmp_path: Pa
     refused = neardup("index", str(path), "--store", url)
     assert refused.returncode == 2
     assert refused.stderr.startswith(f"neardup: error: {small_disk / 'store.db'} is open read-only")
+    assert "its disk is full: it takes writes once the disk has room" in refused.stderr
+
+
+def test_a_store_on_a_read_only_disk_answers_and_says_why_it_takes_no_writes(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """A store shared on a disk mounted read-only was said to take writes "once its disk has
+    room", which no deleting would make."""
+    url = f"sqlite:///{small_disk / 'store.db'}"
+    path = _records(tmp_path / "records.txt", 300)
+    assert neardup("index", str(path), "--store", url).returncode == 0
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    found = neardup("lookup", "--store", url, "--text", "listing number 7 on street 7 in town 7")
+    assert found.returncode == 0 and found.stdout.splitlines()[1].split()[:2] == ["r7", "exact"]
+    refused = neardup("index", str(path), "--store", url)
+    assert_user_error(refused, "its file system is mounted read-only: copy the store to a")
+    assert "has room" not in refused.stderr
 
 
 @pytest.mark.skipif(

@@ -157,6 +157,18 @@ def _held_open(path: str) -> int | None:
         os.close(held)
 
 
+def _why_read_only(path: str) -> str:
+    """Why a store's file cannot be opened for writing, and what lets it take writes."""
+    folder = Path(path).parent
+    if os.statvfs(folder).f_flag & os.ST_RDONLY:
+        return (
+            "its file system is mounted read-only: copy the store to a writable disk to add to it"
+        )
+    if not (os.access(path, os.W_OK) and os.access(folder, os.W_OK)):
+        return "this user may not write its file and folder"
+    return "its disk is full: it takes writes once the disk has room"
+
+
 class SQLiteStore(Store):
     local = True
     _schema_applied = True  # as each connection is opened (see _prepare)
@@ -215,14 +227,14 @@ class SQLiteStore(Store):
         if version is None:
             raise refused
         self.writable = False
-        self._cannot_write = str(refused).rsplit(": ", 1)[-1]
+        self._cannot_write = f"{str(refused).rsplit(': ', 1)[-1]}; {_why_read_only(path)}"
         return version
 
     def _writing_allowed(self) -> None:
         if not self.writable:
             raise StoreUnavailable(
                 f"{self.path} is open read-only ({self._cannot_write}): it answers lookups and "
-                "reports, and takes writes once its disk has room"
+                "reports meanwhile"
             )
 
     def _connected(self, path: str) -> str | None:
