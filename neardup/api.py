@@ -1757,22 +1757,26 @@ def evaluate(
     preset: str | None = None,
     rules: RulesRequest = None,
     plot_file: str | Path | None = None,
+    encoding: str | None = None,
 ) -> Evaluation:
-    """Precision and recall of a report against a file of true pairs. The report is
-    ``report_file``, else a fresh report of ``store``; ``plot_file`` draws them over thresholds,
-    and a fresh report's candidate similarities with the threshold it applied."""
+    """Precision and recall of a report against a file of true pairs (in ``encoding``, UTF-8
+    without it). The report is ``report_file``, else a fresh report of ``store``; ``plot_file``
+    draws them over thresholds, and a fresh report's candidate similarities with the threshold
+    it applied."""
     # A truth file's first line is a pair where both its cells are ids: the store's, or the
     # report file's, where there is no store to ask.
     measured = None
     if report_file is not None:
         reported = read_pairs(report_file)
         ids = {i for pair in reported for i in pair}
-        true_pairs = read_pairs(truth, lambda cells: set(cells) <= ids)
+        true_pairs = read_pairs(truth, lambda cells: set(cells) <= ids, encoding)
     else:
         with opened(store) as source:
             reported = pairs_of(report(source, preset=preset, rules=rules))
             measured = last_report(source)
-            true_pairs = read_pairs(truth, lambda cells: len(source.get(cells)) == len(cells))
+            true_pairs = read_pairs(
+                truth, lambda cells: len(source.get(cells)) == len(cells), encoding
+            )
     result = score(true_pairs, reported, measured.threshold if measured else None)
     if plot_file is not None:
         drawn = (measured.histogram, measured.threshold) if measured else (None, None)

@@ -427,7 +427,12 @@ def _stats(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     """Measure precision and recall of a report against true pairs."""
     result = api.evaluate(
-        args.truth, report_file=args.report, store=args.store, plot_file=args.plot, **_rules(args)
+        args.truth,
+        report_file=args.report,
+        store=args.store,
+        plot_file=args.plot,
+        encoding=args.encoding,
+        **_rules(args),
     )
     print(json.dumps(result.as_dict(), indent=2) if args.json else output.evaluation_table(result))
     return 0
@@ -823,6 +828,11 @@ def _parser() -> argparse.ArgumentParser:
     evaluation = add("eval")
     evaluation.add_argument("--truth", required=True, help="file of true pairs")
     evaluation.add_argument("--report", help="file of reported pairs (default: a fresh report)")
+    evaluation.add_argument(
+        "--encoding",
+        help="the truth file's character encoding, such as windows-1252 (a spreadsheet's plain "
+        "CSV on Windows) or latin-1 (default: utf-8)",
+    )
     _store_option(evaluation)
     _rule_options(evaluation)
     evaluation.add_argument("--json", action="store_true", help="print JSON")

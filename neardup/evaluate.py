@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from .errors import NeardupError
-from .readers import GZIP_MAGIC, record_format
+from .readers import GZIP_MAGIC, SAMPLE_BYTES, UTF8, code_page_byte, record_format, text_encoding
 from .report import Pair
 
 PairKey = tuple[str, str]
@@ -66,9 +66,9 @@ def _spreadsheet_value(cell: str) -> str:
     return cell[1:] if cell.startswith("'") else cell
 
 
-def _rows(path: Path) -> tuple[list[str], Iterable[list[str]] | Iterable[dict]]:
+def _rows(path: Path, encoding: str) -> tuple[list[str], Iterable[list[str]] | Iterable[dict]]:
     format = record_format(path)
-    with _opened(path) as file:
+    with _opened(path, encoding) as file:
         if format in ("jsonl", "json"):
             # JSON escapes every line break inside a value, so only "\n" ends a line.
             text = file.read()
@@ -92,25 +92,46 @@ def _rows(path: Path) -> tuple[list[str], Iterable[list[str]] | Iterable[dict]]:
     return (rows[0] if rows else []), rows[1:]
 
 
-def _opened(path: Path) -> IO[str]:
+def _opened(path: Path, encoding: str) -> IO[str]:
     """A pair file to read, with or without a byte order mark, gzip-compressed or not."""
     with path.open("rb") as raw:
         compressed = raw.read(2) == GZIP_MAGIC
+    encoding = "utf-8-sig" if encoding == UTF8 else encoding
     if compressed:
-        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
-    return path.open(encoding="utf-8-sig", newline="")
+        return gzip.open(path, "rt", encoding=encoding, newline="")
+    return path.open(encoding=encoding, newline="")
+
+
+def _not_utf8(path: Path) -> str:
+    """Why a pair file that is not UTF-8 cannot be read, and what to give."""
+    with _opened(path, "latin-1") as file:  # its bytes, decompressed
+        start = file.read(SAMPLE_BYTES).encode("latin-1")
+    if where := code_page_byte(start):
+        line, byte = where
+        return (
+            f"it is not UTF-8 but a Windows code page (line {line} holds the byte 0x{byte:02X}, "
+            f"{bytes([byte]).decode('cp1252', 'replace')!r} in Windows-1252): give --encoding "
+            "windows-1252, or save it as UTF-8"
+        )
+    return "it is not UTF-8: give its --encoding, or save it as UTF-8"
 
 
 def read_pairs(
-    path: str | Path, known: Callable[[list[str]], bool] | None = None
+    path: str | Path,
+    known: Callable[[list[str]], bool] | None = None,
+    encoding: str | None = None,
 ) -> dict[PairKey, float | None]:
     """Pairs in a file, each with its similarity (or None when the file has none). A CSV or TSV
     file's first line is its header, unless ``known`` says its first two cells are ids of
-    records (a truth file written without a header): then it is the first pair."""
-    path = Path(path)
+    records (a truth file written without a header): then it is the first pair. ``encoding``
+    is the file's (UTF-8 without it)."""
+    path, codec = Path(path), text_encoding(encoding)
     try:
-        header, rows = _rows(path)
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        header, rows = _rows(path, codec)
+    except UnicodeDecodeError as exc:
+        why = _not_utf8(path) if codec == UTF8 else f"it is not {encoding} ({exc})"
+        raise NeardupError(f"cannot read pairs from {path}: {why}") from None
+    except (OSError, EOFError, json.JSONDecodeError) as exc:
         raise NeardupError(f"cannot read pairs from {path}: {exc}") from None
     if groups := _groups_in(header, rows):
         return {_key(a, b): None for ids in groups for a, b in combinations(ids, 2)}

@@ -772,6 +772,19 @@ def test_eval_reads_a_pair_file_a_spreadsheet_saved(tmp_path: Path) -> None:
     assert read_pairs(saved) == {("1", "2"): 0.9, ("3", "4"): 0.8}
 
 
+def test_eval_reads_a_truth_file_in_a_code_page_given_its_encoding(tmp_path: Path) -> None:
+    """A truth file a spreadsheet on Windows saved as plain CSV: ids with accents were "cannot
+    read pairs: 'utf-8' codec can't decode byte 0xe9", with no way to read it."""
+    report, truth = tmp_path / "pairs.tsv", tmp_path / "truth.csv"
+    report.write_text("left_id\tright_id\nCafé-1\tCafé-2\nCafé-3\tCafé-4\n")
+    truth.write_bytes("left_id,right_id\nCafé-1,Café-2\n".encode("cp1252"))
+    refused = neardup("eval", "--truth", str(truth), "--report", str(report))
+    assert_user_error(refused, "line 2 holds the byte 0xE9, 'é' in Windows-1252): give --encoding")
+    given = ("eval", "--truth", str(truth), "--report", str(report), "--json")
+    scored = json.loads(neardup(*given, "--encoding", "windows-1252").stdout)
+    assert (scored["precision"], scored["recall"]) == (0.5, 1.0)
+
+
 def test_eval_rejects_a_file_that_is_not_pairs(tmp_path: Path) -> None:
     bad = tmp_path / "bad.tsv"
     bad.write_text("only\n1\n")
