@@ -55,8 +55,9 @@ def _threshold(value: str) -> float | str:
 
 
 def _given(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
-    """The flags among ``names`` that the user gave (argparse leaves the others None)."""
-    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    """The flags among ``names`` that the user gave (argparse leaves the others None, and
+    has none of those a command does not take)."""
+    return {name: value for name in names if (value := getattr(args, name, None)) is not None}
 
 
 # --- options shared by several commands -----------------------------------------------------------
@@ -91,8 +92,10 @@ THRESHOLD_HELP = (
 def _rule_options(
     parser: argparse.ArgumentParser,
     threshold_help: str = THRESHOLD_HELP,
-    candidates: int = api.MatchRules().candidates,
+    candidates: int | None = api.MatchRules().candidates,
 ) -> None:
+    """The match rules' flags; ``--candidates`` where the command looks records up (a default
+    of None: a report's, which lists every pair at or above its threshold, with no such cap)."""
     defaults = api.MatchRules()
     _preset_option(parser)
     parser.add_argument(
@@ -102,11 +105,12 @@ def _rule_options(
         "or the shingles (default: what the store was indexed for, else the first of these "
         "it indexes)",
     )
-    parser.add_argument(
-        "--candidates",
-        type=int,
-        help=f"distinct candidates a lookup fetches and measures (default: {candidates})",
-    )
+    if candidates is not None:
+        parser.add_argument(
+            "--candidates",
+            type=int,
+            help=f"distinct candidates a lookup fetches and measures (default: {candidates})",
+        )
     parser.add_argument(
         "--first-word",
         action="store_true",
@@ -798,7 +802,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also write the report as one self-contained HTML page (pairs then go only to -o)",
     )
-    _rule_options(report)
+    _rule_options(report, candidates=None)
 
     dedup = add("dedup")
     dedup.add_argument("file", metavar="FILE", help="the record file the store was indexed from")
@@ -813,7 +817,7 @@ def _parser() -> argparse.ArgumentParser:
         "(default: first)",
     )
     _grouping_option(dedup)
-    _rule_options(dedup)
+    _rule_options(dedup, candidates=None)
 
     delete = add("delete")
     delete.add_argument("ids", nargs="*", metavar="ID")
@@ -834,7 +838,7 @@ def _parser() -> argparse.ArgumentParser:
         "CSV on Windows) or latin-1 (default: utf-8)",
     )
     _store_option(evaluation)
-    _rule_options(evaluation)
+    _rule_options(evaluation, candidates=None)
     evaluation.add_argument("--json", action="store_true", help="print JSON")
     evaluation.add_argument("--plot", help="write precision and recall over thresholds to a PNG")
 

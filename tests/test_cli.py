@@ -566,6 +566,17 @@ def test_rules_at_the_edges_are_one_line_errors(
     assert_user_error(neardup(*args, *store, cwd=tmp_path), message)
 
 
+@pytest.mark.parametrize("command", [["report"], ["dedup", "r.txt"], ["eval", "--truth", "t"]])
+def test_candidates_is_a_lookups_flag_not_a_reports(command: list[str], indexed: str) -> None:
+    """`report --candidates 1` was taken and did nothing: a report lists every pair at or
+    above its threshold, however many a record has."""
+    result = neardup(*command, "--store", indexed, "--candidates", "1")
+    assert result.returncode == 2 and "unrecognized arguments: --candidates 1" in result.stderr
+    assert "--candidates" not in neardup(command[0], "--help").stdout
+    for looking_up in (["lookup", "--id", "1"], ["explain", "1", "2"]):
+        assert neardup(*looking_up, "--store", indexed, "--candidates", "1").returncode in (0, 1)
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
