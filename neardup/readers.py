@@ -482,17 +482,23 @@ class RecordReader:
         """Standard input is read as lines of ID TEXT unless --format says otherwise: a CSV
         table piped in was read so, each row's first cell and the next one's first word taken
         for its id ('p1,Kenneth') and its header for a record. One error where it is a table
-        of commas (the first word of two lines holds one) or of tabs (two or more on every
-        line), or JSON."""
+        of commas (the first word of two lines holds one, or of the first line, a header,
+        where every line holds as many cells) or of tabs (two or more on every line), or
+        JSON."""
         text = sample.decode(self.encoding, errors="replace").removeprefix("\ufeff")
         lines = [line for line in text.splitlines()[:SAMPLE_ROWS] if line.strip()]
         if not lines:
             return
         first_words = [re.split(r"[ \t]", line.strip(), maxsplit=1)[0] for line in lines[:2]]
-        tabs = {line.count("\t") for line in lines[:-1] or lines}  # the last may be cut short
+        whole = lines[:-1] or lines  # the last may be cut short
+        tabs = {line.count("\t") for line in whole}
+        cells = {len(row) for row in csv.reader(whole)}
         if lines[0].lstrip().startswith(("{", "[")):
             kind, formats = "JSON", "jsonl (an object a line) or --format json"
-        elif len(lines) > 1 and all("," in word for word in first_words):
+        elif len(lines) > 1 and (
+            all("," in word for word in first_words)
+            or ("," in first_words[0] and len(cells) == 1 and min(cells) >= 2)
+        ):
             kind, formats = "a CSV table", "csv"
         elif len(tabs) == 1 and min(tabs) >= 2:
             kind, formats = "a TSV table", "tsv"
