@@ -412,7 +412,7 @@ class RecordReader:
         sample = self._sample()
         start = sample[:MAGIC_BYTES]
         self._refuse_what_cannot_be_read(start, sample)
-        if self.stdin and not self._format_given:
+        if self.format == "lines" and not self._format_given:
             self._refuse_a_table_as_lines(sample)
         # Lines ended by a carriage return alone, as old Mac exports end them ("Tab delimited
         # text (Macintosh)"): split at each one, where they were read as one line.
@@ -479,12 +479,13 @@ class RecordReader:
         self._raw.close()
 
     def _refuse_a_table_as_lines(self, sample: bytes) -> None:
-        """Standard input is read as lines of ID TEXT unless --format says otherwise: a CSV
-        table piped in was read so, each row's first cell and the next one's first word taken
-        for its id ('p1,Kenneth') and its header for a record. One error where it is a table
-        of commas (the first word of two lines holds one, or of the first line, a header,
-        where every line holds as many cells) or of tabs (two or more on every line), or
-        JSON."""
+        """Standard input, and a .txt file, are read as lines of ID TEXT unless --format says
+        otherwise: a CSV table piped in was read so, each row's first cell and the next one's
+        first word taken for its id ('p1,Kenneth') and its header for a record, and so was a
+        spreadsheet's "Text (Tab delimited)" .txt. One error where it is a table of tabs (two
+        or more on every line), or JSON; or, piped in, a table of commas (the first word of two
+        lines holds one, or of the first line, a header, where every line holds as many
+        cells: a .txt file of sentences has such lines too)."""
         text = sample.decode(self.encoding, errors="replace").removeprefix("\ufeff")
         lines = [line for line in text.splitlines()[:SAMPLE_ROWS] if line.strip()]
         if not lines:
@@ -493,20 +494,26 @@ class RecordReader:
         whole = lines[:-1] or lines  # the last may be cut short
         tabs = {line.count("\t") for line in whole}
         cells = {len(row) for row in csv.reader(whole)}
-        if lines[0].lstrip().startswith(("{", "[")):
+        if _starts_json(lines[0]):
             kind, formats = "JSON", "jsonl (an object a line) or --format json"
-        elif len(lines) > 1 and (
-            all("," in word for word in first_words)
-            or ("," in first_words[0] and len(cells) == 1 and min(cells) >= 2)
+        elif (
+            self.stdin
+            and len(lines) > 1
+            and (
+                all("," in word for word in first_words)
+                or ("," in first_words[0] and len(cells) == 1 and min(cells) >= 2)
+            )
         ):
             kind, formats = "a CSV table", "csv"
         elif len(tabs) == 1 and min(tabs) >= 2:
             kind, formats = "a TSV table", "tsv"
         else:
             return
+        by = "" if self.stdin else " by its name"
         raise NeardupError(
-            f"standard input looks like {kind} (its first line: {lines[0][:60]!r}), and is "
-            f"read as lines of ID TEXT unless told: give --format {formats}"
+            f"{file_name(self.path)} looks like {kind} (its first line: {lines[0][:60]!r}), "
+            f"and is read as lines of ID TEXT{by} unless told: give --format {formats}, or "
+            "--format lines to read it so"
         )
 
     def _refuse_what_cannot_be_read(self, start: bytes, sample: bytes) -> None:
@@ -1168,6 +1175,16 @@ def _listed(names: Sequence[str]) -> str:
     return f"{', '.join(names[: LISTED_NAMES - 2])}, …, {names[-1]} ({len(names)} fields)"
 
 
+def _starts_json(line: str) -> bool:
+    """Whether a file's first line starts JSON: a whole object or array, or the start of one
+    written over several lines; not a log line's ``[2024-05-01 12:00:01]`` or ``[INFO]``."""
+    line = line.strip()
+    try:
+        return isinstance(json.loads(line), dict | list)
+    except ValueError:
+        return line in ("{", "[") or line.startswith(('{"', "[{", '["', "[["))
+
+
 def _first_word(line: str) -> str:
     """What a lines file's line has for its id: up to its first space or tab."""
     return _ID_SEPARATOR.split(line.strip(), maxsplit=1)[0]
@@ -1200,16 +1217,21 @@ def _split_at_returns(raw: IO[bytes]) -> Iterator[bytes]:
 
 
 def _repeated_word(lines: Sequence[tuple[int, str]]) -> tuple[str, int, int] | None:
-    """The first repeat among the first words of these (numbered) lines that holds no digit,
-    and the lines of its first two: a file of sentences (``The quick…``, ``The cat…``) rather
-    than of ids and texts, whose ids are unique or numbers."""
+    """The first repeat among the first words of these (numbered) lines that is no id, and
+    the lines of its first two: a file of sentences (``The quick…``, ``The cat…``) or of log
+    lines (``[2024-05-01 12:00:01] ERROR…``) rather than of ids and texts, whose ids are
+    unique or numbers (``r1`` twice: a file's updates of one record)."""
     first_seen: dict[str, int] = {}
     for number, line in lines:
         word = _first_word(line)
-        if word in first_seen and not _holds_digit(word):
+        if word in first_seen and (not _holds_digit(word) or _LOGGED.search(word)):
             return word, first_seen[word], number
         first_seen.setdefault(word, number)
     return None
+
+
+# A log line's first word: a date, a time of day, or a bracketed tag, which no id is.
+_LOGGED = re.compile(r"^[\[(<]|\d{4}-\d\d-\d\d|\d\d?:\d\d")
 
 
 T = TypeVar("T")

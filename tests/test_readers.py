@@ -1031,6 +1031,39 @@ def test_a_table_piped_in_without_its_format_is_one_error(
         RecordReader(Path("-"))
 
 
+def test_a_spreadsheets_tab_delimited_txt_is_one_error(tmp_path: Path) -> None:
+    """A spreadsheet's "Text (Tab delimited)" export is named .txt: its header was stored as
+    a record with the id 'ID', its rows as ID TEXT."""
+    table = "ID\tName\tCity\r\n1\tAnn Lee\tRome\r\n2\tAnn Le\tRome\r\n"
+    path = write(tmp_path / "contacts.txt.gz", gzip.compress(table.encode()))
+    said = "is read as lines of ID TEXT by its name unless told: give --format tsv"
+    with pytest.raises(NeardupError, match=rf"/contacts.txt.gz looks like a TSV table .* {said}"):
+        RecordReader(path)
+    records, _ = read(path, format="tsv")
+    assert [(r.id, r.text) for r in records] == [("1", "Ann Lee Rome"), ("2", "Ann Le Rome")]
+
+
+@pytest.mark.parametrize("name", ["app.txt", "-"])
+def test_log_lines_are_texts_not_json_nor_ids(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Log lines piped in were "JSON" (they start with '['), and in a .txt file their
+    timestamps were ids: the store kept one line of three, the others replaced."""
+    log = (
+        "".join(f"[2024-05-01 12:00:0{n}] ERROR timeout on node {n}\n" for n in range(3))
+        + "[2024-05-01 12:00:09] INFO retried\n"
+    )
+    if name == "-":
+        data = io.BytesIO(log.encode())
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(data)))
+        path = Path("-")
+    else:
+        path = write(tmp_path / name, log)
+    records, reader = read(path)
+    assert [r.id for r in records] == ["1", "2", "3", "4"] and reader.format == "text"
+    assert "('[2024-05-01' begins lines 1 and 2;" in reader.fields_chosen()
+
+
 @pytest.mark.parametrize("name", ["phones.csv", "phones.tsv"])
 def test_a_header_that_names_a_column_twice_is_one_error(tmp_path: Path, name: str) -> None:
     """Two columns called phone (a spreadsheet allows it): the first's values were lost, the
