@@ -417,6 +417,9 @@ class RecordReader:
         # Lines ended by a carriage return alone, as old Mac exports end them ("Tab delimited
         # text (Macintosh)"): split at each one, where they were read as one line.
         self._cr_lines = b"\r" in sample and b"\n" not in sample
+        # Whether every line read so far ends with a line break: only a file's last line may
+        # not, which is where a file that arrived cut short breaks off.
+        self._line_ended = True
         # A tab-separated file that quotes its fields as Excel's "Text (Tab delimited)" does,
         # where one holds a tab or a line break: read as CSV of tabs, where a line break inside
         # quotes made two broken records of one.
@@ -470,8 +473,8 @@ class RecordReader:
             for record in records:
                 line = record.line
                 yield record
-        except (*_DAMAGE, BrokenJson) as exc:
-            start = exc.line if isinstance(exc, BrokenJson) else line + 1
+        except (*_DAMAGE, BrokenOff) as exc:
+            start = exc.line if isinstance(exc, BrokenOff) else line + 1
             self.skipped.add(start, f"the rest of the file: {_damage(exc)}")
             self.damaged = f"damaged from line {start} ({_damage(exc)})"
 
@@ -567,10 +570,18 @@ class RecordReader:
         return f"{iconv} {shlex.quote(str(path))} > {shlex.quote(str(converted))}"
 
     def _raw_lines(self) -> Iterator[bytes]:
-        """The file's lines as bytes, each ending with its line break."""
+        """The file's lines as bytes, each ending with a line feed but the last, which may
+        end with none (see ``_line_ended``)."""
         if not self._cr_lines:
             return iter(self._raw)
         return _split_at_returns(self._raw)
+
+    def _noting_ends(self, lines: Iterable[str]) -> Iterator[str]:
+        """``lines``, noting one that ends with no line break (see ``_line_ended``)."""
+        for line in lines:
+            if line[-1:] not in "\r\n":
+                self._line_ended = False
+            yield line
 
     def _sample(self) -> bytes:
         """The file's first SAMPLE_BYTES (decompressed), left to be read: all that is buffered
@@ -618,6 +629,8 @@ class RecordReader:
 
     def _decoded_lines(self) -> Iterator[tuple[int, str]]:
         for number, raw in enumerate(self._raw_lines(), start=1):
+            if raw[-1:] != b"\n":
+                self._line_ended = False
             try:
                 line = raw.decode(self._line_encoding(number))
             except UnicodeDecodeError:
@@ -659,6 +672,10 @@ class RecordReader:
                 try:
                     value = json.loads(line)
                 except json.JSONDecodeError:
+                    if not self._line_ended:
+                        raise BrokenOff(
+                            f"{_CUT_SHORT}its last line is no whole JSON", number
+                        ) from None
                     self.skipped.add(number, "invalid JSON")
                     continue
                 yield count, number, value, bool(_SURROGATE_ESCAPE.search(line))
@@ -714,6 +731,8 @@ class RecordReader:
         five times as long to do. Each row comes with why to skip it, if it is to be skipped;
         a strict decode tells bytes that are not UTF-8 without looking at the text again."""
         for number, raw in enumerate(self._raw_lines(), start=1):
+            if raw[-1:] != b"\n":
+                self._line_ended = False
             encoding = self._line_encoding(number)
             try:
                 line, skip = raw.decode(encoding), None
@@ -733,7 +752,7 @@ class RecordReader:
             )
             for _ in range(resume):
                 text.readline()
-            lines: Iterator[str] = text
+            lines: Iterator[str] = self._noting_ends(text)
             if not resume and self.format == "csv":  # the header, read first, tells the delimiter
                 header = text.readline()
                 if named := _SEPARATOR_LINE.fullmatch(header.rstrip("\r\n")):
@@ -741,7 +760,7 @@ class RecordReader:
                     resume = 1  # the header is the next line
                 else:
                     self.delimiter = csv_delimiter(header)
-                    lines = chain([header], text)
+                    lines = self._noting_ends(chain([header], text))
             rows = csv.reader(lines, delimiter=self.delimiter, strict=True)
             done = resume  # lines read before the next row
             try:
@@ -750,6 +769,9 @@ class RecordReader:
                     done = resume + rows.line_num
                 return
             except csv.Error:
+                if not self._line_ended:
+                    cut = f"{_CUT_SHORT}it ends inside a quoted field"
+                    raise BrokenOff(cut, done + 1) from None
                 if self.streamed:  # what has been read from a pipe cannot be read again
                     raise NeardupError(
                         f"{file_name(self.path)}, line {done + 1}: broken quoting (a quote that "
@@ -778,6 +800,12 @@ class RecordReader:
         self._check_fields(header, "the header row")
         fields = len(header)
         for count, (number, row, skip) in enumerate(rows, start=1):
+            if not self._line_ended and len(row) < fields:  # a row that short is read, but
+                # not where the file ends without a line break: a file that arrived cut short
+                raise BrokenOff(
+                    f"{_CUT_SHORT}its last line holds {len(row)} of the header's {fields} fields",
+                    number,
+                )
             # Extra values have no name to go under; empty ones (a row's trailing commas, as
             # spreadsheets leave them) lose nothing.
             extra = len(row) > fields and any(value.strip() for value in row[fields:])
@@ -1244,7 +1272,7 @@ def _read_ahead(rows: Iterator[T], count: int) -> tuple[list[T], BaseException |
     read: list[T] = []
     try:
         read.extend(islice(rows, count))
-    except (*_DAMAGE, BrokenJson) as exc:
+    except (*_DAMAGE, BrokenOff) as exc:
         return read, exc
     return read, None
 
@@ -1262,16 +1290,20 @@ def _raising(exc: BaseException) -> Iterator[Any]:
 
 
 def _damage(exc: BaseException) -> str:
-    if isinstance(exc, BrokenJson):
+    if isinstance(exc, BrokenOff):
         return str(exc)
     return (
         "the compressed data ends early" if isinstance(exc, EOFError) else "corrupt compressed data"
     )
 
 
-class BrokenJson(ValueError):
-    """JSON that breaks off, or is not JSON, from ``line`` on, where a file's values were
-    being read."""
+# Why a file whose last line ends without a line break is not whole there.
+_CUT_SHORT = "cut short with no line break at its end: "
+
+
+class BrokenOff(ValueError):
+    """A file that breaks off from ``line`` on (cut short), or JSON that is not JSON from
+    there, where its records were being read."""
 
     def __init__(self, reason: str, line: int) -> None:
         super().__init__(reason)
@@ -1338,13 +1370,13 @@ def _json_values(text: IO[str]) -> Iterator[tuple[int, object, bool]]:
         skip(_JSON_GAP)  # commas between objects outside an array too, as some exports write
         if at == len(buffer):
             if in_array:
-                raise BrokenJson("the array does not close", line)
+                raise BrokenOff("the array does not close", line)
             return
         if in_array and buffer[at] == "]":
             at += 1
             skip(_JSON_SPACE)
             if at < len(buffer):
-                raise BrokenJson("more after the array's end", line)
+                raise BrokenOff("more after the array's end", line)
             return
         while True:
             try:
@@ -1352,7 +1384,7 @@ def _json_values(text: IO[str]) -> Iterator[tuple[int, object, bool]]:
                 break
             except json.JSONDecodeError as exc:  # a value cut by the part's end, or broken
                 if ended or not more():
-                    raise BrokenJson(f"invalid JSON: {exc.msg}", line) from None
+                    raise BrokenOff(f"invalid JSON: {exc.msg}", line) from None
         yield line, value, bool(_MAYBE_SURROGATE.search(buffer, at, end))
         line += buffer.count("\n", at, end)
         at = end

@@ -747,6 +747,40 @@ def test_every_command_that_reads_a_damaged_file_says_so_and_exits_non_zero(
     )
 
 
+_PEOPLE = '{"id": 1, "t": "Ann Lee"}\n{"id": 2, "t": "Bob Stone"}\n'
+
+
+@pytest.mark.parametrize(
+    ("name", "whole", "cut_at", "said"),
+    [
+        ("people.csv", "id,name,city\n1,Ann Lee,Rome\n2,Bob Stone,Pisa\n", "2,Bob", "2 of the"),
+        ("people.tsv", "id\tname\tcity\n1\tAnn Lee\tRome\n2\tBob Stone\tPisa\n", "2\tBob", "2 of"),
+        ("people.csv", 'id,note\n1,"one line"\n2,"two\nlines"\n', '2,"two\nli', "inside a quoted"),
+        ("people.jsonl", _PEOPLE, '{"id": 2, "t', "no whole JSON"),
+    ],
+)  # fmt: skip
+def test_a_file_cut_short_in_its_last_record_keeps_the_records_before_and_says_so(
+    tmp_path: Path, name: str, whole: str, cut_at: str, said: str
+) -> None:
+    """A CSV that arrived cut short ('2,Bob'): its last record was stored as 'Bob', without
+    its city, exit 0. A last line with no line break that is no whole record is where the
+    file breaks off, as a cut .gz or JSON array does; a file with no line break at its end
+    but whole records reads as before."""
+    write(tmp_path / name, whole[: whole.index(cut_at) + len(cut_at)])
+    store = ["--store", "s.db"]
+    cut = neardup("index", name, *store, cwd=tmp_path)
+    assert cut.returncode == 2 and api.stats(f"sqlite:///{tmp_path / 's.db'}")["documents"] == 1
+    assert re.search(
+        rf"{name} is damaged from line \d \(cut short with no line break at its end: .*{said}",
+        cut.stderr,
+    ), cut.stderr
+    refused = neardup("dedup", name, *store, "-o", f"kept{Path(name).suffix}", cwd=tmp_path)
+    assert refused.returncode == 2 and "not written back" in refused.stderr
+    write(tmp_path / name, whole.rstrip("\n"))  # whole, with no line break at its end
+    assert neardup("index", name, *store, cwd=tmp_path).returncode == 0
+    assert api.stats(f"sqlite:///{tmp_path / 's.db'}")["documents"] == 2
+
+
 @pytest.mark.parametrize(
     ("name", "content"),
     [("empty.csv", ""), ("header.csv", "id,text\n"), ("empty.jsonl", ""), ("empty.txt", "")],
