@@ -496,16 +496,12 @@ class RecordReader:
         first_words = [re.split(r"[ \t]", line.strip(), maxsplit=1)[0] for line in lines[:2]]
         whole = lines[:-1] or lines  # the last may be cut short
         tabs = {line.count("\t") for line in whole}
-        cells = {len(row) for row in csv.reader(whole)}
         if _starts_json(lines[0]):
             kind, formats = "JSON", "jsonl (an object a line) or --format json"
         elif (
             self.stdin
             and len(lines) > 1
-            and (
-                all("," in word for word in first_words)
-                or ("," in first_words[0] and len(cells) == 1 and min(cells) >= 2)
-            )
+            and (all("," in word for word in first_words) or _a_header_above(whole))
         ):
             kind, formats = "a CSV table", "csv"
         elif len(tabs) == 1 and min(tabs) >= 2:
@@ -1201,6 +1197,13 @@ def _listed(names: Sequence[str]) -> str:
     if len(names) <= LISTED_NAMES:
         return ", ".join(names)
     return f"{', '.join(names[: LISTED_NAMES - 2])}, …, {names[-1]} ({len(names)} fields)"
+
+
+def _a_header_above(lines: Sequence[str]) -> bool:
+    """Whether ``lines`` are a CSV table's first: a header whose first word holds a comma,
+    and every line of as many cells, two or more."""
+    cells = {len(row) for row in csv.reader(lines)}
+    return "," in _first_word(lines[0]) and len(cells) == 1 and min(cells) >= 2
 
 
 def _starts_json(line: str) -> bool:
