@@ -197,6 +197,8 @@ def serve(
 
 def _listen(host: str, port: int) -> socket.socket:
     """A socket bound to ``host``:``port`` (an IPv4 or IPv6 address or a name) and listening."""
+    if not 0 <= port <= 65535:  # the socket module raises OverflowError past them
+        raise NeardupError(f"cannot listen on port {port}: a port is from 0 to 65535")
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         return socket.create_server((host, port), family=family)

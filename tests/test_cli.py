@@ -945,6 +945,13 @@ def test_serve_on_a_port_in_use_says_so_in_one_line() -> None:
     assert_user_error(result, f"cannot listen on 127.0.0.1:{port}: Address already in use")
 
 
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_serve_on_a_port_past_the_range_says_so_in_one_line(port: str) -> None:
+    """`--port 99999` ended in OverflowError's traceback."""
+    result = neardup("serve", "--port", port)
+    assert_user_error(result, f"cannot listen on port {port}: a port is from 0 to 65535")
+
+
 def test_serve_refuses_an_empty_api_key() -> None:
     assert_user_error(neardup("serve", "--api-key", ""), "the API key is empty")
 
