@@ -261,6 +261,8 @@ def write_corpus(
         raise InvalidParameter(f"a corpus needs at least one record, not {count}")
     if words < 1:
         raise InvalidParameter(f"a document needs at least one word, not {words}")
+    if seed < 0:
+        raise InvalidParameter(f"seed must be 0 or more, not {seed}")
     if not 0.0 <= duplicates <= 1.0:
         raise InvalidParameter(f"the share of copies must be between 0 and 1, not {duplicates}")
     writer: _Writer | _People = _Writer(seed, words) if kind == "documents" else _People(seed)

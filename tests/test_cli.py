@@ -556,6 +556,7 @@ def test_an_interrupted_report_leaves_the_old_file_whole(
         (["tune", "--threshold", "0.5", "--num-hashes", "100000"], "between 1 and 1024"),
         (["generate", "-5", "-o", "g.tsv"], "a corpus needs at least one record, not -5"),
         (["generate", "5", "-o", "g.tsv", "--words", "0"], "a document needs at least one word"),
+        (["generate", "5", "-o", "g.tsv", "--seed", "-3"], "seed must be 0 or more, not -3"),
         (["generate", "5", "-o", "g.tsv", "--duplicates", "2"], "between 0 and 1, not 2.0"),
     ],
 )
