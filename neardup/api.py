@@ -57,7 +57,9 @@ from .html import HtmlReport, pair_histogram
 from .html import render as render_page
 from .indexer import (
     DEFAULT_BATCH_SIZE,
+    DUPLICATE_STORED,
     ON_DUPLICATE_ID,
+    STORED_ALREADY,
     IndexSummary,
     OnDuplicateId,
     batches,
@@ -496,9 +498,9 @@ def _add_unique(
             for record_id, reason in result.skipped.items():
                 summary.skipped.add(lines[record_id], reason)
             for record_id in result.unchanged:
-                summary.skipped.add(lines[record_id], "stored already with the same text")
+                summary.skipped.add(lines[record_id], STORED_ALREADY)
             for record_id, found in result.duplicates.items():
-                summary.skipped.add(lines[record_id], "a near-duplicate is stored")
+                summary.skipped.add(lines[record_id], DUPLICATE_STORED)
                 summary.duplicates.append((record_id, found[0].id, found[0].similarity))
             added = set(result.added)
             summary.count_replacing([r for r in part if id(r) in replacing and r.id in added])

@@ -211,7 +211,7 @@ def _index(args: argparse.Namespace) -> int:
         print(summary.describe(), file=sys.stderr)
     if summary.damaged:  # what could be read is stored; the exit status says the rest
         return _damaged(summary.damaged, "the records before it are indexed")
-    if summary.read and summary.skipped.total == summary.read:  # a script's next step fails
+    if summary.read and summary.unread == summary.read:  # a script's next step fails
         print(
             f"neardup: error: none of the {counted(summary.read, 'record')} read could be "
             "indexed (see why above): read the files with their --format, --id-field and "

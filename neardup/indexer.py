@@ -86,6 +86,12 @@ class Admitted:
     replacing: list[Record]  # repeats of an id to be stored in place of the earlier record
 
 
+# Why a run skips records it read whole, as it was asked to: a check's duplicates, a repeat.
+STORED_ALREADY = "stored already with the same text"
+DUPLICATE_STORED = "a near-duplicate is stored"
+REPEATED_ID = "repeated id"
+
+
 @dataclass
 class IndexSummary:
     read: int = 0
@@ -109,6 +115,13 @@ class IndexSummary:
     checked: str = ""  # with skip_duplicates: the threshold records were checked at, and why
     narrowed: int = 0  # with skip_duplicates: records checked by their rarer tokens alone
     removed: str = ""  # the store the run made and removed, as it stored nothing
+
+    @property
+    def unread(self) -> int:
+        """The records skipped for what they hold or lack (no text, invalid JSON), not as the
+        run was asked to (a duplicate checked, a repeated id)."""
+        asked = (STORED_ALREADY, DUPLICATE_STORED, REPEATED_ID)
+        return self.skipped.total - sum(self.skipped.reasons[reason] for reason in asked)
 
     def describe(self) -> str:
         rate = self.indexed / self.seconds if self.seconds else 0.0
@@ -235,7 +248,7 @@ class IndexSummary:
                 "(--on-duplicate-id replace, skip or keep goes on)"
             )
         if on_duplicate_id == "skip":
-            self.skipped.add(record.line, "repeated id", record.source)
+            self.skipped.add(record.line, REPEATED_ID, record.source)
             return False
         return True
 

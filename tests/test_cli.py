@@ -400,6 +400,24 @@ def test_an_index_run_that_stored_none_of_its_records_fails(tmp_path: Path) -> N
     assert neardup("index", str(tmp_path / "blank.csv"), "--store", store).returncode == 2
 
 
+def test_a_checked_run_whose_records_are_all_stored_already_succeeds(tmp_path: Path) -> None:
+    """A nightly `index new.csv --skip-duplicates` whose records were all stored already
+    exited 2, "none of the records read could be indexed: read the files with their
+    --format…": what the check skips is what it was asked to, as is a repeated id skipped."""
+    records = corpus(tmp_path / "records.txt")
+    store = ["--store", f"sqlite:///{tmp_path / 's.db'}"]
+    assert neardup("index", str(records), *store).returncode == 0
+    again = neardup("index", str(records), *store, "--skip-duplicates")
+    assert again.returncode == 0, again.stderr
+    assert "indexed 0," in again.stderr and "stored already with the same text" in again.stderr
+    stored = next(line for line in records.read_text().splitlines() if line.startswith("g0001"))
+    (tmp_path / "repeat.txt").write_text(f"{stored}\n{stored} again\n")
+    repeated = neardup("index", str(tmp_path / "repeat.txt"), *store, "--skip-duplicates",
+                       "--on-duplicate-id", "skip")  # fmt: skip
+    assert repeated.returncode == 0, repeated.stderr
+    assert "skipped 2 (1 repeated id, 1 stored already" in repeated.stderr
+
+
 def test_delete_takes_whole_lines_of_a_file_as_ids(tmp_path: Path) -> None:
     """An id may hold spaces: split at them, "New York 1" deleted the record "1"."""
     (tmp_path / "shops.tsv").write_text(
