@@ -1868,12 +1868,25 @@ def demo(store: StoreRef = None) -> Demo:
         store = DEMO_STORE_URL
         with open_store(store) as old:
             old.drop()
+    originals = {r.id: r.text for r in RecordReader(SAMPLE)}
     with opened(store, create=True) as target:
+        _refuse_a_store_of_other_records(target, originals)
         summary = index([SAMPLE], target)
         pairs = report(target)
         groups = clusters(pairs)
         looked_up = groups[0][0]
         matches = lookup(target, id=looked_up)
-        originals = {r.id: r.text for r in RecordReader(SAMPLE)}
         page = report_page(pairs, target, measured=last_report(target))
         return Demo(target.url, summary, pairs, groups, originals, looked_up, matches, page)
+
+
+def _refuse_a_store_of_other_records(target: Store, sample: Container[str]) -> None:
+    """Stop before the demo adds its sample to a store of the user's own records: its report
+    would be of both, and the store would keep the sample's records."""
+    held = [i for i in target.iter_ids() if i not in sample] if target.count() else []
+    if held:
+        raise NeardupError(
+            f"{target.url} holds {counted(len(held), 'record')} that are not the demo's "
+            f"(such as {min(held)!r}): the demo indexes its sample into a store of its own: "
+            "leave --store out, or give a new one"
+        )

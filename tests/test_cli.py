@@ -311,6 +311,20 @@ def test_demo_prints_groups_a_lookup_and_the_commands_it_stands_for(tmp_path: Pa
     assert again.returncode == 0 and again.stdout.splitlines()[1:] == lines[1:]
 
 
+def test_demo_leaves_a_store_of_other_records_alone(tmp_path: Path) -> None:
+    """`demo --store mine.db` added its 70 records to the user's store and ended in a
+    KeyError traceback, its groups holding the user's records."""
+    records = corpus(tmp_path / "records.txt")
+    assert neardup("index", str(records), "--store", "mine.db", cwd=tmp_path).returncode == 0
+    held = api_stats(f"sqlite:///{tmp_path / 'mine.db'}")["documents"]
+    refused = neardup("demo", "--store", "mine.db", cwd=tmp_path)
+    other = held - len(SAMPLE.read_text().splitlines())  # the corpus holds the sample's too
+    assert_user_error(refused, f"holds {other} records that are not the demo's (such as 'g0000')")
+    assert api_stats(f"sqlite:///{tmp_path / 'mine.db'}")["documents"] == held
+    for _ in range(2):  # a store of its own, run again: the same sample
+        assert neardup("demo", "--store", "own.db", cwd=tmp_path).returncode == 0
+
+
 def test_a_bare_path_names_an_embedded_store(records: Path, tmp_path: Path) -> None:
     assert neardup("index", str(records), "--store", "plain.db", cwd=tmp_path).returncode == 0
     stats = json.loads(neardup("stats", "--store", "plain.db", "--json", cwd=tmp_path).stdout)
