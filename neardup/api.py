@@ -1883,7 +1883,8 @@ def demo(store: StoreRef = None) -> Demo:
 def _refuse_a_store_of_other_records(target: Store, sample: Container[str]) -> None:
     """Stop before the demo adds its sample to a store of the user's own records: its report
     would be of both, and the store would keep the sample's records."""
-    held = [i for i in target.iter_ids() if i not in sample] if target.count() else []
+    made = target.read_params() is not None  # an engine's index not made yet holds nothing
+    held = [i for i in target.iter_ids() if i not in sample] if made and target.count() else []
     if held:
         raise NeardupError(
             f"{target.url} holds {counted(len(held), 'record')} that are not the demo's "

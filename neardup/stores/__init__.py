@@ -45,7 +45,9 @@ def default_store_url() -> str:
     return os.environ.get("NEARDUP_STORE") or DEFAULT_STORE_URL
 
 
-_SCHEMES = ("sqlite", "solr", "solr+https", "solr+zk", "elasticsearch", "elasticsearch+https")
+_SOLR_SCHEMES = ("solr", "solr+https", "solr+zk")
+_ELASTICSEARCH_SCHEMES = ("elasticsearch", "elasticsearch+https")
+_SCHEMES = ("sqlite", *_SOLR_SCHEMES, *_ELASTICSEARCH_SCHEMES)
 
 
 def store_url(url: str) -> str:
@@ -103,9 +105,9 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
         from .sqlite import SQLiteStore
 
         return SQLiteStore(path, create=create)
-    if scheme in ("solr", "solr+https", "solr+zk"):
+    if scheme in _SOLR_SCHEMES:
         return _engine("solr").SolrStore(url, create=create)
-    if scheme in ("elasticsearch", "elasticsearch+https"):
+    if scheme in _ELASTICSEARCH_SCHEMES:
         return _engine("elasticsearch").ElasticsearchStore(url, create=create)
     meant = _engine_meant(url)
     hint = f" {meant}?" if meant else ""
