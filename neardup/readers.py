@@ -787,10 +787,10 @@ class RecordReader:
         header = first[1]
         if any(map(holds_surrogates, header)):
             raise NeardupError(f"{self.path}: the header row has bytes that are not UTF-8")
-        self.header = [name.strip() for name in header]
+        self.header = list(header)  # as written, spaces around a name too ("Name ")
         # A column with no name (a spreadsheet's header cell left blank) is named by its place:
         # two of them were one field, the second's values in place of the first's.
-        header = [name or f"column {n}" for n, name in enumerate(self.header, start=1)]
+        header = [name.strip() or f"column {n}" for n, name in enumerate(header, start=1)]
         if len(header) == 1:
             rows = self._refuse_a_title(first[0], header[0], rows)
         self._check_fields(header, "the header row")
