@@ -1537,6 +1537,11 @@ def record_texts(
         for r in _as_kept(batch, numbering, wanted)
         if r.id in wanted
     }
+    if damaged := next((reader for reader in readers if reader.damaged), None):
+        raise NeardupError(
+            f"{file_name(damaged.path)} is {damaged.damaged}: the texts of the records after "
+            "it are lost; give a whole copy of it"
+        )
     with opened(store) as source:
         held = {i: r.content for i, r in source.get(sorted(read)).items()}
         normalization = source.params.normalization if held else NORMALIZATION

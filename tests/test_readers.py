@@ -714,7 +714,9 @@ def test_every_command_that_reads_a_damaged_file_says_so_and_exits_non_zero(
     tmp_path: Path,
 ) -> None:
     """A file cut short: lookup --file and link looked up the records before the damage and
-    said nothing, exit 0; dedup wrote back a file that lacked every record after it, exit 0."""
+    said nothing, exit 0; dedup wrote back a file that lacked every record after it, exit 0;
+    a report's texts from it left the records after it without one, with a note to give
+    every file the store was indexed from."""
     rng = random.Random(3)
     words = [f"w{rng.randrange(10**9)}" for _ in range(40_000)]
     whole = "".join(f"{i} {' '.join(words[i * 8 : i * 8 + 8])}\n" for i in range(5_000)).encode()
@@ -727,6 +729,7 @@ def test_every_command_that_reads_a_damaged_file_says_so_and_exits_non_zero(
         ("lookup", "--file", "cut.txt.gz", "-o", "seen.tsv"): "the records before it are looked up",
         ("link", "cut.txt.gz", "-o", "links.tsv"): "the records before it are linked",
         ("dedup", "cut.txt.gz", "-o", "kept.txt"): "not written back, as the records after it",
+        ("report", "--texts-from", "cut.txt.gz", "-o", "texts.tsv"): "the texts of the records",
     }
     for command, said in done.items():
         result = neardup(*command, *store, cwd=tmp_path)
@@ -739,6 +742,7 @@ def test_every_command_that_reads_a_damaged_file_says_so_and_exits_non_zero(
     looked_up = neardup("lookup", "--file", "cut.txt.gz", *store, cwd=tmp_path).stderr
     assert "skipped 1 (1 the rest of the file: the compressed data ends early)" in looked_up
     assert (tmp_path / "seen.tsv").exists() and not (tmp_path / "kept.txt").exists()
+    assert not (tmp_path / "texts.tsv").exists()
     # Rows lookup --file skips are counted, as index counts them: they were lost without a word.
     write(tmp_path / "bad.csv", 'id,text\n1,x\n2,\n3,"never closed\n')
     skipped = neardup("lookup", "--file", "bad.csv", *store, cwd=tmp_path)
