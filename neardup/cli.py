@@ -557,6 +557,16 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _standard_output_as_dash(args: argparse.Namespace) -> None:
+    """``-o -`` is standard output, as ``-`` is standard input: it wrote a file named "-",
+    which the next command's ``-o -`` replaced. A corpus is written in its name's format."""
+    if getattr(args, "output", None) != "-":
+        return
+    if args.command == "generate":
+        raise NeardupError("generate writes a file, in the format its name says: give -o its name")
+    args.output = None
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse an output file that cannot be written before any work: a report of a large store
     should not end, minutes later, in an error about a file beside it. Nor one the command
@@ -929,6 +939,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _keep_freed_memory()
     _quiet_client_loggers()
     try:
+        _standard_output_as_dash(args)
         _check_outputs(args)
         code = _COMMANDS[args.command](args)
         _flush_standard_output()

@@ -325,6 +325,22 @@ def test_demo_leaves_a_store_of_other_records_alone(tmp_path: Path) -> None:
         assert neardup("demo", "--store", "own.db", cwd=tmp_path).returncode == 0
 
 
+def test_dash_as_the_output_is_standard_output(records: Path, tmp_path: Path) -> None:
+    """`-o -` wrote a file named "-" (and the next command's `-o -` replaced it), where `-`
+    as an input is standard input."""
+    store = ["--store", "s.db"]
+    assert neardup("index", str(records), *store, cwd=tmp_path).returncode == 0
+    to_file = neardup("report", *store, "--threshold", "0.5", "-o", "pairs.tsv", cwd=tmp_path)
+    dashed = neardup("report", *store, "--threshold", "0.5", "-o", "-", cwd=tmp_path)
+    assert to_file.returncode == dashed.returncode == 0
+    assert dashed.stdout == (tmp_path / "pairs.tsv").read_text() != ""
+    kept = neardup("dedup", str(records), *store, "-o", "-", cwd=tmp_path)
+    assert kept.returncode == 0 and kept.stdout.startswith("1 ")
+    assert not (tmp_path / "-").exists()
+    refused = neardup("generate", "5", "-o", "-", cwd=tmp_path)
+    assert_user_error(refused, "generate writes a file, in the format its name says")
+
+
 def test_a_bare_path_names_an_embedded_store(records: Path, tmp_path: Path) -> None:
     assert neardup("index", str(records), "--store", "plain.db", cwd=tmp_path).returncode == 0
     stats = json.loads(neardup("stats", "--store", "plain.db", "--json", cwd=tmp_path).stdout)
