@@ -952,6 +952,7 @@ class RecordReader:
             raise NeardupError(
                 f"{self.path}: no field {', '.join(map(repr, missing))} in {where} "
                 f"(fields: {', '.join(map(repr, names))})"
+                f"{_each_once([m for m in missing if m in self.text_fields], names)}"
             )
         if not self.text_fields:
             self.text_fields = [name for name in names if name != self.id_field]
@@ -1204,6 +1205,16 @@ def _a_header_above(lines: Sequence[str]) -> bool:
     and every line of as many cells, two or more."""
     cells = {len(row) for row in csv.reader(lines)}
     return "," in _first_word(lines[0]) and len(cells) == 1 and min(cells) >= 2
+
+
+def _each_once(missing: Sequence[str], names: Sequence[str]) -> str:
+    """What to give where a missing text field is several of ``names`` in one
+    (``--text-field name,city``): each once; else nothing."""
+    for named in missing:
+        listed = re.split(r"[,;\s]+", named.strip(",; "))
+        if len(listed) > 1 and set(listed) <= set(names):
+            return ": give each once, " + " ".join(f"--text-field {shlex.quote(n)}" for n in listed)
+    return ""
 
 
 def _starts_json(line: str) -> bool:
