@@ -951,8 +951,7 @@ class RecordReader:
         if missing:
             raise NeardupError(
                 f"{self.path}: no field {', '.join(map(repr, missing))} in {where} "
-                f"(fields: {', '.join(map(repr, names))})"
-                f"{_each_once([m for m in missing if m in self.text_fields], names)}"
+                f"(fields: {', '.join(map(repr, names))}){_meant(missing, names, self.text_fields)}"
             )
         if not self.text_fields:
             self.text_fields = [name for name in names if name != self.id_field]
@@ -1207,12 +1206,15 @@ def _a_header_above(lines: Sequence[str]) -> bool:
     return "," in _first_word(lines[0]) and len(cells) == 1 and min(cells) >= 2
 
 
-def _each_once(missing: Sequence[str], names: Sequence[str]) -> str:
-    """What to give where a missing text field is several of ``names`` in one
-    (``--text-field name,city``): each once; else nothing."""
+def _meant(missing: Sequence[str], names: Sequence[str], texts: Sequence[str]) -> str:
+    """What to give where a missing field is one of ``names`` in another case (``Name``), or
+    a missing text field is several of them in one (``--text-field name,city``); else
+    nothing."""
     for named in missing:
+        if same := [n for n in names if n.casefold() == named.casefold()]:
+            return f": did you mean {same[0]!r}?"
         listed = re.split(r"[,;\s]+", named.strip(",; "))
-        if len(listed) > 1 and set(listed) <= set(names):
+        if named in texts and len(listed) > 1 and set(listed) <= set(names):
             return ": give each once, " + " ".join(f"--text-field {shlex.quote(n)}" for n in listed)
     return ""
 

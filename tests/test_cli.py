@@ -375,6 +375,7 @@ def test_a_bare_path_names_an_embedded_store(records: Path, tmp_path: Path) -> N
         (["index", "records.txt", "--shingle", "words:3"], "word:N or char:N"),
         (["index", "records.txt", "--num-hashes", "100", "--bands", "7"], "bands must divide"),
         (["index", "data.csv", "--text-field", "body"], "no field 'body'"),
+        (["index", "data.csv", "--text-field", "Title"], "(fields: 'id', 'title'): did you mean"),
         (  # several fields in one flag, as some tools take them
             ["index", "data.csv", "--text-field", "id,title"],
             "(fields: 'id', 'title'): give each once, --text-field id --text-field title",
