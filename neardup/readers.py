@@ -664,16 +664,18 @@ class RecordReader:
         """The objects of JSON lines; a line that is not JSON is skipped and counted."""
 
         def values() -> Iterator[tuple[int, int, object, bool]]:
+            whole = 0  # objects read: a file of none is no JSON lines, not one cut short
             for count, (number, line) in enumerate(self._decoded_lines(), start=1):
                 try:
                     value = json.loads(line)
                 except json.JSONDecodeError:
-                    if not self._line_ended:
+                    if whole and not self._line_ended:
                         raise BrokenOff(
                             f"{_CUT_SHORT}its last line is no whole JSON", number
                         ) from None
                     self.skipped.add(number, "invalid JSON")
                     continue
+                whole += isinstance(value, dict)
                 yield count, number, value, bool(_SURROGATE_ESCAPE.search(line))
 
         return self._objects(values(), "half of a surrogate pair")
@@ -792,6 +794,7 @@ class RecordReader:
         # two of them were one field, the second's values in place of the first's.
         header = [name.strip() or f"column {n}" for n, name in enumerate(header, start=1)]
         if len(header) == 1:
+            self._refuse_a_csv_as_tsv(header[0])
             rows = self._refuse_a_title(first[0], header[0], rows)
         self._check_fields(header, "the header row")
         fields = len(header)
@@ -809,6 +812,15 @@ class RecordReader:
                 self.skipped.add(number, skip or "more fields than the header")
                 continue
             yield dict(zip(header, row, strict=False)), count, number
+
+    def _refuse_a_csv_as_tsv(self, header: str) -> None:
+        """A CSV file read as tsv (``--format tsv``) is a file of one field, the whole line
+        each record's text: one error where that field's name is a CSV header."""
+        if self.format == "tsv" and len(next(csv.reader([header]))) > 1:
+            raise NeardupError(
+                f"{file_name(self.path)}: its header is one tab-separated field that holds "
+                f"commas ({header[:60]!r}): a CSV file? give --format csv"
+            )
 
     def _refuse_a_title(
         self, line: int, title: str, rows: Iterator[tuple[int, list[str], str | None]]

@@ -785,6 +785,19 @@ def test_a_file_cut_short_in_its_last_record_keeps_the_records_before_and_says_s
     assert api.stats(f"sqlite:///{tmp_path / 's.db'}")["documents"] == 2
 
 
+def test_a_file_read_in_another_format_is_not_taken_for_one_cut_short(tmp_path: Path) -> None:
+    """A pretty-printed JSON object read as JSON lines ended on a line with no line break:
+    "damaged from line 9 (cut short…)", where the advice was to give its format; a CSV read
+    as tsv was one field of whole lines, indexed without a word."""
+    write(tmp_path / "one.json", json.dumps({"id": 1, "t": "Ann Lee", "more": [1, 2]}, indent=1))
+    as_lines = neardup("index", "one.json", "--format", "jsonl", "--store", "s.db", cwd=tmp_path)
+    assert as_lines.returncode == 2 and "cut short" not in as_lines.stderr
+    assert "read the files with their --format" in as_lines.stderr
+    write(tmp_path / "people.csv", "id,name,city\n1,Ann Lee,Rome\n")
+    as_tsv = neardup("index", "people.csv", "--format", "tsv", "--store", "s.db", cwd=tmp_path)
+    assert_user_error(as_tsv, "its header is one tab-separated field that holds commas")
+
+
 @pytest.mark.parametrize(
     ("name", "content"),
     [("empty.csv", ""), ("header.csv", "id,text\n"), ("empty.jsonl", ""), ("empty.txt", "")],
