@@ -54,6 +54,18 @@ def _threshold(value: str) -> float | str:
         raise argparse.ArgumentTypeError(f"use auto or a number, not {value!r}") from None
 
 
+class _Once(argparse.Action):
+    """A lookup's record, given once: given twice, the first was dropped without a word."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:  # fmt: skip
+        if getattr(namespace, self.dest) is not None:
+            raise argparse.ArgumentError(
+                self, "given twice: a lookup is of one record; --file looks up a file's records"
+            )
+        setattr(namespace, self.dest, values)
+
+
 def _given(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
     """The flags among ``names`` that the user gave (argparse leaves the others None, and
     has none of those a command does not take)."""
@@ -713,10 +725,12 @@ def _parser() -> argparse.ArgumentParser:
     lookup = add("lookup")
     _store_option(lookup)
     target = lookup.add_mutually_exclusive_group(required=True)
-    target.add_argument("--id", help="id of a stored record")
-    target.add_argument("--text", help="a new text (-: read it from standard input)")
+    target.add_argument("--id", action=_Once, help="id of a stored record")
+    target.add_argument("--text", action=_Once, help="a new text (-: read it from standard input)")
     target.add_argument(
-        "--file", help="every record of a record file (-: standard input), without adding them"
+        "--file",
+        action=_Once,
+        help="every record of a record file (-: standard input), without adding them",
     )
     _reader_options(lookup)
     lookup.add_argument("-o", "--output", help="with --file: file to write (default: stdout)")

@@ -401,6 +401,14 @@ def test_user_errors_are_one_line(
     assert_user_error(neardup(*args, cwd=tmp_path), message)
 
 
+@pytest.mark.parametrize("given", [["--id", "1", "--id", "2"], ["--text", "a b", "--text", "c"]])
+def test_a_lookup_of_two_records_is_refused(given: list[str], indexed: str) -> None:
+    """`lookup --id 1 --id 2` looked up 2 alone: the first was dropped without a word."""
+    result = neardup("lookup", "--store", indexed, *given)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "given twice: a lookup is of one record; --file looks up" in result.stderr
+
+
 def test_unknown_id_and_parameter_mismatch(indexed: str, records: Path) -> None:
     assert_user_error(
         neardup("lookup", "--store", indexed, "--id", "nope"), "no record with id 'nope'"
