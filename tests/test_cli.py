@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import shutil
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -339,6 +340,22 @@ def test_dash_as_the_output_is_standard_output(records: Path, tmp_path: Path) ->
     assert not (tmp_path / "-").exists()
     refused = neardup("generate", "5", "-o", "-", cwd=tmp_path)
     assert_user_error(refused, "generate writes a file, in the format its name says")
+
+
+def test_a_database_of_another_application_is_left_as_it_is(records: Path, tmp_path: Path) -> None:
+    """`--store app.db` for `--store dups.db`: neardup's tables were added to the
+    application's database, and its write-ahead log turned on, a lookup's too."""
+    app = tmp_path / "app.db"
+    database = sqlite3.connect(app)
+    database.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+    database.commit()
+    database.close()
+    before = app.read_bytes()
+    said = "app.db is a SQLite database that is no neardup store (its tables: users)"
+    for command in (["index", str(records)], ["lookup", "--id", "1"], ["report"]):
+        assert_user_error(neardup(*command, "--store", str(app)), said)
+    assert app.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db", "records.txt"]
 
 
 def test_a_bare_path_names_an_embedded_store(records: Path, tmp_path: Path) -> None:

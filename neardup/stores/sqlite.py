@@ -266,6 +266,7 @@ class SQLiteStore(Store):
 
     def _prepare(self) -> str | None:
         """Set the connection up and make the schema; the store's schema version, if any."""
+        self._refuse_another_database()
         # A sort larger than the page cache (the MD5 index of a new store) spills to a
         # temporary file: held in memory, ten million records' took 1.2 GB and 37 s, in
         # files 535 MB and 24 s. The page size applies to a new file only (see PAGE_SIZE).
@@ -276,6 +277,22 @@ class SQLiteStore(Store):
         )
         self.apply_schema()
         return self._meta("schema_version")
+
+    def _refuse_another_database(self) -> None:
+        """Leave a SQLite database of another application as it is: a slip in --store
+        (``app.db`` for ``dups.db``) added neardup's tables to it and turned on its
+        write-ahead log, even for a lookup."""
+        tables = [
+            name
+            for (name,) in self._conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")
+        ]
+        if tables and "meta" not in tables:
+            self._conn.close()
+            raise StoreUnavailable(
+                f"{self.path} is a SQLite database that is no neardup store (its tables: "
+                f"{', '.join(tables[:5])}{', …' if len(tables) > 5 else ''}): a store is a "
+                "file of its own; give another file's name"
+            )
 
     def apply_schema(self) -> None:
         self._conn.executescript(_SCHEMA)
