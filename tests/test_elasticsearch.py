@@ -311,3 +311,23 @@ def test_a_disk_past_the_flood_stage_is_a_full_disk(
     finally:
         lifted = {"index.blocks.read_only_allow_delete": None}
         elasticsearch_server.request("PUT", f"{index}/_settings", json=lifted)
+
+
+def test_an_index_of_another_application_is_left_as_it_is(
+    elasticsearch_server, elasticsearch_url, tmp_path: Path
+) -> None:
+    """`--store elasticsearch://…/products`, an application's own index, was given
+    neardup's _meta and fields, and neardup's documents beside its own."""
+    index = elasticsearch_url.rsplit("/", 1)[-1]
+    own = {"properties": {"name": {"type": "text"}, "price": {"type": "float"}}}
+    created = elasticsearch_server.request("PUT", index, json={"mappings": own})
+    assert created.ok, created.text
+    records = corpus(tmp_path / "records.txt", 50)
+    with pytest.raises(StoreUnavailable, match="is an index that is no neardup store \\(its"):
+        api.index([records], elasticsearch_url)
+    with pytest.raises(StoreUnavailable, match="its fields: name, price\\)"):
+        api.apply_schema(elasticsearch_url)
+    mapping = elasticsearch_server.request("GET", f"{index}/_mapping").json()[index]["mappings"]
+    assert mapping == own
+    count = elasticsearch_server.request("GET", f"{index}/_count").json()["count"]
+    assert count == 0

@@ -47,6 +47,7 @@ from .base import (
     retried,
 )
 from .schema import (
+    LEGACY_FIELD_NAMES,
     band_prefixes,
     elasticsearch_mapping,
     engine_document,
@@ -57,6 +58,8 @@ from .schema import (
 from .url import RETRY_STATUSES, parse_engine_url
 
 RECORD_FIELDS = ["id", "content", "md5_hash", "first_word", "num_words"]
+# The fields of a store's index, of either layout: an index that has others is not a store.
+_OWN_FIELDS = {*elasticsearch_mapping()["properties"], *LEGACY_FIELD_NAMES.values()}
 PAGE = 1000
 KEEP_ALIVE = "5m"
 # Records per page of a walk for MD5s only (doc values, no _source): the most a page may hold.
@@ -251,7 +254,7 @@ class ElasticsearchStore(Store):
             self._create_index(self.index, mapping, copies)
             return
         # only what the index lacks: a field's doc values cannot change in place
-        have = self._mappings()["properties"]
+        have = self._own_mappings()["properties"]
         missing = {k: v for k, v in mapping["properties"].items() if k not in have}
         if missing:
             with self._errors():
@@ -271,6 +274,20 @@ class ElasticsearchStore(Store):
     def _mappings(self) -> dict[str, Any]:
         with self._errors():
             return self.es.indices.get_mapping(index=self.index)[self.index]["mappings"]
+
+    def _own_mappings(self) -> dict[str, Any]:
+        """The mappings of an index that is a store's (or empty), before anything is written
+        to it: an index of another application, given as --store by a slip, was given
+        neardup's fields and documents."""
+        mappings = self._mappings()
+        other = sorted(set(mappings.get("properties", {})) - _OWN_FIELDS)
+        if other:
+            listed = ", ".join(other[:5]) + (", …" if len(other) > 5 else "")
+            raise StoreUnavailable(
+                f"{self.url} is an index that is no neardup store (its fields: {listed}): a "
+                "store is an index of its own; give another index's name"
+            )
+        return {"properties": {}, **mappings}
 
     def _stored_settings(self) -> tuple[dict[str, Any] | None, _StoredSettings | None]:
         """The index's settings as stored, in two requests."""
@@ -311,6 +328,8 @@ class ElasticsearchStore(Store):
             self.apply_schema()
             return False
         configuration, measured = _apart(settings)
+        if not stored.configuration:  # an index neardup did not make: is it a store's?
+            self._own_mappings()
         if configuration != stored.configuration:
             with self._errors():
                 self.es.indices.put_mapping(
