@@ -17,6 +17,28 @@ def fields(server, name: str) -> set[str]:
     return {f["name"] for f in server.request("GET", f"{name}/schema/fields").json()["fields"]}
 
 
+def test_a_core_of_another_application_is_left_as_it_is(solr_server, solr_url, tmp_path) -> None:
+    """`--store solr://…/solr/products`, an application's own core, was given neardup's
+    fields and settings, and neardup's documents beside its own."""
+    name = solr_url.rsplit("/", 1)[-1]
+    api.apply_schema(solr_url)  # a core, which its application's schema then makes its own
+    # (the cores share the configset's schema here: the field is taken out again below)
+    own = {"add-field": {"name": "price", "type": "pint", "stored": True}}
+    solr_server.request("POST", f"{name}/schema", json=own).raise_for_status()
+    try:
+        records = corpus(tmp_path / "records.txt", 50)
+        with pytest.raises(StoreUnavailable, match="is a core that is no neardup store"):
+            api.index([records], solr_url)
+        with pytest.raises(StoreUnavailable, match="its fields: price\\)"):
+            api.apply_schema(solr_url)
+        query = {"q": "*:*", "rows": 0}
+        found = solr_server.request("GET", f"{name}/select", params=query).json()
+        assert found["response"]["numFound"] == 0
+    finally:
+        taken_out = {"delete-field": {"name": "price"}}
+        solr_server.request("POST", f"{name}/schema", json=taken_out).raise_for_status()
+
+
 def test_schema_apply_adds_missing_fields(solr_server, solr_url) -> None:
     url = solr_url
     name = url.rsplit("/", 1)[-1]

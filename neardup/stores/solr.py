@@ -59,6 +59,7 @@ from .base import (
     retried,
 )
 from .schema import (
+    LEGACY_FIELD_NAMES,
     band_prefixes,
     engine_document,
     engine_frequencies,
@@ -68,6 +69,13 @@ from .schema import (
 from .url import RETRY_STATUSES, parse_engine_url
 
 RECORD_FIELDS = "id,content,md5_hash,first_word,num_words"
+# The fields of a store's core, of either layout, and those every Solr core has: a core that
+# has others is not a store.
+_OWN_FIELDS = {
+    *(field["name"] for field in solr_schema()[1]),
+    *LEGACY_FIELD_NAMES.values(),
+    *("_version_", "_root_", "_text_", "_nest_path_", "_nest_parent_"),
+}
 
 PARAMS_ID = "_neardup_parameters"
 LOCK_ID = "_neardup_lock"  # the lease of a check-then-add; no MD5, so never a record
@@ -495,7 +503,7 @@ class SolrStore(Store):
     def _add_missing_fields(self) -> None:
         types, fields = solr_schema()
         have_types = {t["name"] for t in self._core("GET", "schema/fieldtypes")["fieldTypes"]}
-        have_fields = {f["name"] for f in self._core("GET", "schema/fields")["fields"]}
+        have_fields = self._own_fields()
         commands: dict[str, list[dict[str, object]]] = {
             "add-field-type": [t for t in types if t["name"] not in have_types],
             "add-field": [f for f in fields if f["name"] not in have_fields],
@@ -503,6 +511,19 @@ class SolrStore(Store):
         commands = {k: v for k, v in commands.items() if v}
         if commands:
             self._core("POST", "schema", json=commands)
+
+    def _own_fields(self) -> set[str]:
+        """The fields of a core that is a store's, before anything is written to it: a core of
+        another application, given as --store by a slip, was given neardup's fields and
+        documents."""
+        have = {f["name"] for f in self._core("GET", "schema/fields")["fields"]}
+        if other := sorted(have - _OWN_FIELDS):
+            listed = ", ".join(other[:5]) + (", …" if len(other) > 5 else "")
+            raise StoreUnavailable(
+                f"{self.url} is a core that is no neardup store (its fields: {listed}): a store "
+                "is a core of its own; give another core's name"
+            )
+        return have
 
     def drop(self) -> None:
         if not self._exists():
@@ -541,6 +562,8 @@ class SolrStore(Store):
         if version is None:
             self.apply_schema()
             return False
+        if version == -1:  # a core with no settings yet: is it a store's?
+            self._own_fields()
         document = {"id": PARAMS_ID, "neardup_params": json.dumps(settings, sort_keys=True)}
         # Read by real-time get, which sees it at once, and kept by the update log: a commit
         # here cost each checked add 15 ms more, where its records' commit follows anyway.
