@@ -493,7 +493,7 @@ class RecordReader:
         lines = [line for line in text.splitlines()[:SAMPLE_ROWS] if line.strip()]
         if not lines:
             return
-        first_words = [re.split(r"[ \t]", line.strip(), maxsplit=1)[0] for line in lines[:2]]
+        first_words = [_first_word(line) for line in lines[:2]]
         whole = lines[:-1] or lines  # the last may be cut short
         tabs = {line.count("\t") for line in whole}
         if _starts_json(lines[0]):
