@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import IO
 
 from .errors import NeardupError
-from .readers import GZIP_MAGIC, SAMPLE_BYTES, UTF8, code_page_byte, record_format, text_encoding
+from .readers import (
+    GZIP_MAGIC,
+    SAMPLE_BYTES,
+    UTF8,
+    code_page_byte,
+    held_byte,
+    record_format,
+    text_encoding,
+)
 from .report import Pair
 
 PairKey = tuple[str, str]
@@ -107,10 +115,8 @@ def _not_utf8(path: Path) -> str:
     with _opened(path, "latin-1") as file:  # its bytes, decompressed
         start = file.read(SAMPLE_BYTES).encode("latin-1")
     if where := code_page_byte(start):
-        line, byte = where
         return (
-            f"it is not UTF-8 but a Windows code page (line {line} holds the byte 0x{byte:02X}, "
-            f"{bytes([byte]).decode('cp1252', 'replace')!r} in Windows-1252): give --encoding "
+            f"it is not UTF-8 but a Windows code page ({held_byte(*where)}): give --encoding "
             "windows-1252, or save it as UTF-8"
         )
     return "it is not UTF-8: give its --encoding, or save it as UTF-8"

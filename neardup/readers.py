@@ -539,13 +539,10 @@ class RecordReader:
                     f"{letter.encode().decode(self.encoding, 'replace')!r}): leave it out"
                 )
         elif where := code_page_byte(sample):
-            line, byte = where
             raise NeardupError(
                 f'{name} is not UTF-8 but a Windows code page, as a spreadsheet\'s plain "CSV" '
-                f"is saved (line {line} holds the byte 0x{byte:02X}, "
-                f"{bytes([byte]).decode('cp1252', 'replace')!r} in Windows-1252, and no line "
-                "holds UTF-8): give --encoding windows-1252, save it as CSV UTF-8, or convert "
-                f"it: {self._conversion()}"
+                f"is saved ({held_byte(*where)}, and no line holds UTF-8): give --encoding "
+                f"windows-1252, save it as CSV UTF-8, or convert it: {self._conversion()}"
             )
 
     def _line_encoding(self, number: int) -> str:
@@ -1178,6 +1175,14 @@ def utf8_letter(sample: bytes) -> tuple[int, str] | None:
     if letter := _UTF8_BEYOND_ASCII.search(text):
         return text.count("\n", 0, letter.start()) + 1, letter[0]
     return None
+
+
+def held_byte(line: int, byte: int) -> str:
+    """Where a file shows its code page (:func:`code_page_byte`), as an error says it."""
+    return (
+        f"line {line} holds the byte 0x{byte:02X}, "
+        f"{bytes([byte]).decode('cp1252', 'replace')!r} in Windows-1252"
+    )
 
 
 def code_page_byte(sample: bytes) -> tuple[int, int] | None:
