@@ -106,6 +106,19 @@ class StoredRecord:
     num_words: int
 
 
+def not_a_store(
+    url: str, what: str, unit: str, parts: str, names: Sequence[str]
+) -> StoreUnavailable:
+    """The error of ``what`` (a database, index or core) of another application given as a
+    store, by a slip in --store, and left as it is: a store is ``unit`` of its own (a file, an
+    index, a core), and its ``parts`` (tables, fields) are not ``names``."""
+    listed = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
+    return StoreUnavailable(
+        f"{url} is {what} that is no neardup store (its {parts}: {listed}): a store is {unit} "
+        f"of its own; give another {unit.split()[-1]}'s name"
+    )
+
+
 def md5_halves(md5s: Sequence[str]) -> np.ndarray:
     """MD5s (32 hex digits) as rows of two uint64: the first 8 bytes, then the last 8."""
     raw = bytes.fromhex("".join(md5s))

@@ -43,6 +43,7 @@ from .base import (
     Store,
     StoredRecord,
     md5_queries,
+    not_a_store,
     ordered_map,
     retried,
 )
@@ -280,13 +281,8 @@ class ElasticsearchStore(Store):
         to it: an index of another application, given as --store by a slip, was given
         neardup's fields and documents."""
         mappings = self._mappings()
-        other = sorted(set(mappings.get("properties", {})) - _OWN_FIELDS)
-        if other:
-            listed = ", ".join(other[:5]) + (", …" if len(other) > 5 else "")
-            raise StoreUnavailable(
-                f"{self.url} is an index that is no neardup store (its fields: {listed}): a "
-                "store is an index of its own; give another index's name"
-            )
+        if other := sorted(set(mappings.get("properties", {})) - _OWN_FIELDS):
+            raise not_a_store(self.url, "an index", "an index", "fields", other)
         return {"properties": {}, **mappings}
 
     def _stored_settings(self) -> tuple[dict[str, Any] | None, _StoredSettings | None]:

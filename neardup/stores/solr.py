@@ -55,6 +55,7 @@ from .base import (
     Store,
     StoredRecord,
     md5_queries,
+    not_a_store,
     ordered_map,
     retried,
 )
@@ -518,11 +519,7 @@ class SolrStore(Store):
         documents."""
         have = {f["name"] for f in self._core("GET", "schema/fields")["fields"]}
         if other := sorted(have - _OWN_FIELDS):
-            listed = ", ".join(other[:5]) + (", …" if len(other) > 5 else "")
-            raise StoreUnavailable(
-                f"{self.url} is a core that is no neardup store (its fields: {listed}): a store "
-                "is a core of its own; give another core's name"
-            )
+            raise not_a_store(self.url, "a core", "a core", "fields", other)
         return have
 
     def drop(self) -> None:

@@ -55,6 +55,7 @@ from .base import (
     StoredRecord,
     TokenField,
     md5_halves,
+    not_a_store,
 )
 
 SCHEMA_VERSION = "1"
@@ -288,11 +289,7 @@ class SQLiteStore(Store):
         ]
         if tables and "meta" not in tables:
             self._conn.close()
-            raise StoreUnavailable(
-                f"{self.path} is a SQLite database that is no neardup store (its tables: "
-                f"{', '.join(tables[:5])}{', …' if len(tables) > 5 else ''}): a store is a "
-                "file of its own; give another file's name"
-            )
+            raise not_a_store(self.path, "a SQLite database", "a file", "tables", tables)
 
     def apply_schema(self) -> None:
         self._conn.executescript(_SCHEMA)
