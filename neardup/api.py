@@ -941,6 +941,14 @@ def link(
     return linked
 
 
+def _held_besides(source: Store, known: Container[str] = ()) -> list[str]:
+    """The ids ``source`` holds that are not ``known``: none in a store with no parameters
+    yet (an engine's index not made), which holds nothing."""
+    if source.read_params() is None or not source.count():
+        return []
+    return [i for i in source.iter_ids() if i not in known]
+
+
 def _refuse_other_sources(
     store: StoreRef, paths: Sequence[str | Path], first: Callable[[], list[Reader]]
 ) -> None:
@@ -949,9 +957,7 @@ def _refuse_other_sources(
     store of another run), and the links would depend on what was indexed before."""
     try:
         with opened(store) as source:
-            # A store with no parameters yet (an engine's index not made) holds nothing.
-            new = source.read_params() is None
-            held = set() if new or not source.count() else set(source.iter_ids())
+            held = set(_held_besides(source))
             url = source.url
     except NoStore:
         held = set()
@@ -1888,9 +1894,7 @@ def demo(store: StoreRef = None) -> Demo:
 def _refuse_a_store_of_other_records(target: Store, sample: Container[str]) -> None:
     """Stop before the demo adds its sample to a store of the user's own records: its report
     would be of both, and the store would keep the sample's records."""
-    made = target.read_params() is not None  # an engine's index not made yet holds nothing
-    held = [i for i in target.iter_ids() if i not in sample] if made and target.count() else []
-    if held:
+    if held := _held_besides(target, sample):
         raise NeardupError(
             f"{target.url} holds {counted(len(held), 'record')} that are not the demo's "
             f"(such as {min(held)!r}): the demo indexes its sample into a store of its own: "
