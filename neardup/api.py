@@ -575,9 +575,12 @@ _READING: dict[str, threading.RLock] = {}
 
 
 def _remembered(store: Store, found: Found) -> Found:
-    """``found``, after remembering the threshold it chose, if it chose one."""
-    if found.choice:
-        _remember_choice(store, found.rules, found.choice)
+    """``found``, after remembering the threshold it chose, if it chose one from the records
+    the store still holds: where another process indexed or deleted records while the report
+    read them, its run has forgotten the threshold, or is yet to, and the next command reads
+    it again."""
+    if found.choice and store.count() == found.records:
+        _remember_choice(store, found.rules, found.choice, found.records)
     return found
 
 
@@ -1060,18 +1063,18 @@ def report(
         checked = _read_from_checks(source, chosen) if chosen.to_choose else None
         if checked:
             chosen = replace(chosen, threshold=checked.threshold)
-        found = _remembered(
-            source, find_pairs(source, source.params, chosen, strategy, progress=progress)
-        )
+        with source.snapshot():  # the recall's contents are those of the pairs' records
+            found = find_pairs(source, source.params, chosen, strategy, progress=progress)
+            recall = None
+            if found.rules.threshold is not None and _bands_may_miss(source, found.rules):
+                recall = _candidate_recall(source, found.pairs, found.rules.similarity)
+        found = _remembered(source, found)
         if choice := found.choice or checked:  # made now: said, remembered or not
             how = f"auto: {_how(choice)}"
         else:
             how = _threshold_source(source, preset, rules, found.rules)
         left_out = asdict(found.left_out) if found.left_out else None
         nearest = None if found.nearest is None else found.nearest.tolist()
-        recall = None
-        if found.rules.threshold is not None and _bands_may_miss(source, found.rules):
-            recall = _candidate_recall(source, found.pairs, found.rules.similarity)
         measured = Measured(
             found.histogram.tolist(),
             found.rules.threshold,
@@ -1109,8 +1112,10 @@ def _exact_report(
     chosen = rules_for(source, rules, preset)
     if not chosen.threshold:
         raise NeardupError("the exact report needs a --threshold above 0")
-    records = [r for batch in source.iter_records() for r in batch]
-    return exact_pairs(records, source.params, chosen, partial(shingle_weights, source), progress)
+    with source.snapshot():
+        records = [r for batch in source.iter_records() for r in batch]
+        weights = partial(shingle_weights, source)
+        return exact_pairs(records, source.params, chosen, weights, progress)
 
 
 @dataclass

@@ -152,6 +152,7 @@ class Found:
     nearest: np.ndarray | None
     left_out: LeftOut | None  # the buckets left out of the candidates, past the pair budget
     seconds: dict[str, float] = field(default_factory=dict)  # where the time went, by phase
+    records: int = 0  # how many records the store held in the state the report read
 
 
 def find_pairs(
@@ -173,7 +174,24 @@ def find_pairs(
     pairs (by default :data:`neardup.selfjoin.PAIR_BUDGET`) both leave out the largest buckets
     (:func:`neardup.selfjoin.common_buckets`) and say so in ``left_out``. ``progress`` shows a
     progress bar on stderr for each pass over the store or the pairs.
+
+    The store is read in one :meth:`~neardup.stores.base.Store.snapshot`: records another
+    process writes meanwhile are in all of the report or none of it (``records`` says how many
+    it read).
     """
+    with store.snapshot():
+        found = _found_pairs(store, params, rules, strategy, pair_budget, progress)
+        return replace(found, records=store.count())
+
+
+def _found_pairs(
+    store: Store,
+    params: FingerprintParams,
+    rules: MatchRules,
+    strategy: Strategy,
+    pair_budget: int | None,
+    progress: bool,
+) -> Found:
     Searcher(store, params, rules)  # checks that the store indexes the method's field
     pair_budget = selfjoin.PAIR_BUDGET if pair_budget is None else pair_budget
     seconds: dict[str, float] = {}

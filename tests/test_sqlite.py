@@ -236,6 +236,36 @@ def test_other_runs_between_the_statements_of_a_run_leave_every_run_whole(
     assert set(_band_tables(path)) == {"bands_postings", "bands_pending"}
 
 
+def test_a_report_reads_the_records_as_they_were_when_it_began(tmp_path: Path) -> None:
+    """A report made while `neardup index` of more records ran into the store listed pairs
+    of neither the store before the run nor after it: its records came from one state and
+    their shingles' weights from another. And it remembered the threshold read from the
+    records before the run, which the run had already forgotten. Here the other run indexes
+    its records between the report's reading of the records and of their weights."""
+    first = corpus(tmp_path / "first.txt", 300)
+    second = tmp_path / "second.txt"
+    lines = corpus(tmp_path / "more.txt", 300, seed=12).read_text().splitlines()
+    second.write_text("".join(f"h{line[1:]}\n" for line in lines if line.startswith("g")))
+    url, before, after = (f"sqlite:///{tmp_path / name}" for name in ("a.db", "b.db", "c.db"))
+    api.index([first], url)
+    api.index([first], before)
+    api.index([first, second], after)
+    reporting = SQLiteStore(str(tmp_path / "a.db"))
+    waiting = [second]
+
+    def other_run(statement: str) -> None:
+        if waiting and "JOIN frequencies" in statement:
+            api.index([waiting.pop()], url)
+
+    reporting._conn.set_trace_callback(other_run)
+    pairs = api.report(reporting)
+    assert not waiting  # the place met
+    assert pairs == api.report(before) != api.report(after)
+    reporting.reload_settings()
+    assert reporting.settings.get("threshold_choice") is None  # read again from all records
+    assert api.report(url) == api.report(after)
+
+
 def test_a_merge_retires_its_runs_beside_those_another_run_has_yet_to_drop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

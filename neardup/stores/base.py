@@ -432,6 +432,15 @@ class Store(ABC):
         """Make everything written so far visible to queries."""
 
     @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads that see one state of the store, whatever other processes write meanwhile:
+        a report reads the store many times, and its records, their shingles' counts and its
+        threshold must come from the same records. The embedded store reads in one
+        transaction. An engine shows writes at a commit or refresh, which a run makes once, at
+        its end (:meth:`flush`)."""
+        yield
+
+    @contextmanager
     def exclusive(self) -> Iterator[None]:
         """Reads and writes that no other writer comes between: a check-then-add. The embedded
         store holds its write lock for the block. An engine has no lock of its own, so the

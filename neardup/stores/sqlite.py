@@ -545,7 +545,7 @@ class SQLiteStore(Store):
         PENDING_LIMIT) are inserted in place, which writes only the pages they land on."""
         self._drop_retired()  # a killed run's
         for field in TokenField:
-            with self._snapshot():  # another writer may merge the runs listed meanwhile
+            with self.snapshot():  # another writer may merge the runs listed meanwhile
                 if not any(self._has_rows(table) for table in self._tables(field)[1:]):
                     continue  # without taking the write lock
             with self._transaction():
@@ -684,13 +684,14 @@ class SQLiteStore(Store):
         # One read transaction for all, not one each; a record that is a candidate of several
         # queries (a checked batch's records share many) is read once.
         read: dict[int, StoredRecord] = {}
-        with self._snapshot():
+        with self.snapshot():
             return [self._candidates(q, read) for q in queries]
 
     @contextmanager
-    def _snapshot(self) -> Iterator[None]:
-        """One read transaction, so that the tables a query lists are the tables it reads: a
-        writer may make or merge runs between two statements."""
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction (see :meth:`Store.snapshot`); a query's own, so that the tables
+        it lists are the tables it reads: a writer may make or merge runs between two
+        statements."""
         if self._conn.in_transaction:
             yield
             return
@@ -727,7 +728,7 @@ class SQLiteStore(Store):
             f"WHERE {' AND '.join(filters)} ORDER BY d.id LIMIT ?2"
         )
         found: list[Candidate] = []
-        with self._snapshot():
+        with self.snapshot():
             docs, scores = self._scores(q.field, q.keys)
             ends = np.flatnonzero(np.diff(scores, append=-1)) + 1  # each score's run ends
             at = 0
@@ -787,7 +788,7 @@ class SQLiteStore(Store):
     def _frequencies(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
         # A left join from the keys, in their order, rather than an IN list (which first
         # builds a temporary index of the keys); both columns come back as lists of numbers.
-        with self._snapshot():  # for the counts and the total
+        with self.snapshot():  # for the counts and the total
             tokens, counts = _numbers(
                 self._conn.execute(
                     "SELECT group_concat(k.value), group_concat(COALESCE(f.records, 0)) "
@@ -804,7 +805,7 @@ class SQLiteStore(Store):
             f"SELECT COUNT(*) FROM (SELECT DISTINCT d.md5 FROM ({postings}) p "
             "JOIN docs d ON d.doc = p.doc LIMIT ?2)"
         )
-        with self._snapshot():
+        with self.snapshot():
             return [self._conn.execute(query, (int(key), cap)).fetchone()[0] for key in keys]
 
     def iter_records(self, batch_size: int = 1000) -> Iterator[list[StoredRecord]]:
@@ -827,7 +828,7 @@ class SQLiteStore(Store):
         the reading takes twice as long; SQLite's own grouping, or a window over the postings,
         two to three times."""
         md5_of = self._md5_by_doc()
-        with self._snapshot():
+        with self.snapshot():
             (postings,) = self._conn.execute(
                 f"SELECT COUNT(*) FROM ({self._union(field, 'token', '1')})"
             ).fetchone()
@@ -836,7 +837,7 @@ class SQLiteStore(Store):
             low = -(2**63) + (2**64 * part) // parts
             high = -(2**63) + (2**64 * (part + 1)) // parts - 1
             # Both lists are made in one pass over the same rows, so they pair up.
-            with self._snapshot():
+            with self.snapshot():
                 part_postings = self._union(field, "token, doc", "token BETWEEN ?1 AND ?2")
                 tokens, docs = _numbers(
                     self._conn.execute(
