@@ -637,7 +637,10 @@ def _not_checked(_store: Store, choice: Mapping[str, Any]) -> bool:
 
 
 def _forget_choice_if(store: Store, stale: Callable[[Store, Mapping[str, Any]], bool]) -> None:
-    """Forget the store's remembered threshold choice, if it has one that is ``stale``."""
+    """Forget the store's remembered threshold choice, if it has one that is ``stale``: as
+    stored now, not as this handle read it when its run began (a report made meanwhile
+    remembered one, read from the records before the run's)."""
+    store.reload_settings()
     choice = (store.settings or {}).get("threshold_choice")
     if choice and stale(store, choice):
         store.update_settings({"threshold_choice": None})

@@ -266,6 +266,29 @@ def test_a_report_reads_the_records_as_they_were_when_it_began(tmp_path: Path) -
     assert api.report(url) == api.report(after)
 
 
+def test_a_run_forgets_the_threshold_a_report_read_while_it_ran(tmp_path: Path) -> None:
+    """A report made while an index run wrote remembered the threshold it read, and the run,
+    which had read the store's settings before, found none to forget at its end."""
+    first = corpus(tmp_path / "first.txt", 300)
+    second = tmp_path / "second.txt"
+    second.write_text("".join(f"h{n} a new listing on street {n}\n" for n in range(200)))
+    api.index([first], f"sqlite:///{tmp_path / 'a.db'}")
+    running = SQLiteStore(str(tmp_path / "a.db"))
+    written, reported = [False], []
+
+    def report_meanwhile(statement: str) -> None:
+        written[0] = written[0] or statement.startswith("INSERT OR REPLACE INTO docs")
+        if written[0] and not reported and statement.startswith("BEGIN IMMEDIATE"):
+            reported.append(api.report(f"sqlite:///{tmp_path / 'a.db'}"))
+
+    running._conn.set_trace_callback(report_meanwhile)
+    api.index([second], running, batch_size=50)
+    running._conn.set_trace_callback(None)
+    assert reported  # the place met
+    with SQLiteStore(str(tmp_path / "a.db")) as store:
+        assert store.settings.get("threshold_choice") is None
+
+
 def test_a_merge_retires_its_runs_beside_those_another_run_has_yet_to_drop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
