@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import copy_context
 from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import combinations
@@ -502,14 +503,15 @@ def _covered(pages: Iterable[Buckets], bar: Bar) -> Iterator[Buckets]:
 def _read_ahead(batches: Iterable[Batched]) -> Iterator[Batched]:
     """``batches`` with the next one read on a second thread while this one is used: a store's
     reading (SQLite's steps, an engine's requests) and the report's compiled loops hold no GIL.
-    Only where nothing else uses the store until the last batch is read."""
+    Only where nothing else uses the store until the last batch is read; in this thread's
+    context, so inside its snapshot (:meth:`~neardup.stores.base.Store.snapshot`)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    iterator, end = iter(batches), object()
+    iterator, end, context = iter(batches), object(), copy_context()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-reader") as reader:
-        ahead = reader.submit(next, iterator, end)
+        ahead = reader.submit(context.run, next, iterator, end)
         while (batch := ahead.result()) is not end:
-            ahead = reader.submit(next, iterator, end)
+            ahead = reader.submit(context.run, next, iterator, end)
             yield batch
 
 

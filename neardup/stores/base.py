@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import copy_context
 from dataclasses import dataclass, replace
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -242,13 +243,14 @@ def retried(
 
 def ordered_map(function: Callable[[T], R], items: Sequence[T], workers: int) -> Iterator[R]:
     """``function`` of each item, in order, computed by ``workers`` threads with at most twice
-    as many results waiting: for requests an engine answers in parallel."""
+    as many results waiting: for requests an engine answers in parallel. Each runs in the
+    caller's context: inside its :meth:`Store.snapshot`."""
     from concurrent.futures import ThreadPoolExecutor  # engines only: the embedded store has no use
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         waiting: deque[Future[R]] = deque()
         for item in items:
-            waiting.append(pool.submit(function, item))
+            waiting.append(pool.submit(copy_context().run, function, item))
             if len(waiting) > 2 * workers:
                 yield waiting.popleft().result()
         while waiting:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -125,6 +127,28 @@ def index_name_problem(name: str) -> str | None:
     return f"an index name {' and '.join(problems)}" if problems else None
 
 
+class _PointInTime:
+    """The point in time a :meth:`ElasticsearchStore.snapshot` reads, opened at its first
+    search; one that a lost node took, or that the snapshot ended, is closed, and the next
+    search opens another. Shared by the threads of the snapshot's work."""
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self._lock = threading.Lock()
+
+    def where(self, store: ElasticsearchStore) -> dict[str, Any]:
+        """A search's ``pit`` parameter."""
+        with self._lock:
+            if self.id is None:
+                self.id = store._open_point_in_time()
+            return {"pit": {"id": self.id, "keep_alive": KEEP_ALIVE}}
+
+    def lost(self, store: ElasticsearchStore) -> None:
+        with self._lock:
+            store._close_point_in_time(self.id)
+            self.id = None
+
+
 class ElasticsearchStore(Store):
     def __init__(self, url: str, *, create: bool = True, timeout: float = 60, retries: int = 3):
         parsed = parse_engine_url(url, "elasticsearch://host:port/INDEX", 9200, "ES")
@@ -148,6 +172,8 @@ class ElasticsearchStore(Store):
             if not os.path.isfile(ca):
                 raise NeardupError(f"NEARDUP_ES_CA_CERTS names no file: {ca}")
             auth["ca_certs"] = ca
+        # The point in time of the snapshot this thread's work reads in, if in one.
+        self._snapshot: ContextVar[_PointInTime | None] = ContextVar("snapshot", default=None)
         self.es = Elasticsearch(
             parsed.endpoints,  # the client's node pool fails over between them
             request_timeout=timeout,
@@ -201,10 +227,48 @@ class ElasticsearchStore(Store):
         return retried(ask, lambda exc: _transient(exc, self.nodes), FAILOVER_SECONDS, (0.25, 2.0))
 
     def _search(self, **request: Any) -> dict[str, Any]:
-        """One search of every shard (see :meth:`_failover`)."""
-        return self._failover(
-            lambda: _whole(self.es.search(allow_partial_search_results=False, **request))
-        )
+        """One search of every shard (see :meth:`_failover`), of the index or, inside a
+        :meth:`snapshot`, of its point in time."""
+        point = self._snapshot.get()
+
+        def ask() -> dict[str, Any]:
+            where = {"index": self.index} if point is None else point.where(self)
+            try:
+                return _whole(
+                    self.es.search(allow_partial_search_results=False, **where, **request)
+                )
+            except (ApiError, elastic_transport.TransportError, _ShardsMissing) as exc:
+                if point is not None and _transient(exc, self.nodes):  # it may have taken it
+                    point.lost(self)
+                raise
+
+        return self._failover(ask)
+
+    # --- one state for a report's reads (Store.snapshot) ------------------------------------------
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every search inside reads one point in time (see :meth:`Store.snapshot`): the index
+        shows what was written at each refresh, every second while a run writes, and a report
+        read the records of several states. For this thread and the threads its work starts
+        (:func:`~neardup.stores.base.ordered_map`), not the service's other requests. A lost
+        node takes the point in time with it: the searches after it read a new one."""
+        if self._snapshot.get() is not None:
+            yield
+            return
+        point = _PointInTime()
+        token = self._snapshot.set(point)
+        try:
+            yield
+        finally:
+            self._snapshot.reset(token)
+            point.lost(self)
+
+    def _open_point_in_time(self) -> str:
+        with self._errors():
+            return self.es.open_point_in_time(
+                index=self.index, keep_alive=KEEP_ALIVE, allow_partial_search_results=False
+            )["id"]
 
     # --- the lease of a check-then-add (Store.exclusive) ------------------------------------------
     # Read and written by id only (a get is real-time, a create conflicts by id): never
@@ -413,6 +477,9 @@ class ElasticsearchStore(Store):
     # --- reading ----------------------------------------------------------------------------------
 
     def get(self, ids: Sequence[str]) -> dict[str, StoredRecord]:
+        """By id, as written (real time), or as the :meth:`snapshot` reads them inside one."""
+        if self._snapshot.get() is not None:
+            return self._get_in_snapshot(list(ids))
         found: dict[str, StoredRecord] = {}
         ids = list(ids)
         for start in range(0, len(ids), PAGE):
@@ -428,6 +495,21 @@ class ElasticsearchStore(Store):
                     found[doc["_id"]] = _record(doc["_source"])
         return found
 
+    def _get_in_snapshot(self, ids: list[str]) -> dict[str, StoredRecord]:
+        found: dict[str, StoredRecord] = {}
+        for start in range(0, len(ids), PAGE):
+            chunk = ids[start : start + PAGE]
+            with self._errors():
+                body = self._search(
+                    query={"ids": {"values": chunk}},
+                    size=len(chunk),
+                    source=RECORD_FIELDS,
+                    track_total_hits=False,
+                )
+            for hit in body["hits"]["hits"]:
+                found[hit["_id"]] = _record(hit["_source"])
+        return found
+
     def _walk(
         self,
         query: dict[str, Any],
@@ -436,20 +518,22 @@ class ElasticsearchStore(Store):
         page: int = PAGE,
         **request: Any,
     ) -> Iterator[dict[str, Any]]:
-        """Hits in id order with search_after; over a point in time for a whole-index walk.
-        A hit's id is its ``sort`` value."""
+        """Hits in id order with search_after; over a point in time for a whole-index walk,
+        or the :meth:`snapshot`'s inside one. A hit's id is its ``sort`` value."""
         pit: str | None = None
         after = None
+        snapshot = self._snapshot.get()
 
         def page_after() -> dict[str, Any]:
             nonlocal pit
-            if point_in_time and pit is None:  # the first, or one a lost node took with it
-                pit = self.es.open_point_in_time(
-                    index=self.index, keep_alive=KEEP_ALIVE, allow_partial_search_results=False
-                )["id"]
-            where: dict[str, Any] = (
-                {"pit": {"id": pit, "keep_alive": KEEP_ALIVE}} if pit else {"index": self.index}
-            )
+            if snapshot is not None:
+                where = snapshot.where(self)
+            else:
+                if point_in_time and pit is None:  # the first, or one a lost node took with it
+                    pit = self._open_point_in_time()
+                where = (
+                    {"pit": {"id": pit, "keep_alive": KEEP_ALIVE}} if pit else {"index": self.index}
+                )
             try:
                 return _whole(
                     self.es.search(
@@ -464,8 +548,10 @@ class ElasticsearchStore(Store):
                         **request,
                     )
                 )
-            except (ApiError, elastic_transport.TransportError, _ShardsMissing):
+            except (ApiError, elastic_transport.TransportError, _ShardsMissing) as exc:
                 # Ids sort the walk, so a new point in time goes on after the last id seen.
+                if snapshot is not None and _transient(exc, self.nodes):
+                    snapshot.lost(self)
                 self._close_point_in_time(pit)
                 pit = None
                 raise
@@ -479,7 +565,8 @@ class ElasticsearchStore(Store):
                 if len(hits) < page:
                     return
                 after = hits[-1]["sort"]
-                pit = response.get("pit_id", pit)
+                if pit:
+                    pit = response.get("pit_id", pit)
         finally:
             self._close_point_in_time(pit)
 
@@ -602,7 +689,6 @@ class ElasticsearchStore(Store):
         with self._errors():  # one-line errors, the server's unreachability among them
             try:
                 body = self._search(
-                    index=self.index,
                     size=0,
                     track_total_hits=False,
                     query={"prefix": {name: prefix}},
@@ -625,7 +711,6 @@ class ElasticsearchStore(Store):
         contents = {"terms": {"field": "md5_hash", "size": BUCKET_CONTENTS}}
         with self._errors():
             body = self._search(
-                index=self.index,
                 size=0,
                 track_total_hits=False,
                 query={"terms": {name: tokens}},
@@ -646,6 +731,8 @@ class ElasticsearchStore(Store):
 
     def count(self) -> int:
         with self._errors():
+            if self._snapshot.get() is not None:
+                return int(self._search(size=0, track_total_hits=True)["hits"]["total"]["value"])
             return int(self._failover(lambda: _whole(self.es.count(index=self.index)))["count"])
 
     def _frequencies(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
@@ -656,7 +743,6 @@ class ElasticsearchStore(Store):
             filters = {f"s{n}": {"term": {name: t}} for n, t in enumerate(tokens)}
             with self._errors():
                 body = self._search(
-                    index=self.index,
                     size=0,
                     track_total_hits=True,
                     aggs={"held": {"filters": {"filters": filters}}} if filters else None,
@@ -676,7 +762,6 @@ class ElasticsearchStore(Store):
         md5s = {"terms": {"field": "md5_hash", "size": cap}}
         with self._errors():
             body = self._search(
-                index=self.index,
                 size=0,
                 aggs={"held": {"filters": {"filters": filters}, "aggs": {"md5s": md5s}}},
             )
