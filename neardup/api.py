@@ -1750,7 +1750,7 @@ class Deleted:
     def describe(self) -> str:
         given = self.removed + len(self.missing)
         named = ", ".join(map(repr, self.missing[:5])) + (", …" if len(self.missing) > 5 else "")
-        return f"deleted {self.removed} of {counted(given, 'id')}" + (
+        return f"deleted {self.removed:,} of {counted(given, 'id')}" + (
             f"; not in the store: {named}" if self.missing else ""
         )
 

@@ -496,6 +496,7 @@ def test_delete_takes_whole_lines_of_a_file_as_ids(tmp_path: Path) -> None:
     slips = neardup("delete", "2", "New York 1", "3", "--store", url)
     assert slips.returncode == 0
     assert slips.stderr.strip() == "deleted 1 of 3 ids; not in the store: 'New York 1', '3'"
+    assert api.Deleted(1500, []).describe() == "deleted 1,500 of 1,500 ids"  # was '1500 of'
     missing = neardup("delete", "--file", str(tmp_path / "none.txt"), "--store", url)
     assert_user_error(missing, "cannot read")
 
