@@ -307,7 +307,8 @@ def _matches_format(args: argparse.Namespace) -> output.ReportFormat:
 def _explain(args: argparse.Namespace) -> int:
     """Show why two records are or are not near-duplicates: word diff, similarities, verdict."""
     texts = [api.standard_input().read() if text == "-" else text for text in args.texts]
-    found = api.explain(args.store, ids=args.ids, texts=texts, **_rules(args))
+    ids = args.ids + args.id_flags
+    found = api.explain(args.store, ids=ids, texts=texts, **_rules(args))
     print(json.dumps(found.as_dict(), indent=2) if args.json else output.explanation_table(found))
     return 0
 
@@ -777,6 +778,14 @@ def _parser() -> argparse.ArgumentParser:
     explain = add("explain")
     explain.add_argument("ids", nargs="*", metavar="ID", help="ids of stored records")
     _store_option(explain)
+    # As lookup names a stored record; a positional list would take over this flag's values.
+    explain.add_argument(
+        "--id",
+        dest="id_flags",
+        action="append",
+        default=[],
+        help="the id of a stored record, as for lookup (twice for two)",
+    )
     explain.add_argument(
         "--text",
         dest="texts",

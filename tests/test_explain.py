@@ -127,3 +127,10 @@ def test_the_command_prints_a_table_or_json(indexed: str) -> None:
     assert one.returncode == 2 and "takes two records" in one.stderr
     unknown = neardup("explain", "1", "nine", "--store", indexed)
     assert unknown.returncode == 2 and "no record with id 'nine'" in unknown.stderr
+    # As lookup names a stored record: "unrecognized arguments: --id --id 2" before.
+    flags = neardup("explain", "--id", "1", "--id", "2", "--store", indexed)
+    assert flags.returncode == 0 and flags.stdout == table.stdout
+    mixed = neardup(
+        "explain", "--id", "4", "--text", "Golden Lotus 1209 Grant Ave", "--store", indexed
+    )
+    assert mixed.stdout == text.stdout
