@@ -8,7 +8,9 @@ each check-then-add, and a change of mapping is a change of the cluster's state.
 query is a ``bool`` ``should`` of ``constant_score`` term clauses, so a hit's score is exactly the
 number of tokens it shares, whatever the shard statistics; hits are sorted by score, then id. Many
 candidate queries go out as one ``_msearch``. Records are written with ``streaming_bulk`` and
-refreshed once, at :meth:`flush`; walks over all ids use a point in time with ``search_after``.
+refreshed at :meth:`flush` (Elasticsearch also refreshes by itself every second); walks over
+all ids use a point in time with ``search_after``, and a report's reads one point in time
+(:meth:`ElasticsearchStore.snapshot`).
 """
 
 from __future__ import annotations
