@@ -664,7 +664,7 @@ class RecordReader:
             whole = 0  # objects read: a file of none is no JSON lines, not one cut short
             for count, (number, line) in enumerate(self._decoded_lines(), start=1):
                 try:
-                    value = json.loads(line)
+                    value = json.loads(line, parse_float=JsonNumber)
                 except json.JSONDecodeError:
                     if whole and not self._line_ended:
                         raise BrokenOff(
@@ -1377,7 +1377,7 @@ def _json_values(text: IO[str]) -> Iterator[tuple[int, object, bool]]:
     """Each value of a JSON array (or of values one after another) in ``text``, with the line
     it starts on and whether it may hold a surrogate (a byte that is not UTF-8, or the escape
     of one), holding a part of the file at a time."""
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_float=JsonNumber)
     buffer, at, line, ended = "", 0, 1, False
 
     def more() -> bool:
@@ -1459,6 +1459,24 @@ def _unwrapped(value: object) -> object:
         if key.startswith("$") and not isinstance(inner, dict | list):
             return inner
     return value
+
+
+class JsonNumber(float):
+    """A JSON number with a fraction or an exponent, as the file writes it: as an id or a
+    text it is that text (a price ``19.90``, an id ``1e3``), where Python spells the float
+    ``19.9`` and ``1000.0`` (the same record in a CSV file then differed by a character, and
+    a report's id matched no id of the file). Its value is the float's, and JSON written
+    holds the float."""
+
+    __slots__ = ("written",)
+
+    def __new__(cls, written: str) -> JsonNumber:
+        number = super().__new__(cls, written)
+        number.written = written
+        return number
+
+    def __str__(self) -> str:
+        return self.written
 
 
 def _text(value: object) -> str:

@@ -637,6 +637,16 @@ def test_json_values_are_read_as_json_spells_them(tmp_path: Path) -> None:
     assert [(r.id, r.text) for r in records] == [("true", "false 1.5 x"), ("7", "y")]
 
 
+@pytest.mark.parametrize("name", ["a.jsonl", "a.json"])
+def test_json_numbers_are_read_as_the_file_writes_them(tmp_path: Path, name: str) -> None:
+    """A price 19.90 was read as Python spells the float, 19.9 (the same record in a CSV file
+    then differed by a character), and an id 1e3 as 1000.0, which no id of the file is."""
+    objects = ['{"id": 1e3, "t": "chair", "price": 19.90}', '{"id": 1.50, "t": "desk"}']
+    text = "\n".join(objects) if name.endswith("l") else f"[{', '.join(objects)}]"
+    records, _ = read(write(tmp_path / name, text), id_field="id")
+    assert [(r.id, r.text) for r in records] == [("1e3", "chair 19.90"), ("1.50", "desk")]
+
+
 def test_a_json_value_that_is_no_text_is_skipped_and_counted(tmp_path: Path) -> None:
     data = (
         b'[{"id": 1, "t": "half \\ud800 a pair"},\n{"id": 2, "t": "bad \xff\xfe bytes"},\n'
