@@ -8,6 +8,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import replace
 from functools import partial
 from itertools import combinations
@@ -43,7 +44,7 @@ from neardup.selfjoin import (
     scored_pairs,
 )
 from neardup.stores import CandidateQuery, TokenField
-from neardup.stores.base import MAX_ID_BYTES
+from neardup.stores.base import MAX_ID_BYTES, ordered_map
 from neardup.tuning import choose_threshold
 from tests.corpora import corpus
 
@@ -878,6 +879,24 @@ def test_a_report_reads_the_next_batch_on_another_thread_in_order() -> None:
     first_two = _read_ahead(batches())
     assert [next(first_two), next(first_two)] == [[0], [1]]
     first_two.close()  # stopping early waits for the batch being read, and ends the thread
+
+
+def test_work_on_other_threads_reads_in_the_snapshot_of_the_thread_that_started_it() -> None:
+    """An engine's snapshot is the context of the thread that took it: the records a report
+    reads ahead, and the bucket aggregations an engine runs on threads, read in it too."""
+    snapshot: ContextVar[str | None] = ContextVar("snapshot", default=None)
+
+    def batches() -> Iterator[list[str | None]]:
+        for _ in range(3):
+            yield [snapshot.get()]
+
+    token = snapshot.set("a point in time")
+    try:
+        assert list(_read_ahead(batches())) == [["a point in time"]] * 3
+        assert list(ordered_map(lambda _: snapshot.get(), range(5), 2)) == ["a point in time"] * 5
+    finally:
+        snapshot.reset(token)
+    assert list(ordered_map(lambda _: snapshot.get(), range(2), 2)) == [None, None]
 
 
 def test_only_an_engines_batches_are_read_ahead() -> None:
