@@ -317,7 +317,7 @@ def _choice_forgotten_if_changed(target: Store, summary: IndexSummary) -> Iterat
         yield
     finally:
         if summary.indexed:
-            _forget_choice_if(target, _not_checked)
+            _forget_read_choice(target)
 
 
 @contextmanager
@@ -636,11 +636,17 @@ def _not_checked(_store: Store, choice: Mapping[str, Any]) -> bool:
     return not _records_checked_at(choice)
 
 
-def _forget_choice_if(store: Store, stale: Callable[[Store, Mapping[str, Any]], bool]) -> None:
-    """Forget the store's remembered threshold choice, if it has one that is ``stale``: as
-    stored now, not as this handle read it when its run began (a report made meanwhile
-    remembered one, read from the records before the run's)."""
+def _forget_read_choice(store: Store) -> None:
+    """Forget a threshold read from the records (not one they were checked at), as stored
+    now, not as this handle read it when its run began: a report made meanwhile remembered
+    one, read from the records before the run's. (Adds a few at a time keep a threshold until
+    the store has doubled, so they need not read the settings again for it.)"""
     store.reload_settings()
+    _forget_choice_if(store, _not_checked)
+
+
+def _forget_choice_if(store: Store, stale: Callable[[Store, Mapping[str, Any]], bool]) -> None:
+    """Forget the store's remembered threshold choice, if it has one that is ``stale``."""
     choice = (store.settings or {}).get("threshold_choice")
     if choice and stale(store, choice):
         store.update_settings({"threshold_choice": None})
@@ -1765,8 +1771,10 @@ def delete(ids: Sequence[str], store: StoreRef = None, *, few: bool = False) -> 
         held = target.get(wanted)
         removed = target.delete(wanted)
         target.flush()
-        if removed:
-            _forget_choice_if(target, _doubled_or_halved if few else _not_checked)
+        if removed and few:
+            _forget_choice_if(target, _doubled_or_halved)
+        elif removed:
+            _forget_read_choice(target)
         return Deleted(removed, [i for i in wanted if i not in held])
 
 
