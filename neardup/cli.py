@@ -481,7 +481,7 @@ def _generate(args: argparse.Namespace) -> int:
         words=args.words,
         duplicates=args.duplicates,
     )
-    truth = f" and {pairs} true pairs to {args.truth}" if args.truth else ""
+    truth = f" and {counted(pairs, 'true pair')} to {args.truth}" if args.truth else ""
     written = counted(records, "document" if args.kind == "documents" else "record")
     print(f"wrote {written} to {args.output}{truth}", file=sys.stderr)
     return 0

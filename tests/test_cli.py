@@ -1192,6 +1192,15 @@ def test_skip_duplicates_stores_an_edited_record_over_its_own_version(tmp_path: 
         )
 
 
+def test_generate_counts_what_it_wrote(tmp_path: Path) -> None:
+    records, truth = tmp_path / "p.csv", tmp_path / "t.csv"
+    made = neardup("generate", "5", "--kind", "people", "-o", str(records), "--truth", str(truth))
+    assert made.returncode == 0, made.stderr
+    pairs = len(truth.read_text().splitlines()) - 1
+    assert pairs == 1  # "1 true pairs" before
+    assert made.stderr == f"wrote 5 records to {records} and 1 true pair to {truth}\n"
+
+
 @pytest.mark.parametrize(
     "name", ["people.csv", "people.jsonl", "people.json", "people.txt", "people.csv.gz"]
 )
