@@ -367,7 +367,7 @@ def match_table(matches: Sequence[Match]) -> str:
     lines = [header]
     for m in matches:
         content = m.content if len(m.content) <= 60 else m.content[:57] + "..."
-        copies = f" (+{len(m.copies)} copies)" if m.copies else ""
+        copies = f" (+{counted(len(m.copies), 'copy', 'copies')})" if m.copies else ""
         lines.append(
             f"{m.id:<16} {'exact' if m.exact else 'near':<6} {m.edit_distance:>4} "
             f"{m.similarity:>10.3f} {m.shared_tokens:>6}  {content}{copies}"

@@ -1,9 +1,9 @@
 """Counts in words, and summaries' lines, as every summary neardup prints says them."""
 
 
-def counted(count: int, noun: str) -> str:
-    """``1 pair``, ``2 pairs``, ``12,000 pairs``."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 pair``, ``2 pairs``, ``12,000 pairs``; ``plural`` where it is not ``noun`` + s."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
 
 
 def leading_lines(lines: list[str]) -> str:

@@ -758,6 +758,8 @@ def test_index_reads_standard_input(tmp_path: Path) -> None:
     assert "line 7 (standard input: id without text)" in result.stderr  # a skip names it too
     copies = neardup("lookup", "--store", url, "--id", "2", "--collapse-copies", "--json")
     assert [(m["id"], m["copies"]) for m in json.loads(copies.stdout)] == [("1", ["6"])]
+    table = neardup("lookup", "--store", url, "--id", "2", "--collapse-copies").stdout
+    assert table.endswith(" (+1 copy)\n")  # "+1 copies" before
 
 
 def _through_a_pipe(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
