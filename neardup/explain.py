@@ -22,6 +22,7 @@ from .fingerprint import (
     weighted_similarity,
     word_edit_distance,
 )
+from .phrases import counted
 from .searcher import MatchRules
 from .selfjoin import LeftOut
 
@@ -209,8 +210,8 @@ def _verdict(
     if not shared_tokens:
         return False, False, f"not a candidate: the two share no {noun} token"
     found = (
-        f"a candidate: {shared_tokens} shared {noun} tokens (the query keeps the "
-        f"{rules.candidates} records that share most)"
+        f"a candidate: {counted(shared_tokens, f'shared {noun} token')} (the query keeps the "
+        f"{counted(rules.candidates, 'record')} that share most)"
     )
     if rules.threshold is not None and similarity < rules.threshold:
         return (

@@ -417,8 +417,9 @@ def explanation_table(e: Explanation) -> str:
             side("B", e.b_id, e.b_content),
             f"{'word diff':<20}{e.marked_diff()}",
             f"{'word edits':<20}{e.edit_distance}",
-            f"{f'Jaccard ({e.shingle})':<20}{e.jaccard:.3f}  ({e.shingles_shared} shingles "
-            f"shared, {e.shingles_only_a} only in A, {e.shingles_only_b} only in B)",
+            f"{f'Jaccard ({e.shingle})':<20}{e.jaccard:.3f}  "
+            f"({counted(e.shingles_shared, 'shingle')} shared, {e.shingles_only_a} only in A, "
+            f"{e.shingles_only_b} only in B)",
             *(
                 [
                     f"{'weighted':<20}{e.weighted:.3f}  (each shingle weighing its rarity)",

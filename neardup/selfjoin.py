@@ -29,6 +29,7 @@ import numpy as np
 from . import _kernels
 from .errors import TooManyPairs
 from .fingerprint import FingerprintParams, TokenField, token_keys
+from .phrases import counted
 from .stores import StoredRecord
 
 # Most bucket pairs a report makes (8 bytes each while sorting, a few times over); past it, it
@@ -141,9 +142,10 @@ class LeftOut:
 
     def describe(self) -> str:
         return (
-            f"left out {self.buckets:,} buckets of {self.field} shared by more than {self.size:,} "
-            f"contents each: their {self.pairs:,} bucket pairs are past the report's budget of "
-            f"{self.budget:,}, and a pair that shares only such buckets is not a candidate"
+            f"left out {counted(self.buckets, 'bucket')} of {self.field} shared by more than "
+            f"{self.size:,} contents each: their {self.pairs:,} bucket pairs are past the "
+            f"report's budget of {self.budget:,}, and a pair that shares only such buckets is "
+            "not a candidate"
         )
 
 

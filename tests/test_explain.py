@@ -134,3 +134,5 @@ def test_the_command_prints_a_table_or_json(indexed: str) -> None:
         "explain", "--id", "4", "--text", "Golden Lotus 1209 Grant Ave", "--store", indexed
     )
     assert mixed.stdout == text.stdout
+    one = neardup("explain", "--text", "abcd", "--text", "abcd efgh", "--store", indexed).stdout
+    assert "(1 shingle shared, 0 only in A, 5 only in B)" in one  # "1 shingles" before

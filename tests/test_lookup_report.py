@@ -38,6 +38,7 @@ from neardup.report import (
 from neardup.searcher import MAX_CANDIDATES, MatchRules, Searcher, natural_key
 from neardup.selfjoin import (
     Contents,
+    LeftOut,
     counted_pairs,
     rarest_keys,
     read_contents,
@@ -424,6 +425,8 @@ def test_the_cli_report_says_which_buckets_it_left_out(
     assert cli.main(["report", "--store", sqlite_url, "-o", str(tmp_path / "pairs.tsv")]) == 0
     said = capsys.readouterr().err
     assert re.search(r"left out [\d,]+ buckets of bands shared by more than \d+ contents", said)
+    one = LeftOut(size=12, buckets=1, pairs=78, budget=40).describe()
+    assert one.startswith("left out 1 bucket of bands shared by more than 12 contents each")
     assert api.last_report(sqlite_url).left_out["budget"] == budget
     page = tmp_path / "report.html"
     assert cli.main(["report", "--store", sqlite_url, "--html", str(page)]) == 0
