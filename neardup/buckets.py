@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -26,6 +27,8 @@ from . import selfjoin
 from .errors import NeardupError
 from .stores import Buckets, Store
 from .stores.base import md5_halves, md5_strings
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -84,11 +87,16 @@ class ContentGroups:
         if len(prefixes) and (
             where.max() >= len(self._prefixes) or np.any(self._prefixes[where] != prefixes)
         ):
-            raise NeardupError("the store changed during the report: run it again")
+            raise NeardupError(STORE_CHANGED)
         return self._numbers[where]
 
     def md5s(self, groups: Iterable[int]) -> list[str]:
         return md5_strings(self.md5[list(groups)])
+
+
+# Where a store without a snapshot (Solr) shows another process's writes during a report: a
+# bucket holds a content the report did not read, or a content it read is gone.
+STORE_CHANGED = "the store changed while the report read it: run the report again"
 
 
 class StoredGroups:
@@ -99,17 +107,24 @@ class StoredGroups:
 
     def ids_of(self, numbers: np.ndarray) -> dict[int, list[str]]:
         md5s = self.groups.md5s(numbers.tolist())
-        found = self.store.ids_by_md5(md5s)
+        found = _every_held(self.store.ids_by_md5(md5s))
         return {number: found[md5] for number, md5 in zip(numbers.tolist(), md5s, strict=True)}
 
     def of(self, numbers: np.ndarray) -> dict[int, tuple[list[str], str]]:
         """Each group's ids and content, in one round trip."""
         md5s = self.groups.md5s(numbers.tolist())
-        found = self.store.records_by_md5(md5s)
+        found = _every_held(self.store.records_by_md5(md5s))
         return {
             number: ([r.id for r in found[md5]], found[md5][0].content)
             for number, md5 in zip(numbers.tolist(), md5s, strict=True)
         }
+
+
+def _every_held(found: dict[str, list[T]]) -> dict[str, list[T]]:
+    """``found`` (records or ids by MD5), unless a content the report read is held no more."""
+    if not all(found.values()):
+        raise NeardupError(STORE_CHANGED)
+    return found
 
 
 def _members(groups: ContentGroups, buckets: Buckets) -> tuple[np.ndarray, np.ndarray]:

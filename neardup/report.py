@@ -27,7 +27,7 @@ from typing import Literal, TypeVar
 import numpy as np
 
 from . import selfjoin
-from .buckets import ContentGroups, StoredGroups, candidate_pairs
+from .buckets import STORE_CHANGED, ContentGroups, StoredGroups, candidate_pairs
 from .errors import NeardupError
 from .fingerprint import (
     FingerprintParams,
@@ -301,6 +301,8 @@ def _joined_groups(store: Store, contents: Contents) -> GroupsOf:
             return {g: (contents.ids(g), contents.texts[g]) for g in groups.tolist()}
         heads = [contents.heads[g] for g in groups.tolist()]
         records = store.get(heads)
+        if len(records) < len(set(heads)):  # deleted since the join read them (Solr)
+            raise NeardupError(STORE_CHANGED)
         return {
             g: (contents.ids(g), records[head].content)
             for g, head in zip(groups.tolist(), heads, strict=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from types import SimpleNamespace
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from neardup import api
 from neardup.errors import NeardupError, StoreUnavailable
 from neardup.readers import Record
+from neardup.selfjoin import read_contents
 from neardup.stores import open_store, solr
 from tests.corpora import corpus
 
@@ -196,3 +198,34 @@ def test_through_zookeeper_each_try_asks_a_node_drawn_again(solr_server, monkeyp
             assert store._request("GET", "admin/info/system")["mode"] == "std"
         finally:
             store.zookeeper = None  # a stand-in: nothing to close
+
+
+def test_a_report_whose_records_another_process_deletes_says_to_run_it_again(
+    solr_url, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Solr shows another process's writes at its next commit, also in the middle of a
+    report, which has no snapshot to hold there: a report then met contents it had read with
+    no record left, and ended in a traceback (IndexError from the store's buckets, KeyError
+    from a join too large to keep the contents it read). Here a delete lands after the
+    report has read the records, and before it reads their texts."""
+    api.index([corpus(tmp_path / "records.txt", 120)], solr_url)
+    report = importlib.import_module("neardup.report")
+    by_md5 = solr.SolrStore.records_by_md5
+
+    def deleted_first(store: solr.SolrStore, md5s: list[str]):
+        api.delete([r.id for r in by_md5(store, md5s[:1])[md5s[0]]], solr_url)
+        return by_md5(store, md5s)
+
+    def read_then_deleted(*args, **kwargs):  # the contents fetched by id, not kept
+        contents = read_contents(*args, **{**kwargs, "kept_characters": 0})
+        api.delete(list(contents.heads), solr_url)
+        return contents
+
+    with monkeypatch.context() as deleting:
+        deleting.setattr(solr.SolrStore, "records_by_md5", deleted_first)
+        with pytest.raises(NeardupError, match="the store changed while the report read it: run"):
+            api.report(solr_url, strategy="buckets")
+    api.index([corpus(tmp_path / "records.txt", 120)], solr_url)
+    monkeypatch.setattr(report, "read_contents", read_then_deleted)
+    with pytest.raises(NeardupError, match="the store changed while the report read it: run"):
+        api.report(solr_url, strategy="join")
