@@ -130,9 +130,9 @@ def index_name_problem(name: str) -> str | None:
 
 
 class _PointInTime:
-    """The point in time a :meth:`ElasticsearchStore.snapshot` reads, opened at its first
-    search; one that a lost node took, or that the snapshot ended, is closed, and the next
-    search opens another. Shared by the threads of the snapshot's work."""
+    """A point in time that searches read (a :meth:`ElasticsearchStore.snapshot`'s, or a
+    walk's own), opened at the first; one that a lost node took, or whose reader is done, is
+    closed, and the next search opens another. Shared by the threads of a snapshot's work."""
 
     def __init__(self) -> None:
         self.id: str | None = None
@@ -144,6 +144,11 @@ class _PointInTime:
             if self.id is None:
                 self.id = store._open_point_in_time()
             return {"pit": {"id": self.id, "keep_alive": KEEP_ALIVE}}
+
+    def answered(self, answer: Mapping[str, Any]) -> None:
+        """The id an answer gives, which the next search names (it may change)."""
+        with self._lock:
+            self.id = answer.get("pit_id", self.id)
 
     def lost(self, store: ElasticsearchStore) -> None:
         with self._lock:
@@ -231,18 +236,26 @@ class ElasticsearchStore(Store):
     def _search(self, **request: Any) -> dict[str, Any]:
         """One search of every shard (see :meth:`_failover`), of the index or, inside a
         :meth:`snapshot`, of its point in time."""
-        point = self._snapshot.get()
+        return self._search_over(self._snapshot.get(), **request)
+
+    def _search_over(self, point: _PointInTime | None, **request: Any) -> dict[str, Any]:
+        """One search of every shard (see :meth:`_failover`), of ``point`` (None: the index).
+        A failure a lost node causes may have taken the point in time: the next try opens
+        another."""
 
         def ask() -> dict[str, Any]:
             where = {"index": self.index} if point is None else point.where(self)
             try:
-                return _whole(
+                answer = _whole(
                     self.es.search(allow_partial_search_results=False, **where, **request)
                 )
             except (ApiError, elastic_transport.TransportError, _ShardsMissing) as exc:
-                if point is not None and _transient(exc, self.nodes):  # it may have taken it
+                if point is not None and _transient(exc, self.nodes):
                     point.lost(self)
                 raise
+            if point is not None:
+                point.answered(answer)
+            return answer
 
         return self._failover(ask)
 
@@ -267,10 +280,10 @@ class ElasticsearchStore(Store):
             point.lost(self)
 
     def _open_point_in_time(self) -> str:
-        with self._errors():
-            return self.es.open_point_in_time(
-                index=self.index, keep_alive=KEEP_ALIVE, allow_partial_search_results=False
-            )["id"]
+        # Within a search's failover: a lost node's errors are retried, not made one line.
+        return self.es.open_point_in_time(
+            index=self.index, keep_alive=KEEP_ALIVE, allow_partial_search_results=False
+        )["id"]
 
     # --- the lease of a check-then-add (Store.exclusive) ------------------------------------------
     # Read and written by id only (a get is real-time, a create conflicts by id): never
@@ -522,55 +535,32 @@ class ElasticsearchStore(Store):
     ) -> Iterator[dict[str, Any]]:
         """Hits in id order with search_after; over a point in time for a whole-index walk,
         or the :meth:`snapshot`'s inside one. A hit's id is its ``sort`` value."""
-        pit: str | None = None
+        shared = self._snapshot.get()
+        # Ids sort the walk, so a new point in time, where a lost node took one, goes on after
+        # the last id seen.
+        point = shared or (_PointInTime() if point_in_time else None)
         after = None
-        snapshot = self._snapshot.get()
-
-        def page_after() -> dict[str, Any]:
-            nonlocal pit
-            if snapshot is not None:
-                where = snapshot.where(self)
-            else:
-                if point_in_time and pit is None:  # the first, or one a lost node took with it
-                    pit = self._open_point_in_time()
-                where = (
-                    {"pit": {"id": pit, "keep_alive": KEEP_ALIVE}} if pit else {"index": self.index}
-                )
-            try:
-                return _whole(
-                    self.es.search(
-                        **where,
+        try:
+            while True:
+                with self._errors():
+                    response = self._search_over(
+                        point,
                         query=query,
                         sort=[{"id": "asc"}],
                         size=page,
                         source=source,
                         search_after=after,
                         track_total_hits=False,
-                        allow_partial_search_results=False,
                         **request,
                     )
-                )
-            except (ApiError, elastic_transport.TransportError, _ShardsMissing) as exc:
-                # Ids sort the walk, so a new point in time goes on after the last id seen.
-                if snapshot is not None and _transient(exc, self.nodes):
-                    snapshot.lost(self)
-                self._close_point_in_time(pit)
-                pit = None
-                raise
-
-        try:
-            while True:
-                with self._errors():
-                    response = self._failover(page_after)
                 hits = response["hits"]["hits"]
                 yield from hits
                 if len(hits) < page:
                     return
                 after = hits[-1]["sort"]
-                if pit:
-                    pit = response.get("pit_id", pit)
         finally:
-            self._close_point_in_time(pit)
+            if point is not None and point is not shared:
+                point.lost(self)
 
     def _close_point_in_time(self, pit: str | None) -> None:
         """Best effort: a point in time expires by itself after KEEP_ALIVE, and the walk may be
