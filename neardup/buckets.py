@@ -24,7 +24,7 @@ from typing import TypeVar
 import numpy as np
 
 from . import selfjoin
-from .errors import NeardupError
+from .errors import NeardupError, StoreChanged
 from .stores import Buckets, Store
 from .stores.base import md5_halves, md5_strings
 
@@ -86,17 +86,12 @@ class ContentGroups:
         where = np.searchsorted(self._prefixes, prefixes)
         if len(prefixes) and (
             where.max() >= len(self._prefixes) or np.any(self._prefixes[where] != prefixes)
-        ):
-            raise NeardupError(STORE_CHANGED)
+        ):  # a bucket holds a content the report did not read
+            raise StoreChanged()
         return self._numbers[where]
 
     def md5s(self, groups: Iterable[int]) -> list[str]:
         return md5_strings(self.md5[list(groups)])
-
-
-# Where a store without a snapshot (Solr) shows another process's writes during a report: a
-# bucket holds a content the report did not read, or a content it read is gone.
-STORE_CHANGED = "the store changed while the report read it: run the report again"
 
 
 class StoredGroups:
@@ -123,7 +118,7 @@ class StoredGroups:
 def _every_held(found: dict[str, list[T]]) -> dict[str, list[T]]:
     """``found`` (records or ids by MD5), unless a content the report read is held no more."""
     if not all(found.values()):
-        raise NeardupError(STORE_CHANGED)
+        raise StoreChanged()
     return found
 
 

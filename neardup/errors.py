@@ -25,6 +25,15 @@ class NoStore(StoreUnavailable):
         self.missing = missing
 
 
+class StoreChanged(NeardupError):
+    """A report's reads that could not be of one state of the store: another process deleted
+    or rewrote records it read meanwhile, which a store's snapshot cannot show as they were
+    (Solr's, :meth:`neardup.stores.solr.SolrStore.snapshot`)."""
+
+    def __init__(self) -> None:
+        super().__init__("the store changed while the report read it: run the report again")
+
+
 class UnknownRecord(NeardupError):
     """An id that the store does not hold."""
 

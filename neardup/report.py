@@ -27,8 +27,8 @@ from typing import Literal, TypeVar
 import numpy as np
 
 from . import selfjoin
-from .buckets import STORE_CHANGED, ContentGroups, StoredGroups, candidate_pairs
-from .errors import NeardupError
+from .buckets import ContentGroups, StoredGroups, candidate_pairs
+from .errors import NeardupError, StoreChanged
 from .fingerprint import (
     FingerprintParams,
     TokenField,
@@ -302,7 +302,7 @@ def _joined_groups(store: Store, contents: Contents) -> GroupsOf:
         heads = [contents.heads[g] for g in groups.tolist()]
         records = store.get(heads)
         if len(records) < len(set(heads)):  # deleted since the join read them (Solr)
-            raise NeardupError(STORE_CHANGED)
+            raise StoreChanged()
         return {
             g: (contents.ids(g), records[head].content)
             for g, head in zip(groups.tolist(), heads, strict=True)
