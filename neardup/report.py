@@ -176,9 +176,10 @@ def find_pairs(
     (:func:`neardup.selfjoin.common_buckets`) and say so in ``left_out``. ``progress`` shows a
     progress bar on stderr for each pass over the store or the pairs.
 
-    The store is read in one :meth:`~neardup.stores.base.Store.snapshot`: on a store that
-    holds one (SQLite, Elasticsearch), records another process writes meanwhile are in all of
-    the report or none of it (``records`` says how many it read).
+    The store is read in one :meth:`~neardup.stores.base.Store.snapshot`: records another
+    process writes meanwhile are in all of the report or none of it (``records`` says how many
+    it read); where records it read are deleted meanwhile, Solr's raises
+    :class:`~neardup.errors.StoreChanged`.
     """
     with store.snapshot():
         found = _found_pairs(store, params, rules, strategy, pair_budget, progress)

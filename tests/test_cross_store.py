@@ -244,3 +244,39 @@ def test_a_small_store_reads_the_same_threshold_from_every_pair(
         assert reported(server.new_store_url()) == expected
     finally:
         server.drop_made()
+
+
+@pytest.mark.parametrize("strategy", ["join", "buckets"])
+@pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
+def test_a_report_reads_the_records_as_they_were_when_it_began(
+    request, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strategy: Strategy
+) -> None:
+    """An engine shows another run's writes to a report's next search: Elasticsearch at each
+    refresh, every second while a run writes (3,997 pairs of 60,000 generated people, where
+    the store held 3,116 before the run and 6,224 after it), Solr at each commit (a service's
+    add, a run's end). Here another run indexes its records, and makes them searchable,
+    between the report's reading of the records and of their shingles' counts, whether the
+    report joins the records it read (walked) or lists the store's buckets (on threads)."""
+    url = request.getfixturevalue(f"{kind}_url")
+    first = corpus(tmp_path / "first.txt", 300)
+    second = tmp_path / "second.txt"
+    lines = corpus(tmp_path / "more.txt", 300, seed=12).read_text().splitlines()
+    second.write_text("".join(f"h{line[1:]}\n" for line in lines if line.startswith("g")))
+    before, after = (f"sqlite:///{tmp_path / name}" for name in ("before.db", "after.db"))
+    api.index([first], before)
+    api.index([first, second], after)
+    api.index([first], url)
+    with open_store(url) as store:
+        engine = type(store)
+    counts, waiting = engine._frequencies, [second]
+
+    def another_run_first(store, keys):
+        if waiting:
+            api.index([waiting.pop()], url)
+        return counts(store, keys)
+
+    monkeypatch.setattr(engine, "_frequencies", another_run_first)
+    pairs = api.report(url, strategy=strategy)
+    assert not waiting  # the place met
+    assert pairs == api.report(before) != api.report(after)
+    assert api.report(url) == api.report(after)

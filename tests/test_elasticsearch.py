@@ -14,10 +14,9 @@ from neardup import api
 from neardup.errors import NeardupError, StoreFull, StoreUnavailable
 from neardup.fingerprint import FingerprintParams, fingerprint
 from neardup.readers import Record
-from neardup.report import Strategy
 from neardup.stores import Document, TokenField, open_store
 from neardup.stores.base import LAYOUT, MEASURED_SETTINGS
-from neardup.stores.elasticsearch import SETTINGS_INDEX, ElasticsearchStore
+from neardup.stores.elasticsearch import SETTINGS_INDEX
 from neardup.stores.schema import elasticsearch_mapping
 from tests.corpora import corpus
 
@@ -332,35 +331,3 @@ def test_an_index_of_another_application_is_left_as_it_is(
     assert mapping == own
     count = elasticsearch_server.request("GET", f"{index}/_count").json()["count"]
     assert count == 0
-
-
-@pytest.mark.parametrize("strategy", ["join", "buckets"])
-def test_a_report_reads_the_records_as_they_were_when_it_began(
-    elasticsearch_url, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strategy: Strategy
-) -> None:
-    """Elasticsearch shows what a run writes at each refresh, every second, so a report made
-    while an index run wrote read the records of several states: 3,997 pairs of 60,000
-    generated people, where the store held 3,116 before the run and 6,224 after it. Here
-    another run indexes its records, refreshed, between the report's reading of the records
-    and of their shingles' counts, whether the report joins the records it read (its records
-    walked in the point in time) or lists the store's buckets (aggregations on threads)."""
-    first = corpus(tmp_path / "first.txt", 300)
-    second = tmp_path / "second.txt"
-    lines = corpus(tmp_path / "more.txt", 300, seed=12).read_text().splitlines()
-    second.write_text("".join(f"h{line[1:]}\n" for line in lines if line.startswith("g")))
-    before, after = (f"sqlite:///{tmp_path / name}" for name in ("before.db", "after.db"))
-    api.index([first], before)
-    api.index([first, second], after)
-    api.index([first], elasticsearch_url)
-    counts, waiting = ElasticsearchStore._frequencies, [second]
-
-    def another_run_first(store: ElasticsearchStore, keys):
-        if waiting:
-            api.index([waiting.pop()], elasticsearch_url)
-        return counts(store, keys)
-
-    monkeypatch.setattr(ElasticsearchStore, "_frequencies", another_run_first)
-    pairs = api.report(elasticsearch_url, strategy=strategy)
-    assert not waiting  # the place met
-    assert pairs == api.report(before) != api.report(after)
-    assert api.report(elasticsearch_url) == api.report(after)

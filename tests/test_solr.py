@@ -206,8 +206,9 @@ def test_a_report_whose_records_another_process_deletes_says_to_run_it_again(
     """Solr shows another process's writes at its next commit, also in the middle of a
     report, which has no snapshot to hold there: a report then met contents it had read with
     no record left, and ended in a traceback (IndexError from the store's buckets, KeyError
-    from a join too large to keep the contents it read). Here a delete lands after the
-    report has read the records, and before it reads their texts."""
+    from a join too large to keep the contents it read), or listed a record no longer held.
+    Here a delete lands after the report has read the records: before it reads their texts
+    or their shingles' counts."""
     api.index([corpus(tmp_path / "records.txt", 120)], solr_url)
     report = importlib.import_module("neardup.report")
     by_md5 = solr.SolrStore.records_by_md5
@@ -226,6 +227,17 @@ def test_a_report_whose_records_another_process_deletes_says_to_run_it_again(
         with pytest.raises(NeardupError, match="the store changed while the report read it: run"):
             api.report(solr_url, strategy="buckets")
     api.index([corpus(tmp_path / "records.txt", 120)], solr_url)
-    monkeypatch.setattr(report, "read_contents", read_then_deleted)
+    with monkeypatch.context() as deleting:
+        deleting.setattr(report, "read_contents", read_then_deleted)
+        with pytest.raises(NeardupError, match="the store changed while the report read it: run"):
+            api.report(solr_url, strategy="join")
+    api.index([corpus(tmp_path / "records.txt", 120)], solr_url)
+    counts = solr.SolrStore._frequencies
+
+    def deleted_before_counted(store: solr.SolrStore, keys):  # the join keeps what it read
+        api.delete(["1"], solr_url)
+        return counts(store, keys)
+
+    monkeypatch.setattr(solr.SolrStore, "_frequencies", deleted_before_counted)
     with pytest.raises(NeardupError, match="the store changed while the report read it: run"):
         api.report(solr_url, strategy="join")

@@ -438,8 +438,8 @@ class Store(ABC):
         """Reads that see one state of the store, whatever other processes write meanwhile:
         a report reads the store many times, and its records, their shingles' counts and its
         threshold must come from the same records. The embedded store reads in one
-        transaction, Elasticsearch in one point in time. Solr has no such view: it shows what
-        a run wrote at the run's commit, at its end (:meth:`flush`)."""
+        transaction, Elasticsearch in one point in time, Solr the versions written until it
+        began. Reads it cannot keep to one state raise :class:`~neardup.errors.StoreChanged`."""
         yield
 
     @contextmanager

@@ -6,7 +6,8 @@ settings live in one extra document, ``_neardup_parameters``. A candidate query 
 constant-score term clauses (``signature:"17_2837461"^=1 …``), so a hit's score is exactly the
 number of tokens it shares with the query, on every shard; results are sorted by score, then id.
 Filters are term queries; ids are fetched with real-time get; walks over all ids use
-``cursorMark``. Documents are added in batches and committed once, at :meth:`flush`.
+``cursorMark``. Documents are added in batches and committed once, at :meth:`flush`. A report's
+searches are held to the versions written before it began (:meth:`SolrStore.snapshot`).
 
 Documents go in and out through pysolr: ``pysolr.Solr`` for one node, ``pysolr.SolrCloud`` for
 a ZooKeeper URL, which sends each request to a live replica (updates to a shard leader) as
@@ -31,7 +32,8 @@ import re
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -45,7 +47,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from ..errors import NeardupError, NoStore, StoreFull, StoreUnavailable
+from ..errors import NeardupError, NoStore, StoreChanged, StoreFull, StoreUnavailable
 from ..fingerprint import Counted, FingerprintParams, TokenField
 from .base import (
     Buckets,
@@ -266,6 +268,8 @@ class SolrStore(Store):
         self.timeout = timeout
         self._cloud: bool | None = None
         self._unsaved = 0  # documents written or deleted since this handle's last hard commit
+        # The newest version the reads of this thread's snapshot see, if in one.
+        self._as_of: ContextVar[int | None] = ContextVar("as_of", default=None)
         self.zookeeper: pysolr.ZooKeeper | None = None
         if url.startswith("solr+zk://"):
             self._through_zookeeper(url, retries)
@@ -439,8 +443,11 @@ class SolrStore(Store):
         return self.solr
 
     def _search(self, **params: Any) -> dict[str, Any]:
-        """A search, as Solr answers it (pysolr POSTs a long one as a form)."""
+        """A search, as Solr answers it (pysolr POSTs a long one as a form); inside a
+        :meth:`snapshot`, of the records it sees."""
         query = params.pop("q")
+        if (as_of := self._as_of.get()) is not None:
+            params["fq"] = [*params.get("fq", []), f"_version_:[* TO {as_of}]"]
         return self._call(self._pysolr.search, query, **params).raw_response
 
     def _add(self, documents: list[dict[str, Any]]) -> None:
@@ -610,6 +617,30 @@ class SolrStore(Store):
         if hard:
             self._unsaved = 0
 
+    # --- one state for a report's reads (Store.snapshot) ------------------------------------------
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads of the records as the last commit before it showed them (see
+        :meth:`Store.snapshot`). Solr has no view to hold across requests: a commit, a run's or
+        a service's add, shows its writes to a report's next search. But each record holds the
+        version of its last write, which only grows, so the searches inside are held to the
+        versions up to the newest then: records written since are left out. A record deleted
+        or written again since cannot be read as it was, so the count of those versions is
+        taken again at the end: if it fell, the reads were not of one state."""
+        if self._as_of.get() is not None:
+            yield
+            return
+        newest = self._search(q=RECORDS, rows=1, sort="_version_ desc", fl="_version_")
+        held, docs = newest["response"]["numFound"], newest["response"]["docs"]
+        token = self._as_of.set(docs[0]["_version_"] if docs else 0)
+        try:
+            yield
+            if self.count() != held:
+                raise StoreChanged()
+        finally:
+            self._as_of.reset(token)
+
     # --- the lease of a check-then-add (Store.exclusive) ------------------------------------------
 
     def _take_lease(self, holder: str, until: float) -> bool:
@@ -643,10 +674,12 @@ class SolrStore(Store):
         return found
 
     def get(self, ids: Sequence[str]) -> dict[str, StoredRecord]:
+        """By id, as written (real time), or as the :meth:`snapshot` sees them inside one."""
+        as_of = self._as_of.get()
         return {
             i: _record(doc)
             for i, doc in self._real_time_get(list(ids)).items()
-            if "md5_hash" in doc
+            if "md5_hash" in doc and (as_of is None or doc["_version_"] <= as_of)
         }
 
     def _walk(self, query: str, fields: str = "id", rows: int = PAGE) -> Iterator[dict[str, Any]]:
@@ -797,8 +830,7 @@ class SolrStore(Store):
         """Several queries at once, over a few connections (Solr answers them in parallel)."""
         if len(queries) == 1:  # a lookup's query: a thread pool would only add latency
             return [self._candidates(queries[0])]
-        with ThreadPoolExecutor(max_workers=CONCURRENT_QUERIES) as pool:
-            return list(pool.map(self._candidates, queries))
+        return list(ordered_map(self._candidates, queries, CONCURRENT_QUERIES))
 
     def close(self) -> None:
         self.session.close()
