@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from . import api, output
-from .errors import NeardupError, NoStore, StoreUnavailable
+from .errors import NeardupError, NoStore, StoreUnavailable, UnknownRecord
 from .phrases import counted
 from .searcher import natural_key
 
@@ -264,9 +264,16 @@ def _lookup(args: argparse.Namespace) -> int:
             return _damaged(looked_up.damaged, "the records before it are looked up")
         return 0 if looked_up.matches else NOTHING_FOUND
     text = api.standard_input().read() if args.text == "-" else args.text
-    matches = api.lookup(
-        args.store, id=args.id, text=text, collapse=args.collapse_copies, **_rules(args)
-    )
+    record = args.id or args.given_id
+    try:
+        matches = api.lookup(
+            args.store, id=record, text=text, collapse=args.collapse_copies, **_rules(args)
+        )
+    except UnknownRecord as unknown:
+        if args.given_id and Path(args.given_id).is_file():
+            hint = f"; a file's records are looked up with --file {shlex.quote(args.given_id)}"
+            raise UnknownRecord(f"{unknown}{hint}") from None
+        raise
     print(output.matches_json(matches) if args.json else output.match_table(matches))
     return 0 if matches else NOTHING_FOUND
 
@@ -726,7 +733,8 @@ def _parser() -> argparse.ArgumentParser:
     lookup = add("lookup")
     _store_option(lookup)
     target = lookup.add_mutually_exclusive_group(required=True)
-    target.add_argument("--id", action=_Once, help="id of a stored record")
+    target.add_argument("given_id", nargs="?", metavar="ID", help="id of a stored record")
+    target.add_argument("--id", action=_Once, help="the same, as a flag")
     target.add_argument("--text", action=_Once, help="a new text (-: read it from standard input)")
     target.add_argument(
         "--file",

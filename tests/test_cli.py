@@ -101,7 +101,7 @@ def test_the_console_script_and_its_exit_codes(records: Path, tmp_path: Path) ->
     usage = neardup_process("lookup", "--store", url)  # argparse: a usage error is exit 2
     assert (
         usage.returncode == 2
-        and "one of the arguments --id --text --file is required" in usage.stderr
+        and "one of the arguments ID --id --text --file is required" in usage.stderr
     )
 
 
@@ -416,6 +416,22 @@ def test_user_errors_are_one_line(
     (tmp_path / "data.csv").write_text("id,title\n1,x\n")
     (tmp_path / "data.unknown").write_text("x")
     assert_user_error(neardup(*args, cwd=tmp_path), message)
+
+
+def test_a_lookup_takes_the_id_as_its_argument(records: Path, sqlite_url: str) -> None:
+    """As explain does: `lookup 1` said "one of the arguments --id --text --file is
+    required", naming the flags and not the id given. A file given so is named too."""
+    assert neardup("index", str(records), "--store", sqlite_url).returncode == 0
+    flag = neardup("lookup", "--id", "1", "--store", sqlite_url)
+    assert neardup("lookup", "1", "--store", sqlite_url).stdout == flag.stdout != ""
+    both = neardup("lookup", "1", "--id", "2", "--store", sqlite_url)
+    assert both.returncode == 2 and both.stdout == ""
+    assert "argument --id: not allowed with argument ID" in both.stderr
+    assert_user_error(
+        neardup("lookup", str(records), "--store", sqlite_url),
+        f"no record with id '{records}' in {sqlite_url}; a file's records are looked up with "
+        f"--file {records}",
+    )
 
 
 @pytest.mark.parametrize("given", [["--id", "1", "--id", "2"], ["--text", "a b", "--text", "c"]])
