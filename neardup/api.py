@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from itertools import islice
@@ -31,6 +31,7 @@ from .errors import (
     NeardupError,
     NoStore,
     ParameterMismatch,
+    StoreChanged,
     StoreFull,
     TooManyPairs,
 )
@@ -561,11 +562,23 @@ def rules_for(
             if not chosen.to_choose:
                 return chosen
             try:
-                return _remembered(source, find_pairs(source, source.params, chosen)).rules
+                return _remembered(source, _threshold_read(source, chosen)).rules
             except TooManyPairs as error:  # a lookup still answers; the report says what to do
                 choice = ThresholdChoice(FALLBACK_THRESHOLD, False, f"{error}")
                 _remember_choice(source, chosen, choice)
                 return replace(chosen, threshold=choice.threshold)
+
+
+# Reads of a threshold that a lookup waits for, where records it read were deleted meanwhile
+# (Solr's snapshot cannot hold those): the lookup reads again, as a user would run it again.
+THRESHOLD_READS = 3
+
+
+def _threshold_read(source: Store, chosen: MatchRules) -> Found:
+    for _ in range(THRESHOLD_READS - 1):
+        with suppress(StoreChanged):
+            return find_pairs(source, source.params, chosen)
+    return find_pairs(source, source.params, chosen)
 
 
 # One thread of a process at a time reads a store's automatic threshold (by store URL); the

@@ -200,6 +200,32 @@ def test_through_zookeeper_each_try_asks_a_node_drawn_again(solr_server, monkeyp
             store.zookeeper = None  # a stand-in: nothing to close
 
 
+def test_a_lookup_reads_its_threshold_again_where_records_are_deleted_meanwhile(
+    solr_url, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lookup waits for the store's automatic threshold, read from every record. A delete
+    landing while it read them, which Solr's snapshot cannot hold, would leave the lookup
+    with "run the report again": it reads them again instead."""
+    records = corpus(tmp_path / "records.txt", 120)
+    rest = tmp_path / "rest.txt"
+    rest.write_text("".join(line for line in records.open() if not line.startswith("1 ")))
+    api.index([records], solr_url)
+    counts, deleting = solr.SolrStore._frequencies, ["1"]
+
+    def deleted_first(store: solr.SolrStore, keys):
+        if deleting:
+            api.delete([deleting.pop()], solr_url)
+        return counts(store, keys)
+
+    monkeypatch.setattr(solr.SolrStore, "_frequencies", deleted_first)
+    matches = api.lookup(solr_url, id="2")
+    assert not deleting  # the place met
+    embedded = f"sqlite:///{tmp_path / 'rest.db'}"
+    api.index([rest], embedded)
+    assert matches == api.lookup(embedded, id="2") != []
+    assert api.rules_for(solr_url).threshold == api.rules_for(embedded).threshold
+
+
 def test_a_report_whose_records_another_process_deletes_says_to_run_it_again(
     solr_url, tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
