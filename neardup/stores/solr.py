@@ -627,7 +627,7 @@ class SolrStore(Store):
         version of its last write, which only grows, so the searches inside are held to the
         versions up to the newest then: records written since are left out. A record deleted
         or written again since cannot be read as it was, so the count of those versions is
-        taken again at the end: if it fell, the reads were not of one state."""
+        taken again at the end: if it changed, the reads were not of one state."""
         if self._as_of.get() is not None:
             yield
             return
