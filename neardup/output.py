@@ -26,7 +26,7 @@ from .evaluate import (
 )
 from .explain import Explanation
 from .phrases import counted
-from .readers import BYTE_ORDER_MARK, Format, Record, RecordReader, record_format
+from .readers import BYTE_ORDER_MARK, Format, JsonNumber, Record, RecordReader, record_format
 from .report import PHASES, Pair, for_review
 from .searcher import Match
 from .tuning import NEAREST_SPLIT, TUNE_POINTS, Tuning, candidate_probability
@@ -216,7 +216,7 @@ def _json_array(out: IO[str], end: str = "\n") -> Iterator[Callable[[object], No
     opening = ["[\n"]
 
     def add(value: object) -> None:
-        out.write((opening.pop() if opening else ",\n") + json.dumps(value, ensure_ascii=False))
+        out.write((opening.pop() if opening else ",\n") + json_as_read(value))
 
     yield add
     out.write(("[]" if opening else "\n]") + end)
@@ -238,14 +238,32 @@ def _safe_cells(row: Iterable[object]) -> list[object]:
     return [spreadsheet_safe(cell) if isinstance(cell, str) else cell for cell in row]
 
 
+# Values that json_as_read looks into: a number as written, or what may hold one.
+_MAY_HOLD_WRITTEN = (JsonNumber, dict, list)
+
+
+def json_as_read(value: object) -> str:
+    """JSON of values read from a JSON file, as the file wrote them: a number with a fraction
+    or an exponent as written (a price 12.50, where Python's float writes 12.5), the rest
+    as json.dumps writes it."""
+    if isinstance(value, JsonNumber):
+        return value.written
+    if isinstance(value, dict) and any(isinstance(v, _MAY_HOLD_WRITTEN) for v in value.values()):
+        fields = (
+            f"{json.dumps(k, ensure_ascii=False)}: {json_as_read(v)}" for k, v in value.items()
+        )
+        return "{" + ", ".join(fields) + "}"
+    if isinstance(value, list) and any(isinstance(v, _MAY_HOLD_WRITTEN) for v in value):
+        return "[" + ", ".join(map(json_as_read, value)) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _around_array(wrapper: Mapping[str, object], key: str | None) -> tuple[str, str]:
     """The JSON text of ``wrapper`` before and after the value of its field ``key`` (none
     without a key): its other fields as they were read, in their order."""
     if key is None:
         return "", ""
-    fields = [
-        json.dumps({name: value}, ensure_ascii=False)[1:-1] for name, value in wrapper.items()
-    ]
+    fields = [json_as_read({name: value})[1:-1] for name, value in wrapper.items()]
     place = list(wrapper).index(key)
     opening = fields[place].removesuffix("null")  # '"records": '
     before, after = fields[:place], fields[place + 1 :]
@@ -291,7 +309,7 @@ def _record_writer(
     if format == "text":
         return lambda record: out.write(f"{record.text}\n")
     if format == "jsonl":
-        return lambda record: out.write(json.dumps(record.values, ensure_ascii=False) + "\n")
+        return lambda record: out.write(json_as_read(record.values) + "\n")
     cells = (
         csv.writer(out, delimiter=delimiter).writerow
         if quoted

@@ -1465,8 +1465,8 @@ class JsonNumber(float):
     """A JSON number with a fraction or an exponent, as the file writes it: as an id or a
     text it is that text (a price ``19.90``, an id ``1e3``), where Python spells the float
     ``19.9`` and ``1000.0`` (the same record in a CSV file then differed by a character, and
-    a report's id matched no id of the file). Its value is the float's, and JSON written
-    holds the float."""
+    a report's id matched no id of the file). Its value is the float's: JSON of neardup's own
+    holds the float, and a record file written back (dedup) the number as written."""
 
     __slots__ = ("written",)
 

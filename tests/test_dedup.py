@@ -105,6 +105,28 @@ def test_other_formats_are_written_in_their_own_format(tmp_path: Path, kind: str
     ]
 
 
+@pytest.mark.parametrize("kind", ["jsonl", "json"])
+def test_json_numbers_are_written_back_as_the_file_wrote_them(tmp_path: Path, kind: str) -> None:
+    """A price 12.50 came back as 12.5, and 2e3 as 2000.0: a JSON number with a fraction or
+    an exponent was written as Python spells the float, in the records and around them."""
+    objects = [
+        '{"id": "a1", "text": "Blue Heron Cafe 77 Maple Avenue", "price": 12.50, '
+        '"sizes": [1.0, {"w": 2e3}]}',
+        '{"id": "a2", "text": "Blue Heron Cafe, 77 Maple Ave.", "price": 12.50}',
+        '{"id": "a3", "text": "Rosie\'s Diner 35 Main St. Keene NH", "price": 9.90}',
+    ]
+    kept = [objects[0], objects[2]]
+    if kind == "json":
+        objects = ['{"data": [', ",\n".join(objects), '], "total": 35.90}']
+        kept = ['{"data": [', f"{kept[0]},", kept[1], '], "total": 35.90}']
+    (tmp_path / f"records.{kind}").write_text("\n".join(objects) + "\n", encoding="utf-8")
+    env = {"NEARDUP_STORE": f"sqlite:///{tmp_path / 'r.db'}"}
+    assert neardup("index", f"records.{kind}", cwd=tmp_path, env=env).returncode == 0
+    written = neardup("dedup", f"records.{kind}", cwd=tmp_path, env=env)
+    assert written.returncode == 0, written.stderr
+    assert written.stdout.splitlines() == kept
+
+
 def test_the_output_is_written_in_the_format_its_name_asks_for(folder: Path) -> None:
     """A csv file's records written to kept.tsv are tab-separated, to kept.jsonl JSON lines;
     a format the records cannot be written in is a one-line error that writes nothing."""
