@@ -1599,6 +1599,7 @@ class DedupSummary:
     # the kept records of the file's groups that the file does not hold: another file's
     kept_elsewhere: list[str] = field(default_factory=list)
     path: str = ""
+    no_record: int = 0  # rows of no id or no text, which no group holds: written as they are
 
     def describe(self) -> str:
         elsewhere = ""
@@ -1608,8 +1609,11 @@ class DedupSummary:
                 f"not hold, as another file's: {', '.join(map(repr, held[:3]))}"
                 + (", …" if len(held) > 3 else "")
             )
+        as_they_are = ""
+        if self.no_record:
+            as_they_are = f" ({counted(self.no_record, 'row')} with no id or no text, as it was)"
         return (
-            f"read {self.read:,}, wrote {self.written:,}, removed "
+            f"read {self.read:,}, wrote {self.written:,}{as_they_are}, removed "
             f"{counted(self.removed, 'near-duplicate')} from {counted(self.groups, 'group')} "
             f"(kept the {self.keep} record of each{elsewhere}); "
             f"skipped {self.skipped.summary()}"
@@ -1647,6 +1651,7 @@ def dedup(
         )
     indexed_with = _fields_indexed_with(store)
     reader = _readers([path], format, id_field, text_fields, encoding, indexed_with)[0]
+    reader.every_row = True  # a row of no record is in no group: written as it is
     written_as = written_as or reader.format
     objects = {written_as, reader.format} <= {"json", "jsonl"}  # an array's, or one a line
     if written_as != reader.format and reader.format not in ("tsv", "csv") and not objects:
@@ -1679,13 +1684,19 @@ def dedup(
     first_ids: list[str] = []  # the first batch's: whether the store holds them at all
     numbering = IndexSummary()  # the ids an index run that kept repeated ids gave them
     with record_writer(written_as, reader, out) as write:
-        for batch in batches(reader, DEFAULT_BATCH_SIZE):
-            stored_as = _as_kept(batch, numbering, grouped)
-            other = _other_texts(stored_as, grouped, normalization)
+        for rows in batches(reader, DEFAULT_BATCH_SIZE):
+            places = [place for place, row in enumerate(rows) if row.text]  # rows of a record
+            batch = [rows[place] for place in places]
+            stored_as = dict(zip(places, _as_kept(batch, numbering, grouped), strict=True))
+            records = list(stored_as.values())
+            other = {places[p] for p in _other_texts(records, grouped, normalization)}
             first_ids = first_ids or [r.id for r in batch]
-            for place, (record, as_stored) in enumerate(zip(batch, stored_as, strict=True)):
+            for place, record in enumerate(rows):
                 summary.read += 1
-                if place in other:  # not the record the store's groups are of: as it is
+                as_stored = stored_as.get(place)
+                if as_stored is None:  # in no group
+                    summary.no_record += 1
+                elif place in other:  # not the record the store's groups are of: as it is
                     misread.setdefault(as_stored.id, record.line)
                 elif as_stored.id in grouped:
                     read_as_held.add(as_stored.id)

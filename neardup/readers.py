@@ -404,6 +404,9 @@ class RecordReader:
         # and then each record's file is named in messages about it (Record.where)
         self.source = file_name(self.path) if number_prefix else ""
         self.skipped = SkipLog()
+        # Yield the rows of no record too (an empty id or text) for a file written back whole
+        # (dedup), where they are skipped and counted otherwise.
+        self.every_row = False
         self.damaged: str | None = None  # where and how a compressed file turned out damaged
         self.streamed = read_once(path)  # no size, no position, no second reading
         self.delimiter = "\t" if self.format == "tsv" else ","  # a csv file's: read from its header
@@ -857,7 +860,7 @@ class RecordReader:
             if id_field:
                 raw = _unwrapped(values.get(id_field))
                 record_id = "" if isinstance(raw, dict | list) else _text(raw).strip()
-                if not record_id:
+                if not record_id and not self.every_row:
                     nested = isinstance(raw, dict | list)
                     skipped.add(line, "id is a list or an object" if nested else "empty id")
                     continue
@@ -867,8 +870,10 @@ class RecordReader:
                 text = _text(values.get(one_field)).strip()
             else:
                 text = " ".join(filter(None, [_text(values.get(f)).strip() for f in fields]))
-            if text:
+            if text and record_id:
                 yield Record(record_id, text, line, values, self.source)
+            elif self.every_row:
+                yield Record(record_id, "", line, values, self.source)
             else:
                 skipped.add(line, "no text")
 

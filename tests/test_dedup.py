@@ -127,6 +127,24 @@ def test_json_numbers_are_written_back_as_the_file_wrote_them(tmp_path: Path, ki
     assert written.stdout.splitlines() == kept
 
 
+def test_rows_of_no_record_are_written_back_as_they_are(tmp_path: Path) -> None:
+    """A row with no text, or no id, is no record, and no group holds it: dedup left it out
+    of the file it wrote, a product without a title lost from the user's data (counted as
+    skipped, as an index run counts it)."""
+    listings = LISTINGS + "12351,,,15\n,Art's Deli,12224 Ventura Blvd. Studio City,10\n"
+    (tmp_path / "listings.csv").write_text(listings, encoding="utf-8")
+    args = ["listings.csv", "--id-field", "sku", *TEXT]
+    indexed = neardup("index", *args, cwd=tmp_path, env=ENV)
+    assert "skipped 2 (1 no text, 1 empty id)" in indexed.stderr
+    result = neardup("dedup", *args, "-o", "kept.csv", cwd=tmp_path, env=ENV)
+    assert result.returncode == 0, result.stderr
+    original = rows(listings)
+    kept = rows((tmp_path / "kept.csv").read_text(encoding="utf-8"))
+    assert kept == [r for r in original if r[0] not in {"12346", "12348", "12350"}]
+    assert "read 8, wrote 5 (2 rows with no id or no text, as it was), removed 3" in result.stderr
+    assert "skipped none" in result.stderr
+
+
 def test_the_output_is_written_in_the_format_its_name_asks_for(folder: Path) -> None:
     """A csv file's records written to kept.tsv are tab-separated, to kept.jsonl JSON lines;
     a format the records cannot be written in is a one-line error that writes nothing."""
