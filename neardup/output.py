@@ -192,7 +192,9 @@ def row_writer(
     file's array closed when the block ends."""
     if format == "json":
         with _json_array(out) as add:
-            yield lambda row: add(dict(zip(fields, row, strict=True)))
+            yield lambda row: add(
+                json.dumps(dict(zip(fields, row, strict=True)), ensure_ascii=False)
+            )
         return
     if format == "jsonl":
         yield lambda row: out.write(
@@ -210,13 +212,13 @@ def row_writer(
 
 
 @contextmanager
-def _json_array(out: IO[str], end: str = "\n") -> Iterator[Callable[[object], None]]:
-    """What writes values into one JSON array, a value a line, closed (and ``end`` written)
-    when the block ends."""
+def _json_array(out: IO[str], end: str = "\n") -> Iterator[Callable[[str], None]]:
+    """What writes values, as JSON texts, into one JSON array, a value a line, closed (and
+    ``end`` written) when the block ends."""
     opening = ["[\n"]
 
-    def add(value: object) -> None:
-        out.write((opening.pop() if opening else ",\n") + json_as_read(value))
+    def add(value: str) -> None:
+        out.write((opening.pop() if opening else ",\n") + value)
 
     yield add
     out.write(("[]" if opening else "\n]") + end)
@@ -286,7 +288,7 @@ def record_writer(
         before, after = _around_array(read.wrapper, read.wrapper_key)
         out.write(before)
         with _json_array(out, after + "\n") as add:
-            yield lambda record: add(record.values)
+            yield lambda record: add(json_as_read(record.values))
         return
     # Quoted where a value may hold a tab or a line break: CSV, and TSV from a quoted file or
     # from CSV (a line break inside a TSV value would split its record), as Excel quotes them.
