@@ -247,7 +247,7 @@ def test_a_small_store_reads_the_same_threshold_from_every_pair(
 
 
 @pytest.mark.parametrize("strategy", ["join", "buckets"])
-@pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
+@pytest.mark.parametrize("kind", ["solr", "elasticsearch", "solr_cloud", "elasticsearch_cluster"])
 def test_a_report_reads_the_records_as_they_were_when_it_began(
     request, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strategy: Strategy
 ) -> None:
@@ -256,8 +256,18 @@ def test_a_report_reads_the_records_as_they_were_when_it_began(
     the store held 3,116 before the run and 6,224 after it), Solr at each commit (a service's
     add, a run's end). Here another run indexes its records, and makes them searchable,
     between the report's reading of the records and of their shingles' counts, whether the
-    report joins the records it read (walked) or lists the store's buckets (on threads)."""
-    url = request.getfixturevalue(f"{kind}_url")
+    report joins the records it read (walked) or lists the store's buckets (on threads), on
+    one node and on two shards (Solr's versions come from each shard's leader)."""
+    server = request.getfixturevalue(f"{kind}_server")
+    try:
+        assert_read_as_it_began(server.new_store_url(), tmp_path, monkeypatch, strategy)
+    finally:
+        server.drop_made()
+
+
+def assert_read_as_it_began(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strategy: Strategy
+) -> None:
     first = corpus(tmp_path / "first.txt", 300)
     second = tmp_path / "second.txt"
     lines = corpus(tmp_path / "more.txt", 300, seed=12).read_text().splitlines()
