@@ -30,8 +30,9 @@ class StoreChanged(NeardupError):
     or rewrote records it read meanwhile, which a store's snapshot cannot show as they were
     (Solr's, :meth:`neardup.stores.solr.SolrStore.snapshot`)."""
 
-    def __init__(self) -> None:
-        super().__init__("the store changed while the report read it: run the report again")
+    def __init__(self, what: str = "") -> None:
+        what = f" ({what})" if what else ""
+        super().__init__(f"the store changed while the report read it{what}: run the report again")
 
 
 class UnknownRecord(NeardupError):

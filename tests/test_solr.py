@@ -265,5 +265,6 @@ def test_a_report_whose_records_another_process_deletes_says_to_run_it_again(
         return counts(store, keys)
 
     monkeypatch.setattr(solr.SolrStore, "_frequencies", deleted_before_counted)
-    with pytest.raises(NeardupError, match="the store changed while the report read it: run"):
+    said = r"read it \(1 record of the 190 it read deleted or written again\): run the report"
+    with pytest.raises(NeardupError, match=said):
         api.report(solr_url, strategy="join")

@@ -49,6 +49,7 @@ from urllib3.util.retry import Retry
 
 from ..errors import NeardupError, NoStore, StoreChanged, StoreFull, StoreUnavailable
 from ..fingerprint import Counted, FingerprintParams, TokenField
+from ..phrases import counted
 from .base import (
     Buckets,
     Candidate,
@@ -636,7 +637,10 @@ class SolrStore(Store):
         token = self._as_of.set(docs[0]["_version_"] if docs else 0)
         try:
             yield
-            if self.count() != held:
+            if (now := self.count()) < held:
+                gone = counted(held - now, "record")
+                raise StoreChanged(f"{gone} of the {held:,} it read deleted or written again")
+            if now > held:  # written meanwhile, by a shard leader whose clock is behind
                 raise StoreChanged()
         finally:
             self._as_of.reset(token)
