@@ -269,8 +269,31 @@ class BackgroundWriter:
     def write(self, documents: Sequence[Document], counted: Counted | None = None) -> None:
         """Once the batch before is written (its error, if any, is raised here), start this
         (``counted``: its shingle frequencies, see :meth:`Store.upsert`)."""
+        self._start(self.store.upsert, documents, counted)
+
+    def write_changed(
+        self, documents: Sequence[Document], held: Future[dict[str, StoredRecord]]
+    ) -> None:
+        """:meth:`write` of the ``documents`` that are not ``held`` with the same content (the
+        look-up queued before, done when this starts): a record given again unchanged stays
+        as it was written, so a file indexed again writes only what changed, and a Solr
+        report that reads meanwhile keeps the records it read (see SolrStore.snapshot)."""
+
+        def upsert_changed() -> None:
+            stored = held.result()
+            changed = [
+                d
+                for d in documents
+                if (before := stored.get(d.id)) is None or before.md5 != d.fingerprint.md5
+            ]
+            if changed:
+                self.store.upsert(changed, _counted(self.store, changed))
+
+        self._start(upsert_changed)
+
+    def _start(self, writing: Callable[..., None], *args: Any) -> None:
         self.wait()
-        self._writing = self._thread.submit(self.store.upsert, documents, counted)
+        self._writing = self._thread.submit(writing, *args)
 
     @property
     def idle(self) -> bool:
@@ -380,7 +403,8 @@ def _index_batch(
 ) -> Callable[[], None] | None:
     """Fingerprint a batch, count what is skipped, and hand the rest to the writer. When the
     store ``held`` records before the run, the writer's thread first asks which of the batch's
-    ids new to the run it holds (it takes its work in order): the returned call counts them."""
+    ids new to the run it holds (it takes its work in order), writes only the records it does
+    not hold as they are, and the returned call counts them."""
     texts = [r.text for r in batch]
     fingerprints = _fingerprints(texts, summary.params, shingles, writer)
     worded = with_words(batch, fingerprints, summary.skipped)
@@ -393,7 +417,10 @@ def _index_batch(
         if record
     ]
     looked_up = writer.lend(writer.store.get, [r.id for r in first]) if held and first else None
-    writer.write(documents, _counted(writer.store, documents))
+    if looked_up is None:
+        writer.write(documents, _counted(writer.store, documents))
+    else:
+        writer.write_changed(documents, looked_up)
     summary.read += len(batch)
     summary.indexed += len(documents)
     if looked_up is None:

@@ -290,3 +290,28 @@ def assert_read_as_it_began(
     assert not waiting  # the place met
     assert pairs == api.report(before) != api.report(after)
     assert api.report(url) == api.report(after)
+
+
+@pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
+def test_a_file_indexed_again_while_a_report_reads_writes_nothing_it_holds(
+    request, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A nightly run indexes the whole export again. It wrote every record again, and a Solr
+    report that read meanwhile saw its records deleted and written again (Solr's snapshot is
+    held by versions), and stopped. Records given again unchanged are now not written."""
+    url = request.getfixturevalue(f"{kind}_url")
+    records = corpus(tmp_path / "records.txt", 300)
+    api.index([records], url)
+    expected = api.report(url)
+    with open_store(url) as store:
+        engine = type(store)
+    counts, waiting = engine._frequencies, [records]
+
+    def indexed_again_first(store, keys):
+        if waiting:
+            api.index([waiting.pop()], url)
+        return counts(store, keys)
+
+    monkeypatch.setattr(engine, "_frequencies", indexed_again_first)
+    assert api.report(url) == expected
+    assert not waiting  # the place met

@@ -202,7 +202,11 @@ def test_a_store_on_a_full_disk_answers_read_only(small_disk: Path, tmp_path: Pa
         before.stdout,
         before.stderr,
     )
-    refused = neardup("index", str(path), "--store", url)
+    unchanged = neardup("index", str(path), "--store", url)  # nothing to write
+    assert unchanged.returncode == 0 and "300 stored records given again unchanged" in (
+        unchanged.stderr
+    )
+    refused = neardup("index", str(_records(tmp_path / "more.txt", 310)), "--store", url)
     assert refused.returncode == 2
     assert refused.stderr.startswith(f"neardup: error: {small_disk / 'store.db'} is open read-only")
     assert "its disk is full: it takes writes once the disk has room" in refused.stderr
@@ -219,7 +223,7 @@ def test_a_store_on_a_read_only_disk_answers_and_says_why_it_takes_no_writes(
     subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
     found = neardup("lookup", "--store", url, "--text", "listing number 7 on street 7 in town 7")
     assert found.returncode == 0 and found.stdout.splitlines()[1].split()[:2] == ["r7", "exact"]
-    refused = neardup("index", str(path), "--store", url)
+    refused = neardup("index", str(_records(tmp_path / "more.txt", 310)), "--store", url)
     assert_user_error(refused, "its file system is mounted read-only: copy the store to a")
     assert "has room" not in refused.stderr
 
