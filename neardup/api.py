@@ -311,13 +311,13 @@ def _said_how_far(target: Store) -> Iterator[None]:
 
 @contextmanager
 def _choice_forgotten_if_changed(target: Store, summary: IndexSummary) -> Iterator[None]:
-    """Forget the store's automatic threshold when the run stores records, failed or not: it
-    was read from other records, and the next command that needs it reads it again; unless
-    records were checked at it (:func:`_records_checked_at`)."""
+    """Forget the store's automatic threshold when the run stores records other than those
+    it held, failed or not: it was read from other records, and the next command that needs
+    it reads it again; unless records were checked at it (:func:`_records_checked_at`)."""
     try:
         yield
     finally:
-        if summary.indexed:
+        if summary.indexed > summary.unchanged:  # records given again unchanged change nothing
             _forget_read_choice(target)
 
 
