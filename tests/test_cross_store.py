@@ -276,9 +276,21 @@ def assert_read_as_it_began(
     api.index([first], before)
     api.index([first, second], after)
     api.index([first], url)
+    waiting = index_when_counted(monkeypatch, url, second)
+    pairs = api.report(url, strategy=strategy)
+    assert not waiting  # the place met
+    assert pairs == api.report(before) != api.report(after)
+    monkeypatch.undo()
+    assert api.report(url) == api.report(after)
+
+
+def index_when_counted(monkeypatch: pytest.MonkeyPatch, url: str, records: Path) -> list[Path]:
+    """Another run indexes ``records`` into the engine store ``url`` (and makes them
+    searchable) when a report first asks for its shingles' counts, after it has read its
+    records; the list it returns is empty once it has."""
     with open_store(url) as store:
         engine = type(store)
-    counts, waiting = engine._frequencies, [second]
+    counts, waiting = engine._frequencies, [records]
 
     def another_run_first(store, keys):
         if waiting:
@@ -286,10 +298,7 @@ def assert_read_as_it_began(
         return counts(store, keys)
 
     monkeypatch.setattr(engine, "_frequencies", another_run_first)
-    pairs = api.report(url, strategy=strategy)
-    assert not waiting  # the place met
-    assert pairs == api.report(before) != api.report(after)
-    assert api.report(url) == api.report(after)
+    return waiting
 
 
 @pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
@@ -303,15 +312,6 @@ def test_a_file_indexed_again_while_a_report_reads_writes_nothing_it_holds(
     records = corpus(tmp_path / "records.txt", 300)
     api.index([records], url)
     expected = api.report(url)
-    with open_store(url) as store:
-        engine = type(store)
-    counts, waiting = engine._frequencies, [records]
-
-    def indexed_again_first(store, keys):
-        if waiting:
-            api.index([waiting.pop()], url)
-        return counts(store, keys)
-
-    monkeypatch.setattr(engine, "_frequencies", indexed_again_first)
+    waiting = index_when_counted(monkeypatch, url, records)
     assert api.report(url) == expected
     assert not waiting  # the place met
