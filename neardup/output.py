@@ -306,8 +306,8 @@ def _record_writer(
     names: Sequence[str],
     quoted: bool,
 ) -> Callable[[Record], None]:
-    if format == "lines":
-        return lambda record: out.write(f"{record.id} {record.text}\n")
+    if format == "lines":  # a line of an id alone, which dedup writes back, as it was
+        return lambda record: out.write(" ".join(filter(None, (record.id, record.text))) + "\n")
     if format == "text":
         return lambda record: out.write(f"{record.text}\n")
     if format == "jsonl":

@@ -656,7 +656,10 @@ class RecordReader:
         for number, line in lines:
             parts = _ID_SEPARATOR.split(line.strip(), maxsplit=1)
             if len(parts) < 2 or not parts[1].strip():
-                self.skipped.add(number, "id without text")
+                if self.every_row:
+                    yield Record(parts[0], "", number, None, self.source)
+                else:
+                    self.skipped.add(number, "id without text")
                 continue
             yield Record(parts[0], parts[1], number, None, self.source)
 
