@@ -402,10 +402,12 @@ def _readers(
     text_fields: Sequence[str],
     encoding: str | None,
     indexed_with: NamedFields | None = None,
+    every_row: bool = False,
 ) -> list[Reader]:
     """A reader per file (``-``: standard input), each opened and its header checked, and per
     folder of documents; a file whose fields are not named is read with those the store's
-    records were read with (``indexed_with``), where it has them."""
+    records were read with (``indexed_with``), where it has them; ``every_row`` for a file
+    written back whole (:class:`~neardup.readers.RecordReader`)."""
     paths = [file for path in paths for file in _files_given(path)]
     if twice := repeated_file(paths):
         raise NeardupError(f"{twice}: give it once")
@@ -421,6 +423,7 @@ def _readers(
             number_prefix=f"{Path(path).name}:" if several else "",
             encoding=encoding,
             indexed_with=indexed_with,
+            every_row=every_row,
         )
         for path in paths
     ]
@@ -1650,8 +1653,8 @@ def dedup(
             "left as they are; report --clusters lists its groups of near-duplicates"
         )
     indexed_with = _fields_indexed_with(store)
-    reader = _readers([path], format, id_field, text_fields, encoding, indexed_with)[0]
-    reader.every_row = True  # a row of no record is in no group: written as it is
+    # Every row, a row of no record too: no group holds it, so it is written as it is.
+    reader = _readers([path], format, id_field, text_fields, encoding, indexed_with, True)[0]
     written_as = written_as or reader.format
     objects = {written_as, reader.format} <= {"json", "jsonl"}  # an array's, or one a line
     if written_as != reader.format and reader.format not in ("tsv", "csv") and not objects:

@@ -26,7 +26,15 @@ from .evaluate import (
 )
 from .explain import Explanation
 from .phrases import counted
-from .readers import BYTE_ORDER_MARK, Format, JsonNumber, Record, RecordReader, record_format
+from .readers import (
+    BYTE_ORDER_MARK,
+    LINE,
+    Format,
+    JsonNumber,
+    Record,
+    RecordReader,
+    record_format,
+)
 from .report import PHASES, Pair, for_review
 from .searcher import Match
 from .tuning import NEAREST_SPLIT, TUNE_POINTS, Tuning, candidate_probability
@@ -306,10 +314,8 @@ def _record_writer(
     names: Sequence[str],
     quoted: bool,
 ) -> Callable[[Record], None]:
-    if format == "lines":  # a line of an id alone, which dedup writes back, as it was
-        return lambda record: out.write(" ".join(filter(None, (record.id, record.text))) + "\n")
-    if format == "text":
-        return lambda record: out.write(f"{record.text}\n")
+    if format in ("lines", "text"):  # the line as read: its spaces and tabs, an id alone
+        return lambda record: out.write(f"{(record.values or {})[LINE]}\n")
     if format == "jsonl":
         return lambda record: out.write(json_as_read(record.values) + "\n")
     cells = (

@@ -46,6 +46,8 @@ _EXTENSIONS: dict[str, Format] = {
     ".json": "json",
 }
 _ID_SEPARATOR = re.compile(r"[ \t]")
+# The key of a lines or text file's record's values: its line as read, to write it back whole.
+LINE = ""
 # A JSON escape of a surrogate: half of a pair, unless the other half follows.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 # Values that are not content (see RecordReader._leave_out_noise), and how many rows decide.
@@ -65,7 +67,8 @@ class Record:
     id: str
     text: str
     line: int = 0  # where it starts in its file, for messages about it
-    # the row or object as read (tsv, csv, jsonl), to write the record back whole
+    # the row or object as read (tsv, csv, jsonl; a lines or text file's line for dedup), to
+    # write the record back whole
     values: Mapping[str, object] | None = field(default=None, compare=False, repr=False)
     source: str = ""  # its file's name, where a run reads several, for messages about it
 
@@ -368,6 +371,7 @@ class RecordReader:
         number_prefix: str = "",
         encoding: str | None = None,
         indexed_with: NamedFields | None = None,
+        every_row: bool = False,
     ) -> None:
         if _URL.match(str(path)):
             raise NeardupError(_url_error(str(path), format))
@@ -404,9 +408,9 @@ class RecordReader:
         # and then each record's file is named in messages about it (Record.where)
         self.source = file_name(self.path) if number_prefix else ""
         self.skipped = SkipLog()
-        # Yield the rows of no record too (an empty id or text) for a file written back whole
-        # (dedup), where they are skipped and counted otherwise.
-        self.every_row = False
+        # Yield the rows of no record too (an empty id or text), and a lines or text file's
+        # line as read, for a file written back whole (dedup): skipped and counted otherwise.
+        self.every_row = every_row
         self.damaged: str | None = None  # where and how a compressed file turned out damaged
         self.streamed = read_once(path)  # no size, no position, no second reading
         self.delimiter = "\t" if self.format == "tsv" else ","  # a csv file's: read from its header
@@ -647,21 +651,21 @@ class RecordReader:
                 self.format = "text"
             else:
                 self.word_id = _word_ids(sample)
+        as_read = (lambda line: {LINE: line}) if self.every_row else (lambda line: None)
         if self.format == "text":
             for count, (number, line) in enumerate(lines, start=1):
-                yield Record(
-                    f"{self.number_prefix}{count}", line.strip(), number, None, self.source
-                )
+                record_id = f"{self.number_prefix}{count}"
+                yield Record(record_id, line.strip(), number, as_read(line), self.source)
             return
         for number, line in lines:
             parts = _ID_SEPARATOR.split(line.strip(), maxsplit=1)
             if len(parts) < 2 or not parts[1].strip():
                 if self.every_row:
-                    yield Record(parts[0], "", number, None, self.source)
+                    yield Record(parts[0], "", number, as_read(line), self.source)
                 else:
                     self.skipped.add(number, "id without text")
                 continue
-            yield Record(parts[0], parts[1], number, None, self.source)
+            yield Record(parts[0], parts[1], number, as_read(line), self.source)
 
     def _jsonl(self) -> Iterator[tuple[dict[str, object], int, int]]:
         """The objects of JSON lines; a line that is not JSON is skipped and counted."""

@@ -130,8 +130,10 @@ def test_json_numbers_are_written_back_as_the_file_wrote_them(tmp_path: Path, ki
 def test_rows_of_no_record_are_written_back_as_they_are(tmp_path: Path) -> None:
     """A row with no text, or no id (a line of an id alone), is no record, and no group holds
     it: dedup left it out of the file it wrote, a product without a title lost from the user's
-    data (counted as skipped, as an index run counts it)."""
-    listings = LISTINGS + "12351,,,15\n,Art's Deli,12224 Ventura Blvd. Studio City,10\n"
+    data (counted as skipped, as an index run counts it). A lines file's lines come back as
+    they were: a tab after the id was written as a space."""
+    header, rest = LISTINGS.split("\n", 1)  # the first row read before any other: none
+    listings = f"{header}\n12351,,,15\n{rest},Art's Deli,12224 Ventura Blvd. Studio City,10\n"
     (tmp_path / "listings.csv").write_text(listings, encoding="utf-8")
     args = ["listings.csv", "--id-field", "sku", *TEXT]
     indexed = neardup("index", *args, cwd=tmp_path, env=ENV)
@@ -143,7 +145,7 @@ def test_rows_of_no_record_are_written_back_as_they_are(tmp_path: Path) -> None:
     assert kept == [r for r in original if r[0] not in {"12346", "12348", "12350"}]
     assert "read 8, wrote 5 (2 rows with no id or no text, as it was), removed 3" in result.stderr
     assert "skipped none" in result.stderr
-    lines = ["1 Art's Deli 12224 Ventura Blvd.", "2 Art's Deli 12224 Ventura Blvd", "3", "4 Thai"]
+    lines = ["1\tArt's Deli 12224 Ventura Blvd.", "2 Art's Deli 12224 Ventura", "3", "4  Thai "]
     (tmp_path / "lines.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     env = {"NEARDUP_STORE": "sqlite:///lines.db"}
     assert neardup("index", "lines.txt", cwd=tmp_path, env=env).returncode == 0
