@@ -1654,7 +1654,9 @@ def dedup(
         )
     indexed_with = _fields_indexed_with(store)
     # Every row, a row of no record too: no group holds it, so it is written as it is.
-    reader = _readers([path], format, id_field, text_fields, encoding, indexed_with, True)[0]
+    reader = _readers(
+        [path], format, id_field, text_fields, encoding, indexed_with, every_row=True
+    )[0]
     written_as = written_as or reader.format
     objects = {written_as, reader.format} <= {"json", "jsonl"}  # an array's, or one a line
     if written_as != reader.format and reader.format not in ("tsv", "csv") and not objects:
@@ -1690,8 +1692,8 @@ def dedup(
         for rows in batches(reader, DEFAULT_BATCH_SIZE):
             places = [place for place, row in enumerate(rows) if row.text]  # rows of a record
             batch = [rows[place] for place in places]
-            stored_as = dict(zip(places, _as_kept(batch, numbering, grouped), strict=True))
-            records = list(stored_as.values())
+            records = _as_kept(batch, numbering, grouped)  # as the store holds them
+            stored_as = dict(zip(places, records, strict=True))
             other = {places[p] for p in _other_texts(records, grouped, normalization)}
             first_ids = first_ids or [r.id for r in batch]
             for place, record in enumerate(rows):

@@ -284,7 +284,7 @@ class BackgroundWriter:
             changed = [
                 d
                 for d in documents
-                if (before := stored.get(d.id)) is None or before.md5 != d.fingerprint.md5
+                if (before := stored.get(d.id)) is None or before.content != d.fingerprint.content
             ]
             if changed:
                 self.store.upsert(changed, _counted(self.store, changed))
