@@ -224,10 +224,14 @@ def _index(args: argparse.Namespace) -> int:
     if summary.damaged:  # what could be read is stored; the exit status says the rest
         return _damaged(summary.damaged, "the records before it are indexed")
     if summary.read and summary.unread == summary.read:  # a script's next step fails
+        none = (
+            "the one record read could not"
+            if summary.read == 1
+            else f"none of the {summary.read:,} records read could"
+        )
         print(
-            f"neardup: error: none of the {counted(summary.read, 'record')} read could be "
-            "indexed (see why above): read the files with their --format, --id-field and "
-            "--text-field",
+            f"neardup: error: {none} be indexed (see why above): read the files with their "
+            "--format, --id-field and --text-field",
             file=sys.stderr,
         )
         return FAILED

@@ -465,12 +465,13 @@ def test_an_index_run_that_stored_none_of_its_records_fails(tmp_path: Path) -> N
     (tmp_path / "joined.jsonl").write_text('{"id": 1, "text": "a b"}{"id": 2, "text": "c"}\n')
     (tmp_path / "blank.csv").write_text("id,text\n1,\n2,\n")
     store = f"sqlite:///{tmp_path / 's.db'}"
-    for name, why in (("joined.jsonl", "1 invalid JSON"), ("blank.csv", "2 no text")):
+    for name, why, none in (
+        ("joined.jsonl", "1 invalid JSON", "the one record read could not"),
+        ("blank.csv", "2 no text", "none of the 2 records read could"),
+    ):
         result = neardup("index", str(tmp_path / name), "--store", store)
         assert result.returncode == 2 and f"indexed 0, skipped {why[0]} ({why})" in result.stderr
-        assert result.stderr.splitlines()[-1].startswith(
-            f"neardup: error: none of the {why[0]} record"
-        )
+        assert result.stderr.splitlines()[-1].startswith(f"neardup: error: {none} be indexed")
     (tmp_path / "some.csv").write_text("id,text\n1,\n2,some words\n")
     assert neardup("index", str(tmp_path / "some.csv"), "--store", store).returncode == 0
     assert neardup("index", str(tmp_path / "blank.csv"), "--store", store).returncode == 2
