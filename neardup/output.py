@@ -303,25 +303,26 @@ def record_writer(
     quoted = format == "csv" or (format == "tsv" and (read.quoted or read.format == "csv"))
     names = read.header or read.fields
     delimiter = read.delimiter if format == "csv" else "\t"
-    yield _record_writer(format, read.fields, out, delimiter, names, quoted)
+    yield _record_writer(format, read, out, delimiter, names, quoted)
 
 
 def _record_writer(
     format: Format,
-    fields: Sequence[str],
+    read: RecordReader,
     out: IO[str],
     delimiter: str,
     names: Sequence[str],
     quoted: bool,
 ) -> Callable[[Record], None]:
+    fields, newline = read.fields, read.newline  # the file's line ends, kept
     if format in ("lines", "text"):  # the line as read: its spaces and tabs, an id alone
-        return lambda record: out.write(f"{(record.values or {})[LINE]}\n")
+        return lambda record: out.write(f"{(record.values or {})[LINE]}{newline}")
     if format == "jsonl":
-        return lambda record: out.write(json_as_read(record.values) + "\n")
+        return lambda record: out.write(json_as_read(record.values) + newline)
     cells = (
-        csv.writer(out, delimiter=delimiter).writerow
+        csv.writer(out, delimiter=delimiter, lineterminator=newline).writerow
         if quoted
-        else lambda row: out.write("\t".join(row) + "\n")
+        else lambda row: out.write("\t".join(row) + newline)
     )
     header = [list(names)]
 

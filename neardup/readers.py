@@ -424,6 +424,8 @@ class RecordReader:
         # Lines ended by a carriage return alone, as old Mac exports end them ("Tab delimited
         # text (Macintosh)"): split at each one, where they were read as one line.
         self._cr_lines = b"\r" in sample and b"\n" not in sample
+        # How the file ends its lines, as its first line ends: a file written back keeps it.
+        self.newline = "\r" if self._cr_lines else _first_line_end(sample)
         # Whether every line read so far ends with a line break: only a file's last line may
         # not, which is where a file that arrived cut short breaks off.
         self._line_ended = True
@@ -1506,3 +1508,10 @@ def _text(value: object) -> str:
     if isinstance(value, bool):  # as JSON spells it: an id true is "true", not Python's "True"
         return "true" if value else "false"
     return str(value)
+
+
+def _first_line_end(sample: bytes) -> str:
+    """``\\r\\n`` where the first line of ``sample`` ends so (Windows, a spreadsheet's CSV),
+    else ``\\n``."""
+    end = sample.find(b"\n")
+    return "\r\n" if end > 0 and sample[end - 1 : end] == b"\r" else "\n"

@@ -153,6 +153,34 @@ def test_rows_of_no_record_are_written_back_as_they_are(tmp_path: Path) -> None:
     assert kept.stdout.splitlines() == [lines[0], lines[2], lines[3]], kept.stderr
 
 
+@pytest.mark.parametrize(
+    ("name", "newline"),
+    [("listings.csv", "\n"), ("listings.txt", "\r\n"), ("listings.jsonl", "\r\n"),
+     ("listings.tsv", "\r\n")],
+)  # fmt: skip
+def test_a_file_is_written_back_with_its_own_line_ends(
+    tmp_path: Path, name: str, newline: str
+) -> None:
+    """A lines file saved on Windows came back with Unix line ends, and every CSV file with
+    Windows ones: each line a diff of the file and its deduplicated copy, where only the
+    removed records differ. Each file now keeps the line ends it was read with."""
+    records = [(row[0], " ".join(row[1:3]).replace(",", "")) for row in rows(LISTINGS)[1:]]
+    written = {
+        "listings.csv": ["id,text", *(f"{i},{text}" for i, text in records)],
+        "listings.txt": [f"{i} {text}" for i, text in records],
+        "listings.jsonl": [json.dumps({"id": i, "text": text}) for i, text in records],
+        "listings.tsv": ["id\ttext", *(f"{i}\t{text}" for i, text in records)],
+    }[name]
+    (tmp_path / name).write_bytes(newline.join([*written, ""]).encode())
+    env = {"NEARDUP_STORE": "sqlite:///lines.db"}
+    assert neardup("index", name, cwd=tmp_path, env=env).returncode == 0
+    result = neardup("dedup", name, "-o", f"kept-{name}", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    kept = (tmp_path / f"kept-{name}").read_bytes().decode()
+    removed = ("12346", "12348", "12350")
+    assert kept == newline.join([*(w for w in written if not any(i in w for i in removed)), ""])
+
+
 def test_the_output_is_written_in_the_format_its_name_asks_for(folder: Path) -> None:
     """A csv file's records written to kept.tsv are tab-separated, to kept.jsonl JSON lines;
     a format the records cannot be written in is a one-line error that writes nothing."""
