@@ -11,7 +11,7 @@ from typing import ClassVar
 import pytest
 
 from neardup import api
-from neardup.errors import NeardupError, StoreFull, StoreUnavailable
+from neardup.errors import NeardupError, StoreChanged, StoreFull, StoreUnavailable
 from neardup.fingerprint import FingerprintParams, fingerprint
 from neardup.readers import Record
 from neardup.stores import Document, TokenField, open_store
@@ -331,3 +331,38 @@ def test_an_index_of_another_application_is_left_as_it_is(
     assert mapping == own
     count = elasticsearch_server.request("GET", f"{index}/_count").json()["count"]
     assert count == 0
+
+
+@pytest.mark.parametrize("written", [False, True], ids=["unchanged", "written meanwhile"])
+def test_a_report_that_loses_its_point_in_time_goes_on_only_in_the_same_state(
+    elasticsearch_url, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, written: bool
+) -> None:
+    """A node that leaves takes a report's point in time with it, and the report's next search
+    opens another, which shows the index as it is then. It went on with records of two states;
+    now, where records were written meanwhile, it says so in one line, and where none were,
+    it goes on with the same answer. The point in time is closed here, between the report's
+    reading of its records and of their shingles' counts, as a node that leaves closes it."""
+    first = corpus(tmp_path / "first.txt", 300)
+    second = corpus(tmp_path / "second.txt", 200, seed=12)
+    api.index([first], elasticsearch_url)
+    expected = api.report(elasticsearch_url)
+    with open_store(elasticsearch_url) as store:
+        engine = type(store)
+    counts, lost = engine._frequencies, []
+
+    def lost_first(store, keys):
+        point = store._snapshot.get()
+        if not lost:
+            store.es.close_point_in_time(id=point.id)
+            if written:
+                api.index([second], elasticsearch_url)
+            lost.append(point.id)
+        return counts(store, keys)
+
+    monkeypatch.setattr(engine, "_frequencies", lost_first)
+    if written:
+        with pytest.raises(StoreChanged, match="lost with a node, and records were written"):
+            api.report(elasticsearch_url)
+    else:
+        assert api.report(elasticsearch_url) == expected
+    assert lost  # the place met

@@ -35,7 +35,7 @@ from elasticsearch import (
     helpers,
 )
 
-from ..errors import NeardupError, NoStore, StoreFull, StoreUnavailable
+from ..errors import NeardupError, NoStore, StoreChanged, StoreFull, StoreUnavailable
 from ..fingerprint import Counted, FingerprintParams, TokenField
 from ..phrases import counted
 from .base import (
@@ -67,6 +67,14 @@ RECORD_FIELDS = ["id", "content", "md5_hash", "first_word", "num_words"]
 _OWN_FIELDS = {*elasticsearch_mapping()["properties"], *LEGACY_FIELD_NAMES.values()}
 PAGE = 1000
 KEEP_ALIVE = "5m"
+# What sums up the state a point in time shows: its records, and the sum and the largest of
+# their sequence numbers, which every write raises on its shard (exact: a double holds integer
+# sums up to 2**53, in any order).
+STATE_REQUEST = {
+    "size": 0,
+    "track_total_hits": True,
+    "aggs": {"seq_no": {"stats": {"field": "_seq_no"}}},
+}
 # Records per page of a walk for MD5s only (doc values, no _source): the most a page may hold.
 DIGEST_PAGE = 10_000
 # Buckets per terms aggregation, sub-buckets included: the default search.max_buckets. A
@@ -132,18 +140,42 @@ def index_name_problem(name: str) -> str | None:
 class _PointInTime:
     """A point in time that searches read (a :meth:`ElasticsearchStore.snapshot`'s, or a
     walk's own), opened at the first; one that a lost node took, or whose reader is done, is
-    closed, and the next search opens another. Shared by the threads of a snapshot's work."""
+    closed, and the next search opens another. Shared by the threads of a snapshot's work.
 
-    def __init__(self) -> None:
+    A snapshot's (``held``) must show one state throughout, and the one opened after a loss
+    shows the index as it is then: the first is summed up when opened (:func:`_state_of`),
+    and one opened again that sums up otherwise raises StoreChanged."""
+
+    def __init__(self, held: bool = False) -> None:
         self.id: str | None = None
+        self._held = held
+        self._state: tuple[int, float, float] | None = None
         self._lock = threading.Lock()
 
-    def where(self, store: ElasticsearchStore) -> dict[str, Any]:
-        """A search's ``pit`` parameter."""
+    def where(self, store: ElasticsearchStore) -> str:
+        """The id a search names."""
         with self._lock:
             if self.id is None:
-                self.id = store._open_point_in_time()
-            return {"pit": {"id": self.id, "keep_alive": KEEP_ALIVE}}
+                opened = store._open_point_in_time()
+                try:
+                    self.id = self._checked(store, opened) if self._held else opened
+                except BaseException:
+                    store._close_point_in_time(opened)
+                    raise
+            return self.id
+
+    def _checked(self, store: ElasticsearchStore, pit: str) -> str:
+        """``pit`` (as its answer names it), if it shows the state the first one showed."""
+        answer = store._search_once(pit, **STATE_REQUEST)
+        state = _state_of(answer)
+        if self._state is None:
+            self._state = state
+        elif state != self._state:
+            raise StoreChanged(
+                "the point in time it read was lost with a node, and records were written or "
+                "deleted before another was opened"
+            )
+        return answer.get("pit_id", pit)
 
     def answered(self, answer: Mapping[str, Any]) -> None:
         """The id an answer gives, which the next search names (it may change)."""
@@ -244,11 +276,9 @@ class ElasticsearchStore(Store):
         another."""
 
         def ask() -> dict[str, Any]:
-            where = {"index": self.index} if point is None else point.where(self)
+            pit = None if point is None else point.where(self)
             try:
-                answer = _whole(
-                    self.es.search(allow_partial_search_results=False, **where, **request)
-                )
+                answer = self._search_once(pit, **request)
             except (ApiError, elastic_transport.TransportError, _ShardsMissing) as exc:
                 if point is not None and _transient(exc, self.nodes):
                     point.lost(self)
@@ -259,6 +289,13 @@ class ElasticsearchStore(Store):
 
         return self._failover(ask)
 
+    def _search_once(self, pit: str | None, **request: Any) -> dict[str, Any]:
+        """One search of every shard, of the index or of point in time ``pit``."""
+        where = (
+            {"index": self.index} if pit is None else {"pit": {"id": pit, "keep_alive": KEEP_ALIVE}}
+        )
+        return _whole(self.es.search(allow_partial_search_results=False, **where, **request))
+
     # --- one state for a report's reads (Store.snapshot) ------------------------------------------
 
     @contextmanager
@@ -267,11 +304,12 @@ class ElasticsearchStore(Store):
         shows what was written at each refresh, every second while a run writes, and a report
         read the records of several states. For this thread and the threads its work starts
         (:func:`~neardup.stores.base.ordered_map`), not the service's other requests. A lost
-        node takes the point in time with it: the searches after it read a new one."""
+        node takes the point in time with it: the searches after it read a new one, and raise
+        StoreChanged if records were written meanwhile (:class:`_PointInTime`)."""
         if self._snapshot.get() is not None:
             yield
             return
-        point = _PointInTime()
+        point = _PointInTime(held=True)
         token = self._snapshot.set(point)
         try:
             yield
@@ -902,3 +940,9 @@ def _reason(body: Any) -> str | None:
         cause = causes[0] if causes else error
         return cause.get("reason") or error.get("reason") or error.get("type")
     return str(error)
+
+
+def _state_of(answer: Mapping[str, Any]) -> tuple[int, float, float]:
+    """What a STATE_REQUEST's answer says of the state searched."""
+    stats = answer["aggregations"]["seq_no"]
+    return answer["hits"]["total"]["value"], stats["sum"], stats["max"] or 0.0
