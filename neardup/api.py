@@ -581,7 +581,14 @@ def _threshold_read(source: Store, chosen: MatchRules) -> Found:
     for _ in range(THRESHOLD_READS - 1):
         with suppress(StoreChanged):
             return find_pairs(source, source.params, chosen)
-    return find_pairs(source, source.params, chosen)
+    try:
+        return find_pairs(source, source.params, chosen)
+    except StoreChanged as changed:  # said of what the user asked for, not of a report
+        raise StoreChanged(
+            changed.what,
+            f"its threshold was read from its records, each of {THRESHOLD_READS} times",
+            "ask",
+        ) from None
 
 
 # One thread of a process at a time reads a store's automatic threshold (by store URL); the

@@ -30,9 +30,12 @@ class StoreChanged(NeardupError):
     or rewrote records it read meanwhile, which a store's snapshot cannot show as they were
     (Solr's, :meth:`neardup.stores.solr.SolrStore.snapshot`)."""
 
-    def __init__(self, what: str = "") -> None:
-        what = f" ({what})" if what else ""
-        super().__init__(f"the store changed while the report read it{what}: run the report again")
+    def __init__(
+        self, what: str = "", reading: str = "the report read it", again: str = "run the report"
+    ) -> None:
+        self.what = what
+        said = f" ({what})" if what else ""
+        super().__init__(f"the store changed while {reading}{said}: {again} again")
 
 
 class UnknownRecord(NeardupError):

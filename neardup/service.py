@@ -42,6 +42,7 @@ from .errors import (
     InvalidParameter,
     NeardupError,
     ParameterMismatch,
+    StoreChanged,
     StoreFull,
     StoreUnavailable,
     UnknownRecord,
@@ -59,6 +60,7 @@ MAX_RECORDS = 10_000  # per request
 STATUS = {  # the first that the error is an instance of
     UnknownRecord: 404,
     ParameterMismatch: 409,
+    StoreChanged: 409,  # other writers meanwhile: the same request may succeed later
     StoreFull: 507,
     StoreUnavailable: 503,
     InvalidParameter: 400,

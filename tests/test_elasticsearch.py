@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from fastapi.testclient import TestClient
 
 from neardup import api
 from neardup.errors import NeardupError, StoreChanged, StoreFull, StoreUnavailable
 from neardup.fingerprint import FingerprintParams, fingerprint
 from neardup.readers import Record
+from neardup.service import create_app
 from neardup.stores import Document, TokenField, open_store
 from neardup.stores.base import LAYOUT, MEASURED_SETTINGS
 from neardup.stores.elasticsearch import SETTINGS_INDEX
@@ -366,3 +368,35 @@ def test_a_report_that_loses_its_point_in_time_goes_on_only_in_the_same_state(
     else:
         assert api.report(elasticsearch_url) == expected
     assert lost  # the place met
+
+
+def test_a_threshold_that_keeps_changing_while_read_is_a_conflict_to_ask_again(
+    elasticsearch_url, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A service's first lookup reads the store's threshold from its records, as a report
+    reads them. Where each read lost its point in time to a node and records were written
+    meanwhile, it answered 400, as if the request were wrong, and told the user to run a
+    report they never ran. It is 409, and says what changed while what was read."""
+    api.index([corpus(tmp_path / "records.txt", 200)], elasticsearch_url)
+    with open_store(elasticsearch_url) as store:
+        engine = type(store)
+    counts, reads = engine._frequencies, []
+
+    def written_each_time(store, keys):
+        point = store._snapshot.get()
+        if point is not None:  # a threshold's read, not the lookup's own
+            store.es.close_point_in_time(id=point.id)
+            api.add([Record(f"new-{len(reads)}", "a record written meanwhile")], elasticsearch_url)
+            reads.append(point.id)
+        return counts(store, keys)
+
+    monkeypatch.setattr(engine, "_frequencies", written_each_time)
+    with TestClient(create_app(elasticsearch_url)) as client:
+        answer = client.post("/lookup", json={"text": "a record written meanwhile"})
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["error"] == (
+        "the store changed while its threshold was read from its records, each of 3 times (the "
+        "point in time it read was lost with a node, and records were written or deleted "
+        "before another was opened): ask again"
+    )
+    assert len(reads) == 3
