@@ -184,12 +184,16 @@ def _shared_buckets(contents: Contents) -> Iterator[Held]:
     time; a content's key counts once however often it lists it (as a store counts a record's
     token once)."""
     keys = contents.keys
+    bits = min(8, max(0, int(np.ceil(np.log2(max(1.0, len(keys) / PARTITION_KEYS))))))
+    if not bits:  # one range: every key in order, each content's after the one before
+        numbers = np.arange(len(contents.sizes), dtype=np.int32)
+        yield _distinct_buckets(keys, np.repeat(numbers, contents.sizes))
+        return
     offsets = np.r_[0, np.cumsum(contents.sizes)]
     # Each key's partition, by its top bits (keys are hashes): a byte each, made a slice at a
     # time, where one expression over all the keys would make a uint64 copy of them.
-    bits = min(8, max(0, int(np.ceil(np.log2(max(1.0, len(keys) / PARTITION_KEYS))))))
-    part_of = np.zeros(len(keys), dtype=np.uint8)
-    for at in range(0, len(keys), PARTITION_KEYS) if bits else ():
+    part_of = np.empty(len(keys), dtype=np.uint8)
+    for at in range(0, len(keys), PARTITION_KEYS):
         part_of[at : at + PARTITION_KEYS] = keys[at : at + PARTITION_KEYS].view(np.uint64) >> (
             np.uint64(64 - bits)
         )
