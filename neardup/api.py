@@ -1091,33 +1091,51 @@ def report(
     with opened(store) as source:
         if exact:
             return _exact_report(source, rules, preset, progress)
-        chosen = match_rules(source.params, source.settings, rules, preset_name=preset)
-        checked = _read_from_checks(source, chosen) if chosen.to_choose else None
-        if checked:
-            chosen = replace(chosen, threshold=checked.threshold)
-        with source.snapshot():  # the recall's contents are those of the pairs' records
-            found = find_pairs(source, source.params, chosen, strategy, progress=progress)
-            recall = None
-            if found.rules.threshold is not None and _bands_may_miss(source, found.rules):
-                recall = _candidate_recall(source, found.pairs, found.rules.similarity)
-        found = _remembered(source, found)
-        if choice := found.choice or checked:  # made now: said, remembered or not
-            how = f"auto: {_how(choice)}"
-        else:
-            how = _threshold_source(source, preset, rules, found.rules)
-        left_out = asdict(found.left_out) if found.left_out else None
-        nearest = None if found.nearest is None else found.nearest.tolist()
-        measured = Measured(
-            found.histogram.tolist(),
-            found.rules.threshold,
-            how,
-            found.seconds,
-            left_out,
-            nearest,
-            recall,
-        )
-        source.remember({"last_report": asdict(measured)})
-        return found.pairs
+        return _measured_report(source, rules, preset, strategy, progress)[0]
+
+
+def _measured_report(
+    source: Store,
+    rules: RulesRequest,
+    preset: str | None,
+    strategy: Strategy = "auto",
+    progress: bool = False,
+    estimate_recall: bool = False,
+) -> tuple[list[Pair], Measured, MatchRules]:
+    """:func:`report`'s pairs, what it measured (remembered as the store's last report) and
+    the rules it applied; with ``estimate_recall``, the candidate recall estimated wherever
+    the candidates are the bands, not only where they may miss pairs."""
+    chosen = match_rules(source.params, source.settings, rules, preset_name=preset)
+    checked = _read_from_checks(source, chosen) if chosen.to_choose else None
+    if checked:
+        chosen = replace(chosen, threshold=checked.threshold)
+    with source.snapshot():  # the recall's contents are those of the pairs' records
+        found = find_pairs(source, source.params, chosen, strategy, progress=progress)
+        recall = None
+        applied = found.rules
+        if applied.threshold is not None and (
+            _bands_may_miss(source, applied)
+            or (estimate_recall and applied.method == TokenField.BANDS)
+        ):
+            recall = _candidate_recall(source, found.pairs, applied.similarity)
+    found = _remembered(source, found)
+    if choice := found.choice or checked:  # made now: said, remembered or not
+        how = f"auto: {_how(choice)}"
+    else:
+        how = _threshold_source(source, preset, rules, found.rules)
+    left_out = asdict(found.left_out) if found.left_out else None
+    nearest = None if found.nearest is None else found.nearest.tolist()
+    measured = Measured(
+        found.histogram.tolist(),
+        found.rules.threshold,
+        how,
+        found.seconds,
+        left_out,
+        nearest,
+        recall,
+    )
+    source.remember({"last_report": asdict(measured)})
+    return found.pairs, measured, found.rules
 
 
 # The candidate recall the bands are held to: a report whose bands make a pair of Jaccard at
@@ -1221,20 +1239,16 @@ def tune_store(
     with opened(store) as source:
         if threshold is None:
             source.remember({"threshold_choice": None})  # read it again from the records
-        pairs = report(source, preset=preset, rules=asked)
-        measured = last_report(source) or Measured([], None, "no report")
+        # What this report measured, read in its one state, not what the store remembers of
+        # the last report, which another process may have made since.
+        _, measured, rules = _measured_report(source, asked, preset, estimate_recall=True)
         params = source.params
         bands, rows = params.bands, params.rows_per_band
         chance = None
         # Only the bands' candidates miss pairs: a store that remembers the signature or
         # shingles as its method compares every record that shares one.
-        rules = rules_for(source, asked, preset)
         if measured.threshold is not None and rules.method == TokenField.BANDS:
             chance = float(candidate_probability(measured.threshold, bands, rows))
-            if measured.estimated_candidate_recall is None:  # the report found it not worth it
-                measured.estimated_candidate_recall = _candidate_recall(
-                    source, pairs, rules.similarity
-                )
         candidate_pairs = sum(measured.histogram)
         # The pairs the threshold was read from: the checks' where they speak for the store.
         checked = _checks_speaking_for(source, rules) if threshold is None else None
@@ -1272,6 +1286,8 @@ def _shingle_jaccards(store: Store, pairs: Sequence[Pair]) -> np.ndarray:
     """The Jaccard of each pair's shingle sets, their contents read from the store."""
     ids = sorted({i for p in pairs for i in (p.left_id, p.right_id)})
     contents = {i: record.content for i, record in store.get(ids).items()}
+    if len(contents) < len(ids):  # deleted meanwhile, which Solr's snapshot cannot show
+        raise StoreChanged(f"{counted(len(ids) - len(contents), 'record')} of its pairs deleted")
     distinct = sorted(set(contents.values()))
     number = {content: n for n, content in enumerate(distinct)}
     left = np.array([number[contents[p.left_id]] for p in pairs], dtype=np.int64)

@@ -35,6 +35,7 @@ from neardup.readers import Record, RecordReader
 from neardup.report import Pair, find_pairs
 from neardup.searcher import SIMILARITIES, MatchRules
 from neardup.stores import StoredRecord
+from neardup.stores.sqlite import SQLiteStore
 from neardup.tuning import (
     HISTOGRAM_BINS,
     KNEE,
@@ -102,6 +103,32 @@ def test_tune_store_at_a_threshold_keeps_the_stores_own(tmp_path: Path) -> None:
     lower = api.tune_store(url, threshold=0.3)
     assert lower.threshold == 0.3 and sum(lower.histogram) == sum(own.histogram)
     assert api.stats(url)["rules_in_effect"]["threshold"] == own.threshold
+
+
+def test_tune_store_estimates_the_recall_from_the_records_its_report_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tune --store` estimated the candidate recall once its report had ended, reading the
+    contents of the pairs' records again: another process that deleted one of them meanwhile
+    made it end in a traceback (KeyError). The estimate is made in the report's one state."""
+    records = tmp_path / "people.csv"
+    api.generate(2000, records, kind="people")
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    api.index([records], url)
+    expected = api.tune_store(url)
+    near = next(p for p in api.report(url) if p.kind == "near")
+    remember, deleted = SQLiteStore.remember, []
+
+    def deleted_after_the_report(store: SQLiteStore, settings: dict) -> None:
+        remember(store, settings)
+        if "last_report" in settings and not deleted:
+            deleted.append(api.delete([near.left_id], url))
+
+    monkeypatch.setattr(SQLiteStore, "remember", deleted_after_the_report)
+    tuned = api.tune_store(url)
+    assert deleted  # the delete landed between
+    assert tuned.estimated_candidate_recall == expected.estimated_candidate_recall
+    assert (tuned.threshold, tuned.histogram) == (expected.threshold, expected.histogram)
 
 
 def test_tune_cli_json_is_the_formula() -> None:

@@ -268,3 +268,25 @@ def test_a_report_whose_records_another_process_deletes_says_to_run_it_again(
     said = r"read it \(1 record of the 190 it read deleted or written again\): run the report"
     with pytest.raises(NeardupError, match=said):
         api.report(solr_url, strategy="join")
+
+
+def test_a_recall_estimate_whose_records_another_process_deletes_says_to_run_it_again(
+    solr_url, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tune --store` estimates its candidate recall from the contents of the records its
+    report listed, in the report's state. Solr's cannot show a record deleted meanwhile: the
+    estimate ended in a traceback (KeyError); it says to run it again, in one line."""
+    records = tmp_path / "people.csv"
+    api.generate(1000, records, kind="people")
+    api.index([records], solr_url)
+    estimate = api._candidate_recall
+
+    def deleted_first(store, pairs, similarity):
+        near = next(p for p in pairs if p.kind == "near")
+        api.delete([near.left_id], solr_url)
+        return estimate(store, pairs, similarity)
+
+    monkeypatch.setattr(api, "_candidate_recall", deleted_first)
+    said = r"read it \(1 record of its pairs deleted\): run the report again"
+    with pytest.raises(NeardupError, match=said):
+        api.tune_store(solr_url)
