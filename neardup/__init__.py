@@ -1,6 +1,7 @@
 """neardup: find near-duplicate records and documents with MinHash signatures in a store."""
 
 from .api import (
+    Report,
     add,
     apply_schema,
     dedup,
@@ -52,6 +53,7 @@ __all__ = [
     "Pair",
     "Record",
     "RecordReader",
+    "Report",
     "Searcher",
     "Store",
     "add",

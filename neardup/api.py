@@ -1078,8 +1078,9 @@ def report(
     exact: bool = False,
     strategy: Strategy = "auto",
     progress: bool = False,
-) -> list[Pair]:
-    """Every near-duplicate pair in the store, once each, sorted by ids.
+) -> Report:
+    """Every near-duplicate pair in the store, once each, sorted by ids, with the threshold
+    applied and what the report measured (:class:`Report`).
 
     With ``exact``, pairs come from every pair of contents (see :mod:`neardup.exact`) instead
     of the candidates: the same similarity and threshold (an automatic one is read from the
@@ -1091,7 +1092,8 @@ def report(
     with opened(store) as source:
         if exact:
             return _exact_report(source, rules, preset, progress)
-        return _measured_report(source, rules, preset, strategy, progress)[0]
+        pairs, measured, _ = _measured_report(source, rules, preset, strategy, progress)
+        return Report(pairs, measured.threshold, measured)
 
 
 def _measured_report(
@@ -1154,9 +1156,7 @@ def _bands_may_miss(store: Store, rules: MatchRules) -> bool:
     )
 
 
-def _exact_report(
-    source: Store, rules: RulesRequest, preset: str | None, progress: bool
-) -> list[Pair]:
+def _exact_report(source: Store, rules: RulesRequest, preset: str | None, progress: bool) -> Report:
     """Every pair at or above the store's threshold of its similarity (an automatic one read
     by a report, as lookups read it), from every pair of contents rather than the candidates."""
     chosen = rules_for(source, rules, preset)
@@ -1165,7 +1165,8 @@ def _exact_report(
     with source.snapshot():
         records = [r for batch in source.iter_records() for r in batch]
         weights = partial(shingle_weights, source)
-        return exact_pairs(records, source.params, chosen, weights, progress)
+        pairs = exact_pairs(records, source.params, chosen, weights, progress)
+    return Report(pairs, chosen.threshold, None)
 
 
 @dataclass
@@ -1204,6 +1205,19 @@ class Measured:
     def readable(self) -> bool:
         """Whether the histogram holds enough pairs to be worth showing."""
         return sum(self.histogram) >= MIN_CANDIDATES
+
+
+class Report(list[Pair]):
+    """What :func:`report` returns: its pairs (a list), with the threshold it applied and
+    what it measured (None for an exact report), as this report found them, whatever other
+    processes report meanwhile (:func:`last_report` is the store's last, whoever made it)."""
+
+    def __init__(
+        self, pairs: Iterable[Pair], threshold: float | None, measured: Measured | None
+    ) -> None:
+        super().__init__(pairs)
+        self.threshold = threshold
+        self.measured = measured
 
 
 def last_report(store: StoreRef = None) -> Measured | None:
@@ -1516,7 +1530,7 @@ def report_page(
     """A report's pairs as one self-contained HTML page (see :mod:`neardup.html`): summary,
     histogram of similarities with the threshold, groups with their word differences.
 
-    ``measured`` is what the report measured (:func:`last_report`, after :func:`report`): the
+    ``measured`` is what the report measured (its :attr:`Report.measured`): the
     page then shows every candidate pair's similarity and how the threshold was chosen; without
     it, the reported pairs' similarities. ``texts`` (by id, :func:`record_texts`) are the
     records' own texts, shown instead of the normalised contents."""
@@ -1853,8 +1867,8 @@ def evaluate(
         true_pairs = read_pairs(truth, lambda cells: set(cells) <= ids, encoding)
     else:
         with opened(store) as source:
-            reported = pairs_of(report(source, preset=preset, rules=rules))
-            measured = last_report(source)
+            reported_pairs = report(source, preset=preset, rules=rules)
+            reported, measured = pairs_of(reported_pairs), reported_pairs.measured
             true_pairs = read_pairs(
                 truth, lambda cells: len(source.get(cells)) == len(cells), encoding
             )
@@ -1955,7 +1969,7 @@ def demo(store: StoreRef = None) -> Demo:
         groups = clusters(pairs)
         looked_up = groups[0][0]
         matches = lookup(target, id=looked_up)
-        page = report_page(pairs, target, measured=last_report(target))
+        page = report_page(pairs, target, measured=pairs.measured)
         return Demo(target.url, summary, pairs, groups, originals, looked_up, matches, page)
 
 

@@ -347,11 +347,7 @@ def _report(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     # An exact report applies the store's threshold and keeps no histogram of its own.
-    measured = None if args.exact else api.last_report(args.store)
-    if args.exact:
-        threshold = api.rules_for(args.store, **_rules(args)).threshold
-    else:
-        threshold = measured.threshold if measured else None
+    measured, threshold = pairs.measured, pairs.threshold
     if args.html:
         page = api.report_page(
             pairs,

@@ -131,6 +131,35 @@ def test_tune_store_estimates_the_recall_from_the_records_its_report_read(
     assert (tuned.threshold, tuned.histogram) == (expected.threshold, expected.histogram)
 
 
+def test_a_report_says_the_threshold_it_applied_whatever_reports_land_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`neardup report` printed the threshold, the histogram and the review flags of the
+    store's last report, read once its own had ended: another process's report at a
+    threshold of its own (a nightly job's), landing between, was said as this one's. It says
+    what its own report measured."""
+    records = tmp_path / "people.csv"
+    api.generate(2000, records, kind="people")
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    api.index([records], url)
+    expected = neardup("report", "--store", url, "-o", str(tmp_path / "expected.tsv"))
+    remember, others = SQLiteStore.remember, []
+
+    def another_report_after(store: SQLiteStore, settings: dict) -> None:
+        remember(store, settings)
+        if "last_report" in settings and not others:
+            others.append(url)
+            api.report(url, rules={"threshold": 0.95})
+
+    monkeypatch.setattr(SQLiteStore, "remember", another_report_after)
+    reported = neardup("report", "--store", url, "-o", str(tmp_path / "reported.tsv"))
+    assert others  # the other report landed between
+    assert reported.stderr.splitlines()[1:-1] == expected.stderr.splitlines()[1:-1]
+    assert reported.stderr.splitlines()[1].startswith("threshold 0.")
+    files = [(tmp_path / f"{name}.tsv").read_text() for name in ("expected", "reported")]
+    assert files[0] == files[1]
+
+
 def test_tune_cli_json_is_the_formula() -> None:
     rows = json.loads(neardup("tune", "--threshold", "0.7", "--num-hashes", "64", "--json").stdout)
     assert [r["bands"] for r in rows] == [1, 2, 4, 8, 16, 32, 64]
