@@ -1113,8 +1113,7 @@ def _measured_report(
         chosen = replace(chosen, threshold=checked.threshold)
     with source.snapshot():  # the recall's contents are those of the pairs' records
         found = find_pairs(source, source.params, chosen, strategy, progress=progress)
-        recall = None
-        applied = found.rules
+        recall, applied = None, found.rules
         if applied.threshold is not None and (
             _bands_may_miss(source, applied)
             or (estimate_recall and applied.method == TokenField.BANDS)
@@ -1124,12 +1123,12 @@ def _measured_report(
     if choice := found.choice or checked:  # made now: said, remembered or not
         how = f"auto: {_how(choice)}"
     else:
-        how = _threshold_source(source, preset, rules, found.rules)
+        how = _threshold_source(source, preset, rules, applied)
     left_out = asdict(found.left_out) if found.left_out else None
     nearest = None if found.nearest is None else found.nearest.tolist()
     measured = Measured(
         found.histogram.tolist(),
-        found.rules.threshold,
+        applied.threshold,
         how,
         found.seconds,
         left_out,
@@ -1137,7 +1136,7 @@ def _measured_report(
         recall,
     )
     source.remember({"last_report": asdict(measured)})
-    return found.pairs, measured, found.rules
+    return found.pairs, measured, applied
 
 
 # The candidate recall the bands are held to: a report whose bands make a pair of Jaccard at

@@ -298,32 +298,25 @@ def record_writer(
         with _json_array(out, after + "\n") as add:
             yield lambda record: add(json_as_read(record.values))
         return
-    # Quoted where a value may hold a tab or a line break: CSV, and TSV from a quoted file or
-    # from CSV (a line break inside a TSV value would split its record), as Excel quotes them.
-    quoted = format == "csv" or (format == "tsv" and (read.quoted or read.format == "csv"))
-    names = read.header or read.fields
-    delimiter = read.delimiter if format == "csv" else "\t"
-    yield _record_writer(format, read, out, delimiter, names, quoted)
+    yield _record_writer(format, read, out)
 
 
-def _record_writer(
-    format: Format,
-    read: RecordReader,
-    out: IO[str],
-    delimiter: str,
-    names: Sequence[str],
-    quoted: bool,
-) -> Callable[[Record], None]:
-    fields, newline = read.fields, read.newline  # the file's line ends, kept
+def _record_writer(format: Format, read: RecordReader, out: IO[str]) -> Callable[[Record], None]:
+    newline = read.newline  # the file's line ends, kept
     if format in ("lines", "text"):  # the line as read: its spaces and tabs, an id alone
         return lambda record: out.write(f"{(record.values or {})[LINE]}{newline}")
     if format == "jsonl":
         return lambda record: out.write(json_as_read(record.values) + newline)
+    # Quoted where a value may hold a tab or a line break: CSV, and TSV from a quoted file or
+    # from CSV (a line break inside a TSV value would split its record), as Excel quotes them.
+    quoted = format == "csv" or (format == "tsv" and (read.quoted or read.format == "csv"))
+    delimiter = read.delimiter if format == "csv" else "\t"
     cells = (
         csv.writer(out, delimiter=delimiter, lineterminator=newline).writerow
         if quoted
         else lambda row: out.write("\t".join(row) + newline)
     )
+    fields, names = read.fields, read.header or read.fields
     header = [list(names)]
 
     def write(record: Record) -> None:
