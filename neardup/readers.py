@@ -122,8 +122,14 @@ STDIN = "-"  # a path that names standard input
 # A URL given for a file (https://…, s3://…), or a path made of one ("https:/…"): two letters or
 # more before the colon, where a Windows drive has one.
 _URL = re.compile(r"[a-z][a-z0-9+.-]+:/", re.IGNORECASE)
-_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
-_UTF32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
+# A file that starts with one of these byte order marks is read in its encoding, as UTF-8.
+# UTF-32's come first: its little-endian mark begins as UTF-16's does.
+_MARKED_ENCODINGS = {
+    codecs.BOM_UTF32_LE: "UTF-32",
+    codecs.BOM_UTF32_BE: "UTF-32",
+    codecs.BOM_UTF16_LE: "UTF-16",
+    codecs.BOM_UTF16_BE: "UTF-16",
+}
 GZIP_MAGIC = b"\x1f\x8b"
 BYTE_ORDER_MARK = "\ufeff"  # as text; in UTF-8, codecs.BOM_UTF8
 _SAVE_AS_TEXT = "save it as CSV UTF-8, or as tab-separated or JSON lines text"
@@ -210,7 +216,8 @@ def text_encoding(name: str | None) -> str:
     if written != _ASCII_SYNTAX.encode():
         raise NeardupError(
             f"--encoding {name} writes ASCII in bytes of its own; neardup reads encodings that "
-            "keep it (UTF-8, Windows and ISO code pages): save the file as UTF-8"
+            "keep it (UTF-8, Windows and ISO code pages), and UTF-16 and UTF-32 by the byte "
+            "order mark a file starts with (leave --encoding out): save the file as UTF-8"
         )
     return UTF8 if codec in ("utf-8", "utf-8-sig") else codec
 
@@ -348,6 +355,68 @@ def _peek(raw: IO[bytes], size: int) -> bytes:
     return raw.peek(size)[:size]  # type: ignore[attr-defined]
 
 
+def _marked_encoding(raw: IO[bytes]) -> str | None:
+    """UTF-16 or UTF-32, where a buffered file starts with its byte order mark (None where a
+    .gz is damaged before it: reading it says so)."""
+    try:
+        start = _peek(raw, 4)
+    except _DAMAGE:
+        return None
+    return next((name for mark, name in _MARKED_ENCODINGS.items() if start.startswith(mark)), None)
+
+
+def _undecodable(exc: UnicodeError) -> tuple[str, int]:
+    """Bytes of a UTF-16 or UTF-32 file that are none of its characters (half of one, where the
+    file was cut short) become a byte that is not UTF-8 either: their line is skipped and
+    counted as undecodable, as a UTF-8 file's is."""
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    return "\udcff", exc.end  # surrogateescape writes it as the byte 0xff
+
+
+codecs.register_error("neardup.undecodable", _undecodable)
+
+
+class _AsUtf8(io.RawIOBase):
+    """A UTF-16 or UTF-32 file's bytes, as a spreadsheet's "Unicode text" is saved, read as
+    UTF-8 with UTF-8's byte order mark: everything that reads a file's lines as bytes reads
+    it as it reads a UTF-8 file's."""
+
+    def __init__(self, source: IO[bytes], encoding: str) -> None:
+        super().__init__()
+        self.source = source
+        self._text = io.TextIOWrapper(
+            source, encoding=encoding, errors="neardup.undecodable", newline=""
+        )
+        self._pending = codecs.BOM_UTF8
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            text = self._text.read(SAMPLE_BYTES)
+            if not text:
+                return 0
+            self._pending = text.encode("utf-8", "surrogateescape")
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+    def close(self) -> None:
+        self._text.close()
+        super().close()
+
+
+def _position(raw: IO[bytes]) -> int:
+    """How far into the file as stored ``raw`` has read: a gzip file's compressed bytes, a
+    UTF-16 or UTF-32 file's own bytes."""
+    if isinstance(raw, io.BufferedReader) and isinstance(raw.raw, _AsUtf8):
+        return _position(raw.raw.source)
+    return raw.fileobj.tell() if isinstance(raw, gzip.GzipFile) else raw.tell()
+
+
 def _what_file_is(path: Path) -> _NotRecords | None:
     """:func:`_not_records` of a regular file's first bytes (None where it cannot be read:
     reading it says why)."""
@@ -464,9 +533,7 @@ class RecordReader:
         """How far into the file (compressed bytes for .gz) reading has gone, for progress bars."""
         if self._raw.closed or self.streamed:
             return self.size
-        return (
-            self._raw.fileobj.tell() if isinstance(self._raw, gzip.GzipFile) else self._raw.tell()
-        )
+        return _position(self._raw)
 
     def __iter__(self) -> Iterator[Record]:
         if self._first is not None:
@@ -525,19 +592,12 @@ class RecordReader:
         )
 
     def _refuse_what_cannot_be_read(self, start: bytes, sample: bytes) -> None:
-        """A file that starts with a UTF-16 or UTF-32 byte order mark (a spreadsheet's "Unicode
-        text"), or as a file that holds no records does (:func:`_not_records`), or is in another
-        encoding than it is read in, in one line, where its lines would be skipped one by one
-        as undecodable, its bytes read as a header, or its letters garbled."""
+        """A file that starts as a file that holds no records does (:func:`_not_records`), or
+        is in another encoding than it is read in, in one line, where its lines would be
+        skipped one by one as undecodable, its bytes read as a header, or its letters
+        garbled."""
         if kind := _not_records(start):  # with --format, or a name that misleads
             raise _not_records_error(file_name(self.path), kind)
-        boms = {"UTF-32": _UTF32_BOMS, "UTF-16": _UTF16_BOMS}  # UTF-32's begin as UTF-16's
-        marked = (name for name, marks in boms.items() if start.startswith(marks))
-        if encoding := next(marked, None):
-            raise NeardupError(
-                f"{file_name(self.path)} is {encoding} (it starts with its byte order mark); "
-                "neardup reads UTF-8: save it as UTF-8 (a spreadsheet's CSV UTF-8)"
-            )
         name = file_name(self.path)
         if self.encoding != UTF8:
             if where := utf8_letter(sample):
@@ -599,7 +659,19 @@ class RecordReader:
 
     def _open(self) -> IO[bytes]:
         """The file's bytes, decompressed where it is gzip's, whatever its name says (a download
-        saved without its .gz)."""
+        saved without its .gz), and as UTF-8 where it is UTF-16 or UTF-32."""
+        raw = self._decompressed()
+        if encoding := _marked_encoding(raw):
+            if self.encoding != UTF8:
+                raw.close()
+                raise NeardupError(
+                    f"{file_name(self.path)} is {encoding} (it starts with its byte order "
+                    f"mark), which neardup reads as it is: leave --encoding out"
+                )
+            return io.BufferedReader(_AsUtf8(raw, encoding), SAMPLE_BYTES)  # type: ignore[return-value]
+        return raw
+
+    def _decompressed(self) -> IO[bytes]:
         raw = self._opened()
         if isinstance(raw, gzip.GzipFile) or _peek(raw, 2) != GZIP_MAGIC:
             return raw

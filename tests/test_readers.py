@@ -956,28 +956,77 @@ def test_a_tab_separated_file_named_csv_is_read_by_its_fields(tmp_path: Path) ->
     assert reader.delimiter == "," and records[0].text == "x"
 
 
-@pytest.mark.parametrize(
-    ("name", "encoding", "said"),
-    [
-        ("a.tsv", "utf-16", "UTF-16"),
-        ("a.txt", "utf-16-be", "UTF-16"),
-        ("a.csv", "utf-32", "UTF-32"),
-    ],
+UNICODE_TEXT = (
+    "id\tname\tcity\r\n1\tJosé Müller\tZürich\r\n2\tJosé Müler\tZürich\r\n3\tAnna 北京\tRoma\r\n"
 )
-def test_a_file_in_utf16_or_utf32_is_one_error_before_anything_is_written(
-    tmp_path: Path, name: str, encoding: str, said: str
+UNICODE_RECORDS = [("1", "José Müller Zürich"), ("2", "José Müler Zürich"), ("3", "Anna 北京 Roma")]
+
+
+def marked(text: str, encoding: str) -> bytes:
+    """``text`` in ``encoding`` after its byte order mark, as Windows writes it (Python's
+    utf-16 and utf-32 write a mark of their own)."""
+    mark = {"utf-16-be": codecs.BOM_UTF16_BE, "utf-32-be": codecs.BOM_UTF32_BE}
+    return mark.get(encoding, b"") + text.encode(encoding)
+
+
+def as_format(name: str, text: str) -> str:
+    """UNICODE_TEXT's rows as a file of ``name``'s format."""
+    if ".csv" in name:
+        return text.replace("\t", ",")
+    if ".jsonl" in name:
+        rows = [line.split("\t") for line in text.splitlines()[1:]]
+        return "".join(json.dumps({"id": i, "name": n, "city": c}) + "\n" for i, n, c in rows)
+    return text
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-32-be"])
+@pytest.mark.parametrize("name", ["people.tsv", "people.tsv.gz", "people.csv", "people.jsonl"])
+def test_a_file_in_utf16_or_utf32_is_read_by_its_byte_order_mark(
+    tmp_path: Path, name: str, encoding: str
 ) -> None:
-    """A spreadsheet's "Unicode text" is UTF-16: a lines file of it was indexed as nothing,
-    every line skipped as undecodable, with exit status 0."""
-    text = "id\ttext\n1\tArt's Deli\n" if name.endswith(".tsv") else "1 Art's Deli\n"
-    if name.endswith(".csv"):
-        text = "id,text\n1,Art's Deli\n"
-    data = text.encode(encoding)
-    if encoding == "utf-16-be":  # a byte order mark of its own, as Windows writes it
-        data = codecs.BOM_UTF16_BE + data
-    write(tmp_path / name, data)
-    refused = neardup("index", name, "--store", "s.db", cwd=tmp_path)
-    assert_user_error(refused, f"{name} is {said} (it starts with its byte order mark)")
+    """A spreadsheet's "Unicode text" is UTF-16 with its byte order mark: it was refused, and
+    before that indexed as nothing, every line skipped as undecodable. Its records are read
+    as a UTF-8 file's are, and progress reaches the file's own size."""
+    data = marked(as_format(name, UNICODE_TEXT), encoding)
+    path = write(tmp_path / name, gzip.compress(data) if name.endswith(".gz") else data)
+    records, reader = read(path)
+    assert [(r.id, r.text) for r in records] == UNICODE_RECORDS
+    assert reader.skipped.total == 0
+    assert reader.bytes_read == reader.size == path.stat().st_size
+
+
+def test_a_utf16_file_cut_inside_a_character_skips_that_line_and_counts_it(
+    tmp_path: Path,
+) -> None:
+    """Half of a UTF-16 character where the file breaks off is no character: its line is
+    counted as undecodable, as a UTF-8 file's, and the lines before it are read."""
+    records, reader = read(write(tmp_path / "people.tsv", marked(UNICODE_TEXT, "utf-16")[:-3]))
+    assert [(r.id, r.text) for r in records] == UNICODE_RECORDS[:2]
+    assert reader.skipped.summary() == "1 (1 undecodable bytes); first: line 4 (undecodable bytes)"
+
+
+def test_a_utf16_file_indexes_and_is_written_back_in_utf8(tmp_path: Path) -> None:
+    """Whatever neardup writes is UTF-8: dedup writes such a file back in it, with the mark a
+    spreadsheet knows it by and the file's own line ends."""
+    write(tmp_path / "people.tsv", marked(UNICODE_TEXT, "utf-16"))
+    indexed = neardup("index", "people.tsv", "--store", "s.db", cwd=tmp_path)
+    assert "read 3, indexed 3, skipped none" in indexed.stderr
+    neardup("dedup", "people.tsv", "--store", "s.db", "-o", "kept.tsv", cwd=tmp_path)
+    kept = (tmp_path / "kept.tsv").read_bytes()
+    lines = UNICODE_TEXT.splitlines(keepends=True)
+    assert kept == codecs.BOM_UTF8 + "".join([lines[0], lines[1], lines[3]]).encode()
+
+
+def test_an_encoding_given_for_a_file_marked_utf16_is_one_error(tmp_path: Path) -> None:
+    write(tmp_path / "people.tsv", marked(UNICODE_TEXT, "utf-16"))
+    refused = neardup(
+        "index", "people.tsv", "--encoding", "latin-1", "--store", "s.db", cwd=tmp_path
+    )
+    assert_user_error(
+        refused,
+        "people.tsv is UTF-16 (it starts with its byte order mark), which neardup reads as it "
+        "is: leave --encoding out",
+    )
     assert not (tmp_path / "s.db").exists()
 
 
