@@ -583,9 +583,14 @@ def _measured(
 
 def _marks(low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """A mark for each group number up to the last that a side of the pairs holds."""
-    held = np.zeros(int(max(low.max(initial=-1), high.max(initial=-1))) + 1, dtype=bool)
+    held = np.zeros(_numbers_below(low, high), dtype=bool)
     held[low] = held[high] = True
     return held
+
+
+def _numbers_below(low: np.ndarray, high: np.ndarray) -> int:
+    """One more than the last group number the pairs hold: at most so many groups."""
+    return int(max(low.max(initial=-1), high.max(initial=-1))) + 1
 
 
 def _runs(groups_of: GroupsOf, low: np.ndarray, high: np.ndarray) -> Iterable[slice]:
@@ -595,7 +600,12 @@ def _runs(groups_of: GroupsOf, low: np.ndarray, high: np.ndarray) -> Iterable[sl
     sample = distinct(low[:1000])[:100]
     texts = [text for _, text in groups_of(sample).values()]
     mean_length = max(sum(map(len, texts)) / len(texts) if texts else 1, 1)
-    if np.count_nonzero(_marks(low, high)) * mean_length <= ONE_RUN_CHARACTERS:
+    # Groups are numbered below the store's contents: where all of them would fit, the pairs'
+    # own need not be counted (a pass over every pair, 0.24 s of 100,000 short records').
+    held = _numbers_below(low, high)
+    if held * mean_length > ONE_RUN_CHARACTERS:
+        held = np.count_nonzero(_marks(low, high))
+    if held * mean_length <= ONE_RUN_CHARACTERS:
         return [slice(0, len(low))] if len(low) else []
     return _chunks(low, high, max(1000, int(CHARACTERS_PER_RUN / mean_length)))
 
