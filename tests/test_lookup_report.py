@@ -853,6 +853,32 @@ def test_pairs_are_measured_in_runs_of_few_contents_each_fetched_once() -> None:
     assert list(_chunks(low[:0], high[:0], contents=1200)) == []
 
 
+def test_a_report_measured_in_runs_finds_what_one_run_finds(
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ONE_RUN_CHARACTERS of contents the pairs are measured and verified a run at a
+    time, each run's contents fetched again: the same pairs, similarities and threshold."""
+    api.index([corpus(tmp_path / "records.txt")], sqlite_url)
+    rules = MatchRules(auto_threshold=True, threshold=None)
+    report = importlib.import_module("neardup.report")  # the package names its function so
+    with api.opened(sqlite_url) as store:
+        whole = find_pairs(store, store.params, rules)
+        monkeypatch.setattr(report, "ONE_RUN_CHARACTERS", 2_000)
+        monkeypatch.setattr(report, "CHARACTERS_PER_RUN", 1_000)
+        runs: list[slice] = []
+        chunks = report._chunks
+
+        def small_runs(low: np.ndarray, high: np.ndarray, contents: int) -> list[slice]:
+            these = list(chunks(low, high, 60, step=20))  # runs of 60 contents or so
+            runs.extend(these)
+            return these
+
+        monkeypatch.setattr(report, "_chunks", small_runs)
+        in_runs = find_pairs(store, store.params, rules)
+    assert len(runs) > 10 and in_runs.pairs == whole.pairs and len(whole.pairs) > 10
+    assert in_runs.rules == whole.rules
+
+
 def test_a_given_threshold_verifies_while_measuring_and_finds_what_auto_found(
     sqlite_url: str, tmp_path: Path
 ) -> None:
