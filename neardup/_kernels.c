@@ -595,7 +595,7 @@ static inline void add_in_lanes(double lanes[4], const double *squares, const in
         lanes[2] += squares[at[i + 2]];
         lanes[3] += squares[at[i + 3]];
     }
-    for (int lane = 0; i < n; i++, lane++) lanes[lane] += squares[at[i]];
+    for (int64_t lane = 0; lane < (n & 3); lane++) lanes[lane] += squares[at[i + lane]];
 }
 
 /* Shared values gathered before their weights are added: a multiple of 4 (see add_in_lanes). */
