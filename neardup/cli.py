@@ -167,7 +167,8 @@ def _encoding_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--encoding",
         help="the files' character encoding, such as windows-1252 (a spreadsheet's plain CSV "
-        "on Windows) or latin-1 (default: utf-8; what neardup writes is UTF-8)",
+        "on Windows) or latin-1 (default: utf-8, or UTF-16 or UTF-32 where a file starts "
+        "with its byte order mark; what neardup writes is UTF-8)",
     )
 
 
