@@ -81,6 +81,7 @@ from .readers import (
     Reader,
     Record,
     RecordReader,
+    Records,
     SkipLog,
     file_name,
     ids_in,
@@ -769,18 +770,36 @@ def lookup_file(
     preset: str | None = None,
     rules: RulesRequest = None,
     collapse: bool = False,
+    each: Callable[[list[tuple[str, Match]]], None] | None = None,
 ) -> FileLookup:
     """Look up every record of some files (``-``: standard input) without adding them: each
     record's id with each of its stored duplicates, in file order. A record's own stored
-    version (the same id) is no duplicate of it, as for ``add(if_unique=True)``."""
+    version (the same id) is no duplicate of it, as for ``add(if_unique=True)``. With
+    ``each``, the matches are given to it a batch at a time as they are found, and not kept:
+    a stream's records are answered as they arrive (see :func:`neardup.indexer.batches`)."""
     files = _readers(paths, format, id_field, text_fields, encoding, _fields_indexed_with(store))
     summary = FileLookup()
-    records = (r for reader in files for r in reader)
+
+    def found(results: list[tuple[str, list[Match]]]) -> None:
+        matches = [(i, m) for i, record_matches in results for m in record_matches]
+        summary.records += len(results)
+        summary.with_duplicates += sum(1 for _, record_matches in results if record_matches)
+        summary.lines += len(matches)
+        if each is None:
+            summary.matches += matches
+        elif matches:
+            each(matches)
+
     looked_up = lookup_records(
-        records, store, preset=preset, rules=rules, collapse=collapse, skipped=summary.skipped
+        Records(files),
+        store,
+        preset=preset,
+        rules=rules,
+        collapse=collapse,
+        skipped=summary.skipped,
+        each=found,
     )
-    summary.records, summary.narrowed = len(looked_up.results), looked_up.narrowed
-    summary.matches = [(i, m) for i, matches in looked_up.results for m in matches]
+    summary.narrowed = looked_up.narrowed
     for reader in files:
         _account_for(reader, summary)
     return summary
@@ -794,13 +813,15 @@ def lookup_records(
     rules: RulesRequest = None,
     collapse: bool = False,
     skipped: SkipLog | None = None,
+    each: Callable[[list[tuple[str, list[Match]]]], None] | None = None,
 ) -> Lookups:
     """Look up records without adding them: each record's id with its stored duplicates, in
     order. A record whose text has no words is answered with none, or, given ``skipped``,
     counted there and left out. A record's own stored version (the same id) is no duplicate
     of it, as for ``add(if_unique=True)``. Where reading the store's contents once costs less
     than a lookup each, the records are joined with them: the same answers, but for records
-    whose tokens very many stored records share, joined by their rarer tokens and counted."""
+    whose tokens very many stored records share, joined by their rarer tokens and counted.
+    With ``each``, each batch's answers are given to it as they are found, and not kept."""
     found: list[tuple[str, list[Match]]] = []
     with opened(store) as source:
         searcher = Searcher(source, source.params, rules_for(source, rules, preset))
@@ -809,12 +830,17 @@ def lookup_records(
             fps = fingerprint_batch([r.text for r in batch], source.params)
             worded = [fp for fp in fps if fp.num_words]
             answers = iter(searcher.lookup_batch(worded, stored, reread=False))
+            results: list[tuple[str, list[Match]]] = []
             for record, fp in zip(batch, fps, strict=True):
                 if not fp.num_words and skipped is not None:
                     skipped.add(record.line, "no words after normalisation", record.source)
                     continue
                 matches = [m for m in next(answers) if m.id != record.id] if fp.num_words else []
-                found.append((record.id, collapse_copies(matches) if collapse else matches))
+                results.append((record.id, collapse_copies(matches) if collapse else matches))
+            if each is None:
+                found += results
+            else:
+                each(results)
         return Lookups(found, searcher.narrowed)
 
 
@@ -832,20 +858,22 @@ class FileLookup:
     """What :func:`lookup_file` found: each record's id with each of its stored duplicates, in
     file order; how many records it looked up; and what reading the files left to say."""
 
-    matches: list[tuple[str, Match]] = field(default_factory=list)
+    matches: list[tuple[str, Match]] = field(default_factory=list)  # unless given as found
     records: int = 0
+    with_duplicates: int = 0  # records that have stored duplicates
+    lines: int = 0  # (record, stored duplicate) pairs found
     skipped: SkipLog = field(default_factory=SkipLog)
     text: list[str] = field(default_factory=list)  # how each file was read, where neardup chose
     damaged: list[str] = field(default_factory=list)  # files whose rest could not be read
     narrowed: int = 0  # records looked up by their rarer tokens alone
 
     def describe(self) -> str:
-        found = len({record_id for record_id, _ in self.matches})
-        have = "has" if found == 1 else "have"
+        have = "has" if self.with_duplicates == 1 else "have"
         lines = [*self.text, narrowed_note(self.narrowed, "looked up")]
         return leading_lines(lines) + (
-            f"of {counted(self.records, 'record')} looked up, {found:,} {have} stored "
-            f"duplicates ({counted(len(self.matches), 'line')}); skipped {self.skipped.summary()}"
+            f"of {counted(self.records, 'record')} looked up, {self.with_duplicates:,} {have} "
+            f"stored duplicates ({counted(self.lines, 'line')}); skipped "
+            f"{self.skipped.summary()}"
         )
 
 

@@ -251,23 +251,25 @@ def _damaged(damaged: list[str], done: str) -> int:
 def _lookup(args: argparse.Namespace) -> int:
     """Find the stored duplicates of a record, of a new text, or of every record of a file."""
     if args.file:
-        looked_up = api.lookup_file(
-            [args.file],
-            args.store,
-            format=args.format,
-            id_field=args.id_field,
-            text_fields=args.text_fields,
-            encoding=args.encoding,
-            collapse=args.collapse_copies,
-            **_rules(args),
-        )
-        written_as = _matches_format(args)
-        with _output_file(args.output) as out:
-            output.write_file_matches(looked_up.matches, out, written_as)
+        with (
+            _output_file(args.output) as out,
+            output.file_matches_writer(out, _matches_format(args)) as write,
+        ):
+            looked_up = api.lookup_file(
+                [args.file],
+                args.store,
+                format=args.format,
+                id_field=args.id_field,
+                text_fields=args.text_fields,
+                encoding=args.encoding,
+                collapse=args.collapse_copies,
+                each=write,
+                **_rules(args),
+            )
         print(looked_up.describe(), file=sys.stderr)
         if looked_up.damaged:
             return _damaged(looked_up.damaged, "the records before it are looked up")
-        return 0 if looked_up.matches else NOTHING_FOUND
+        return 0 if looked_up.lines else NOTHING_FOUND
     text = api.standard_input().read() if args.text == "-" else args.text
     record = args.id or args.given_id
     try:

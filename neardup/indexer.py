@@ -326,8 +326,22 @@ class BackgroundWriter:
 
 
 def batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
+    """``records`` in lists of ``size``. The records of a stream (a reader, or
+    :class:`~neardup.readers.Records`, whose ``streamed`` is true) end a list sooner, where the
+    next has yet to arrive: records piped in one at a time are each handled as they arrive,
+    not once enough of them have come to fill a list."""
     iterator = iter(records)
-    while batch := list(islice(iterator, size)):
+    if not getattr(records, "streamed", False):
+        while batch := list(islice(iterator, size)):
+            yield batch
+        return
+    batch: list[Record] = []
+    for record in iterator:
+        batch.append(record)
+        if len(batch) == size or records.would_wait():  # type: ignore[attr-defined]
+            yield batch
+            batch = []
+    if batch:
         yield batch
 
 

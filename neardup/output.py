@@ -9,7 +9,7 @@ import math
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from functools import partial
 from operator import attrgetter
@@ -397,25 +397,47 @@ def match_table(matches: Sequence[Match]) -> str:
 
 def write_file_matches(
     found: Iterable[tuple[str, Match]], out: IO[str], format: ReportFormat = "tsv"
-) -> int:
-    """A lookup of a file's records: one line per (record, stored duplicate). In TSV, as in
-    every TSV neardup writes, a yes or no is 1 or 0 and a list (``copies``) a JSON list; JSON
-    lines keep true, false and lists as they are."""
+) -> None:
+    """A lookup of a file's records: one line per (record, stored duplicate)."""
+    with file_matches_writer(out, format) as write:
+        write(found)
+
+
+@contextmanager
+def file_matches_writer(
+    out: IO[str], format: ReportFormat = "tsv"
+) -> Iterator[Callable[[Iterable[tuple[str, Match]]], None]]:
+    """What writes a lookup of a file's records a batch at a time, each batch flushed as it is
+    written (a stream's records answered as they arrive): one line per (record, stored
+    duplicate), the header with the first batch or, where none came, when the block ends
+    (nothing where it ends in an error). In TSV, as in every TSV neardup writes, a yes or no
+    is 1 or 0 and a list (``copies``) a JSON list; JSON lines keep true, false and lists as
+    they are."""
     columns = ["id", "stored_id", "exact", "edit_distance", "similarity", "shared_tokens", "copies"]
     listed = format in JSON_FORMATS
-    rows = (
-        (
-            record_id,
-            m.id,
-            m.exact if listed else int(m.exact),
-            m.edit_distance,
-            round(m.similarity, 6),
-            m.shared_tokens,
-            list(m.copies) if listed else _json_list(m.copies),
-        )
-        for record_id, m in found
-    )
-    return _write(rows, columns, out, format)
+    with ExitStack() as begun:
+        write_row: Callable[[Sequence[object]], None] | None = None
+
+        def write(found: Iterable[tuple[str, Match]]) -> None:
+            nonlocal write_row
+            if write_row is None:
+                write_row = begun.enter_context(row_writer(columns, out, format))
+            for record_id, m in found:
+                write_row(
+                    (
+                        record_id,
+                        m.id,
+                        m.exact if listed else int(m.exact),
+                        m.edit_distance,
+                        round(m.similarity, 6),
+                        m.shared_tokens,
+                        list(m.copies) if listed else _json_list(m.copies),
+                    )
+                )
+            out.flush()
+
+        yield write
+        write(())
 
 
 def _json_list(values: Sequence[str]) -> str:
