@@ -3,7 +3,9 @@ second thread, while the next batch is fingerprinted)."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
@@ -326,23 +328,77 @@ class BackgroundWriter:
 
 
 def batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
-    """``records`` in lists of ``size``. The records of a stream (a reader, or
-    :class:`~neardup.readers.Records`, whose ``streamed`` is true) end a list sooner, where the
-    next has yet to arrive: records piped in one at a time are each handled as they arrive,
-    not once enough of them have come to fill a list."""
-    iterator = iter(records)
-    if not getattr(records, "streamed", False):
-        while batch := list(islice(iterator, size)):
-            yield batch
+    """``records`` in lists of ``size``; the records of a stream (a reader, or
+    :class:`~neardup.readers.Records`, whose ``streamed`` is true) as they arrive
+    (:func:`_as_they_arrive`)."""
+    if getattr(records, "streamed", False):
+        yield from _as_they_arrive(records, size)
         return
-    batch: list[Record] = []
-    for record in iterator:
-        batch.append(record)
-        if len(batch) == size or records.would_wait():  # type: ignore[attr-defined]
-            yield batch
-            batch = []
-    if batch:
+    iterator = iter(records)
+    while batch := list(islice(iterator, size)):
         yield batch
+
+
+# How long a list of a stream's records waits for the next before it is handled: reading a
+# record that has arrived takes microseconds, so a reader still without one waits for input.
+ARRIVAL_WAIT = 0.001  # seconds
+
+
+def _as_they_arrive(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
+    """The records of a stream in lists of up to ``size``, read on a thread of their own: a
+    list ends where the reader waits for input (no record within ARRIVAL_WAIT), so records
+    piped in one at a time are each handled as they arrive, where a list waited to be full
+    or the stream to end. Whatever buffers them (a pipe, a decoder, a CSV reader), records
+    that have arrived are read at once, so a burst is one list. The reader holds at most two
+    lists ahead; its error, if any, is raised after the records before it."""
+    arrived: deque[Record] = deque()
+    changed = threading.Condition()
+    wanted = 1  # how many records the caller waits for: the reader wakes it once they came
+    ended: list[BaseException | None] = []  # [None] at the end, [error] where reading failed
+    stopped = False  # the caller took no more
+
+    def read() -> None:
+        end: BaseException | None = None
+        try:
+            for record in records:
+                arrived.append(record)  # one step: the lock only to wake, or wait for room
+                if len(arrived) >= wanted:
+                    with changed:
+                        changed.notify()
+                        while len(arrived) >= 2 * size and not stopped:
+                            changed.wait()
+                if stopped:
+                    return
+        except BaseException as exc:  # raised in the caller's thread, after the records before
+            end = exc
+        with changed:
+            ended.append(end)
+            changed.notify()
+
+    threading.Thread(target=read, name="neardup-arrivals", daemon=True).start()
+    batch: list[Record] = []
+    try:
+        while True:
+            with changed:
+                wanted = size - len(batch) if batch else 1
+                if len(arrived) < wanted and not ended:
+                    changed.wait(ARRIVAL_WAIT if batch else None)
+                came = bool(arrived)
+                while arrived and len(batch) < size:
+                    batch.append(arrived.popleft())
+                changed.notify()  # room for the reader
+                done = not arrived and bool(ended)
+            if batch and (len(batch) == size or done or not came):
+                yield batch
+                batch = []
+            if done:
+                if ended[0] is not None:
+                    raise ended[0]
+                return
+    finally:
+        with changed:
+            stopped = True
+            changed.notify()
 
 
 def index_records(

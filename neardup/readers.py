@@ -15,14 +15,13 @@ import io
 import json
 import os
 import re
-import select
 import shlex
 import stat
 import sys
 import zlib
 from bisect import insort
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, islice
 from pathlib import Path
@@ -413,21 +412,6 @@ class _AsUtf8(io.RawIOBase):
         super().close()
 
 
-# How long a stream's next bytes are waited for before what has arrived is handled.
-ARRIVAL_WAIT_MS = 10
-
-
-def _watch(stream: IO[bytes]) -> select.poll | Literal[False]:
-    """What tells whether bytes of a stream have arrived, or False where none can (no file
-    descriptor, as a test's standard input; no poll, as on Windows)."""
-    try:
-        watched = select.poll()
-        watched.register(stream.fileno(), select.POLLIN)
-    except (AttributeError, OSError, ValueError):
-        return False
-    return watched
-
-
 def _position(raw: IO[bytes]) -> int:
     """How far into the file as stored ``raw`` has read: a gzip file's compressed bytes, a
     UTF-16 or UTF-32 file's own bytes."""
@@ -504,7 +488,6 @@ class RecordReader:
         self.delimiter = "\t" if self.format == "tsv" else ","  # a csv file's: read from its header
         self.separator_line = ""  # a csv file's "sep=;" line before its header, if it has one
         self._raw = self._open()
-        self._watched: select.poll | Literal[False] | None = None  # see would_wait
         sample = self._sample()
         start = sample[:MAGIC_BYTES]
         self._refuse_what_cannot_be_read(start, sample)
@@ -576,18 +559,6 @@ class RecordReader:
 
     def close(self) -> None:
         self._raw.close()
-
-    def would_wait(self) -> bool:
-        """Whether reading the next record would wait for it to arrive: a stream (standard
-        input, a pipe) none of whose bytes arrive unread within ARRIVAL_WAIT_MS (a producer
-        that writes in bursts keeps its batches whole). Bytes already buffered here are not
-        seen, so it may say so early, never late; where a stream cannot be watched (a pipe on
-        Windows), no."""
-        if self._watched is None:
-            self._watched = _watch(self._raw) if self.streamed else False
-        if not self._watched or self._raw.closed:
-            return False
-        return not self._watched.poll(ARRIVAL_WAIT_MS)
 
     def _refuse_a_table_as_lines(self, sample: bytes) -> None:
         """Standard input, and a .txt file, are read as lines of ID TEXT unless --format says
@@ -956,10 +927,10 @@ class RecordReader:
         was named, the first rows decide which fields are text (see :meth:`_leave_out_noise`)."""
         objects = self.format in ("jsonl", "json")
         # The header read, or the first objects: an object holds the fields it has values for.
-        # Where the text fields are named, a stream's fields are checked against the objects
-        # that have arrived, so that its records are answered as they arrive.
-        arrived = self.would_wait if objects and not self.automatic_text else None
-        first, rows = _peeked(rows, SAMPLE_ROWS if objects else 1, arrived)
+        # Where the text fields are named, a stream's are checked against its first object, so
+        # that its records are answered as they arrive, not once 200 have come.
+        named = self.streamed and not self.automatic_text
+        first, rows = _peeked(rows, SAMPLE_ROWS if objects and not named else 1)
         if objects and first:
             keys = dict.fromkeys(key for values, _, _ in first for key in values)
             if paths := self._paths_named([values for values, _, _ in first]):
@@ -1161,21 +1132,16 @@ Reader = RecordReader | FolderReader
 
 
 class Records:
-    """The records of some files, one file after the other, saying whether the next may
-    wait for input to arrive (see :func:`neardup.indexer.batches`)."""
+    """The records of some files, one file after the other; ``streamed`` where one of them
+    is a stream (see :func:`neardup.indexer.batches`)."""
 
     def __init__(self, files: Sequence[Reader]) -> None:
         self.files = files
         self.streamed = any(reader.streamed for reader in files)
-        self._reading: Reader | None = None
 
     def __iter__(self) -> Iterator[Record]:
         for reader in self.files:
-            self._reading = reader
             yield from reader
-
-    def would_wait(self) -> bool:
-        return isinstance(self._reading, RecordReader) and self._reading.would_wait()
 
 
 # The formats whose files hold records, where a text file may be a document.
@@ -1441,32 +1407,20 @@ T = TypeVar("T")
 _DAMAGE = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
-def _read_ahead(
-    rows: Iterator[T], count: int, stop: Callable[[], bool] | None = None
-) -> tuple[list[T], BaseException | None]:
-    """Up to ``count`` rows, fewer where ``stop`` says so after one, and the damage that ended
-    them early, if any."""
+def _read_ahead(rows: Iterator[T], count: int) -> tuple[list[T], BaseException | None]:
+    """Up to ``count`` rows, and the damage that ended them early, if any."""
     read: list[T] = []
     try:
-        if stop is None:
-            read.extend(islice(rows, count))
-        else:
-            for row in islice(rows, count):
-                read.append(row)
-                if stop():
-                    break
+        read.extend(islice(rows, count))
     except (*_DAMAGE, BrokenOff) as exc:
         return read, exc
     return read, None
 
 
-def _peeked(
-    rows: Iterator[T], count: int, stop: Callable[[], bool] | None = None
-) -> tuple[list[T], Iterator[T]]:
-    """Up to ``count`` rows read ahead (see :func:`_read_ahead`), and every row from the first
-    on: the damage that ended the read ahead, if any, is raised once the rows before it are
-    read."""
-    ahead, damage = _read_ahead(rows, count, stop)
+def _peeked(rows: Iterator[T], count: int) -> tuple[list[T], Iterator[T]]:
+    """Up to ``count`` rows read ahead, and every row from the first on: the damage that
+    ended the read ahead, if any, is raised once the rows before it are read."""
+    ahead, damage = _read_ahead(rows, count)
     return ahead, chain(ahead, _raising(damage) if damage else rows)
 
 

@@ -73,6 +73,16 @@ def test_the_arriving_benchmark_judges_what_a_checked_index_keeps(
     assert (row[3] != "") == ("--arrive-by" in options)  # a lot's time, where they arrive in lots
 
 
+def test_the_piped_benchmark_reads_each_answer_of_records_written_one_at_a_time(
+    tmp_path: Path,
+) -> None:
+    """Each record is written only once the answer before it is read: a lookup that waited
+    for its input to end would never answer, and the run would fail."""
+    table = run("piped.py", "--records", "2000", "--arrivals", "20", "--folder", str(tmp_path))
+    row = table.splitlines()[-1].strip("| ").split(" | ")
+    assert row[:2] == ["2,000", "20"] and all(float(cell) > 0 for cell in row[2:])
+
+
 def test_the_linking_benchmark_scores_the_links_of_two_sources(tmp_path: Path) -> None:
     """People in two sources, a fifth of the second with no counterpart: the links read their
     threshold and find the copies' originals."""

@@ -134,30 +134,41 @@ def stored(url: str) -> set[str]:
 
 
 class Arriving:
-    """Records of a stream, with which of them are the last to have arrived for a while."""
+    """Records of a stream that pauses after some of them, as a program writing records one
+    at a time does, and may break off."""
 
     streamed = True
 
-    def __init__(self, count: int, pauses_after: set[int]) -> None:
-        self.count, self.pauses_after, self.read = count, pauses_after, 0
+    def __init__(self, count: int, pauses_after: set[int], error: Exception | None = None):
+        self.count, self.pauses_after, self.error = count, pauses_after, error
 
     def __iter__(self) -> Iterator[Record]:
         for number in range(1, self.count + 1):
-            self.read = number
             yield Record(str(number), "text", number)
+            if number in self.pauses_after:
+                time.sleep(0.2)  # far longer than a list waits for the next record
+        if self.error:
+            raise self.error
 
-    def would_wait(self) -> bool:
-        return self.read in self.pauses_after
+
+def test_a_streams_lists_end_where_it_pauses() -> None:
+    lists = [[int(r.id) for r in batch] for batch in batches(Arriving(40, {1, 3, 30}), 10)]
+    assert [n for batch in lists for n in batch] == list(range(1, 41))
+    assert max(map(len, lists)) <= 10
+    ends = {batch[-1] for batch in lists}
+    assert {1, 3, 30, 40} <= ends  # a pause ends a list (a busy machine may end more)
 
 
-def test_a_streams_batches_end_where_its_next_record_has_yet_to_arrive() -> None:
-    sizes = [len(batch) for batch in batches(Arriving(25, {1, 3, 20}), 10)]
-    assert sizes == [1, 2, 10, 7, 5]
+def test_a_streams_error_comes_after_the_records_before_it() -> None:
+    read: list[str] = []
+    with pytest.raises(ValueError, match="broken off"):
+        for batch in batches(Arriving(25, {5}, ValueError("broken off")), 10):
+            read += [r.id for r in batch]
+    assert read == [str(n) for n in range(1, 26)]
 
 
 def test_a_regular_files_batches_are_whole(tmp_path: Path) -> None:
     path = tmp_path / "records.txt"
     path.write_text("".join(f"{n} record number {n}\n" for n in range(25)))
     reader = RecordReader(path)
-    assert not reader.would_wait()
     assert [len(batch) for batch in batches(reader, 10)] == [10, 10, 5]
