@@ -392,9 +392,6 @@ class _AsUtf8(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def fileno(self) -> int:
-        return self.source.fileno()
-
     def readinto(self, buffer: Any) -> int:
         while not self._pending:
             read = self.source.read1(SAMPLE_BYTES)  # type: ignore[attr-defined]
