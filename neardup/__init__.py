@@ -11,6 +11,7 @@ from .api import (
     explain,
     generate,
     index,
+    label_sample,
     last_report,
     link,
     link_records,
@@ -24,6 +25,7 @@ from .api import (
     stats,
     tune,
     tune_store,
+    tune_with_labels,
 )
 from .errors import NeardupError
 from .fingerprint import Fingerprint, FingerprintParams, fingerprint, fingerprint_batch, normalize
@@ -69,6 +71,7 @@ __all__ = [
     "generate",
     "index",
     "index_records",
+    "label_sample",
     "last_report",
     "link",
     "link_records",
@@ -85,4 +88,5 @@ __all__ = [
     "stats",
     "tune",
     "tune_store",
+    "tune_with_labels",
 ]

@@ -35,7 +35,7 @@ from .errors import (
     StoreFull,
     TooManyPairs,
 )
-from .evaluate import Evaluation, pairs_of, plot, read_pairs
+from .evaluate import Evaluation, pairs_of, plot, read_judged, read_pairs
 from .evaluate import evaluate as score
 from .exact import exact_pairs
 from .explain import Explanation
@@ -68,8 +68,9 @@ from .indexer import (
     narrowed_note,
     with_words,
 )
+from .labels import Expected, best_threshold, chance_by_bin, expected_at, pairs_to_judge
 from .linkage import MutualBest
-from .output import record_writer
+from .output import ReportFormat, named_format, record_writer, whole_file, write_label_sample
 from .phrases import counted, leading_lines
 from .progress import progress_bar
 from .readers import (
@@ -121,6 +122,7 @@ from .settings import (
     check_threshold,
     choice_key,
     default_bands,
+    from_judged_pairs,
     match_rules,
     params_request,
     remembered_rules,
@@ -1305,6 +1307,150 @@ def tune_store(
     )
 
 
+# Pairs to judge are drawn from the candidate pairs at or above this similarity, or above a
+# higher one where more than JUDGE_POOL pairs lie above it: a report listing them holds each.
+JUDGE_FLOOR = 0.1
+JUDGE_POOL = 1_000_000
+
+
+@dataclass
+class LabelSample:
+    """Pairs for a person to judge (:func:`label_sample`), with their records' texts."""
+
+    pairs: list[Pair]  # in the order to show them
+    texts: dict[str, str]  # each record's content, as the store holds it
+    threshold: float  # read from the data: half the pairs were drawn around it
+    floor: float  # the least similarity of the pairs drawn from
+
+
+def label_sample(
+    store: StoreRef = None,
+    *,
+    count: int = 100,
+    seed: int = 1,
+    preset: str | None = None,
+    output: str | Path | None = None,
+    format: ReportFormat | None = None,
+) -> LabelSample:
+    """``count`` of the store's candidate pairs for a person to judge (all where fewer), half
+    drawn from every similarity from JUDGE_FLOOR up, half from around the threshold read from
+    the data (:func:`neardup.labels.pairs_to_judge`), exact copies aside; written to
+    ``output`` when given (in ``format``, else as its name says), never over a file of judged
+    pairs. It costs two reports: one that reads the threshold and counts the pairs, one that
+    lists the pairs from the floor."""
+    if count < 2:
+        raise InvalidParameter(f"a sample of pairs to judge needs at least 2, not {count}")
+    if output is not None and Path(output).is_file() and (held := _judged_in(output)):
+        raise NeardupError(
+            f"{output} holds {counted(held, 'judged pair')}: write the sample to another "
+            "file, and give both to --labels"
+        )
+    sample = _drawn_to_judge(store, count, seed, preset)
+    if output is not None:
+        with whole_file(output) as out:
+            write_label_sample(sample, out, format or named_format(str(output)) or "tsv")
+    return sample
+
+
+def _drawn_to_judge(store: StoreRef, count: int, seed: int, preset: str | None) -> LabelSample:
+    with opened(store) as source:
+        _, measured, rules = _measured_report(source, {"threshold": AUTO}, preset)
+        floor = _judge_floor(np.array(measured.histogram))
+        listed = find_pairs(source, source.params, replace(rules, threshold=floor))
+        near = [p for p in listed.pairs if p.kind == "near"]
+        similarities = np.array([p.similarity for p in near], dtype=np.float64)
+        threshold = FALLBACK_THRESHOLD if measured.threshold is None else measured.threshold
+        picked = [near[n] for n in pairs_to_judge(similarities, count, threshold, floor, seed)]
+        ids = sorted({i for p in picked for i in (p.left_id, p.right_id)})
+        texts = {i: record.content for i, record in source.get(ids).items()}
+    return LabelSample(picked, texts, threshold, floor)
+
+
+def _judge_floor(histogram: np.ndarray) -> float:
+    """The least similarity of the pairs to draw from: JUDGE_FLOOR, or the lowest bin edge
+    above which at most JUDGE_POOL candidate pairs lie."""
+    bins = len(histogram)
+    above = np.cumsum(histogram[::-1])[::-1]  # pairs from each bin up
+    first = max(round(JUDGE_FLOOR * bins), int(np.argmax(above <= JUDGE_POOL)))
+    return first / bins
+
+
+def _judged_in(path: str | Path) -> int:
+    """How many judged pairs a file holds (0 where it holds none, or is no file of them)."""
+    try:
+        return len(read_judged([path]).same)
+    except NeardupError:
+        return 0
+
+
+@dataclass
+class LabelTuning:
+    """The threshold that pairs a person judged choose (:func:`tune_with_labels`), what it
+    should give and what the threshold read from the data should give, by their judgement."""
+
+    threshold: float
+    precision: float  # expected at it, over the store's candidate pairs
+    recall: float
+    f1: float
+    auto: Expected | None  # the threshold read from the data, by the same judgement
+    same: int  # pairs judged the same record
+    different: int
+    blank: int  # rows left blank: not judged
+    candidate_pairs: int
+
+
+def tune_with_labels(
+    judged_files: str | Path | Sequence[str | Path],
+    store: StoreRef = None,
+    *,
+    encoding: str | None = None,
+    preset: str | None = None,
+) -> LabelTuning:
+    """The threshold whose F1 is highest by pairs a person judged (``judged_files``: see
+    :func:`neardup.evaluate.read_judged`), over the store's candidate pairs; the store
+    remembers it as its threshold for every command, as ``index --threshold`` does, until
+    another is given (``--threshold auto`` uses the one read from the data)."""
+    files = [judged_files] if isinstance(judged_files, str | Path) else list(judged_files)
+    judged = read_judged(files, encoding)
+    judged_file = ", ".join(map(str, files))
+    same = sum(judged.same)
+    different = len(judged.same) - same
+    if not same or not different:
+        kind = "different" if same else "the same" if different else "yet"
+        raise NeardupError(
+            f"{judged_file}: no pair is judged {kind} ({same} the same, {different} not, "
+            f"{judged.blank} blank): write yes or no in the same column of pairs of every "
+            "similarity, as tune --label-sample draws them"
+        )
+    with opened(store) as source:
+        _, measured, _ = _measured_report(source, {"threshold": AUTO}, preset)
+        histogram = np.array(measured.histogram)
+        chance = chance_by_bin(np.array(judged.similarity), np.array(judged.same), len(histogram))
+        best = best_threshold(histogram, chance)
+        auto = None
+        if measured.threshold is not None:
+            auto = expected_at(histogram, chance, measured.threshold)
+        # The threshold alone, over the rules index runs remembered: the others keep theirs.
+        kept = (source.settings or {}).get("rules") or {}
+        source.update_settings(
+            {
+                "rules": {**kept, "threshold": best.threshold, "auto_threshold": False},
+                "judged": {"threshold": best.threshold, "same": same, "different": different},
+            }
+        )
+    return LabelTuning(
+        best.threshold,
+        best.precision,
+        best.recall,
+        best.f1,
+        auto,
+        same,
+        different,
+        judged.blank,
+        int(histogram.sum()),
+    )
+
+
 # The near pairs a candidate recall is estimated from, at most: an even sample of a report's.
 ESTIMATE_PAIRS = 100_000
 
@@ -1604,6 +1750,8 @@ def _threshold_source(
         return "given for this report"
     if preset:
         return f"the {preset} preset's"
+    if judged := from_judged_pairs(store.settings, applied):
+        return judged
     if "threshold" in ((store.settings or {}).get("rules") or {}):
         return "the one the store was indexed for"
     return "the default"

@@ -468,6 +468,14 @@ def _eval(args: argparse.Namespace) -> int:
 @command("tune")
 def _tune(args: argparse.Namespace) -> int:
     """Choose a store's threshold from its candidate pairs, or LSH bands for a threshold."""
+    if args.label_sample is not None:
+        return _label_sample(args)
+    if args.labels:
+        tuned = api.tune_with_labels(
+            args.labels, args.store, encoding=args.encoding, preset=args.preset
+        )
+        print(json.dumps(asdict(tuned), indent=2) if args.json else output.label_tuning(tuned))
+        return 0
     if args.threshold is None or args.store is not None:  # the store: given, else as for any
         measured = api.tune_store(args.store, preset=args.preset, threshold=args.threshold)
         print(
@@ -476,6 +484,28 @@ def _tune(args: argparse.Namespace) -> int:
         return 0
     tuning = api.tune(args.threshold, args.num_hashes)
     print(output.tuning_json(tuning) if args.json else output.tuning_table(tuning))
+    return 0
+
+
+def _label_sample(args: argparse.Namespace) -> int:
+    """Write pairs for a person to judge, never over pairs judged before."""
+    sample = api.label_sample(
+        args.store,
+        count=args.label_sample,
+        preset=args.preset,
+        output=args.output,
+        format=args.format,
+    )
+    if args.output is None:
+        output.write_label_sample(sample, sys.stdout, args.format or "tsv")
+    written = f" written to {args.output}" if args.output else ""
+    print(
+        f"{counted(len(sample.pairs), 'pair')} to judge{written}, drawn from similarity "
+        f"{sample.floor:g} up, half of them within 0.15 of the "
+        f"threshold {sample.threshold:g} read from the data: write yes or no in each row's "
+        f"same column, then run neardup tune --labels FILE",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -904,6 +934,28 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument(
         "--num-hashes", type=int, default=defaults.num_hashes, help="K (default: %(default)s)"
     )
+    tune.add_argument(
+        "--label-sample",
+        type=int,
+        metavar="N",
+        help="write about N of the store's candidate pairs for a person to judge (a same "
+        "column to fill in with yes or no), half from every similarity, half from around "
+        "the threshold read from the data",
+    )
+    tune.add_argument(
+        "--labels",
+        nargs="+",
+        metavar="FILE",
+        help="choose the store's threshold from pairs a person judged (--label-sample's files, "
+        "filled in): the one whose F1 they make highest, remembered for every command",
+    )
+    tune.add_argument("-o", "--output", help="--label-sample's file (default: stdout)")
+    tune.add_argument(
+        "--format",
+        choices=output.REPORT_FORMATS,
+        help="--label-sample's (default: by -o's name, else tsv)",
+    )
+    tune.add_argument("--encoding", help="the --labels file's character encoding (default: utf-8)")
     tune.add_argument("--json", action="store_true", help="print JSON")
 
     generate = add("generate")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -110,6 +111,19 @@ def _opened(path: Path, encoding: str) -> IO[str]:
     return path.open(encoding=encoding, newline="")
 
 
+def _read_rows(
+    path: Path, codec: str, what: str
+) -> tuple[list[str], Iterable[list[str]] | Iterable[dict]]:
+    """:func:`_rows`, or one line saying why the file of ``what`` cannot be read."""
+    try:
+        return _rows(path, codec)
+    except UnicodeDecodeError as exc:
+        why = _not_utf8(path) if codec == UTF8 else f"it is not {codec} ({exc})"
+        raise NeardupError(f"cannot read {what} from {path}: {why}") from None
+    except (OSError, EOFError, json.JSONDecodeError) as exc:
+        raise NeardupError(f"cannot read {what} from {path}: {exc}") from None
+
+
 def _not_utf8(path: Path) -> str:
     """Why a pair file that is not UTF-8 cannot be read, and what to give."""
     with _opened(path, "latin-1") as file:  # its bytes, decompressed
@@ -131,14 +145,8 @@ def read_pairs(
     file's first line is its header, unless ``known`` says its first two cells are ids of
     records (a truth file written without a header): then it is the first pair. ``encoding``
     is the file's (UTF-8 without it)."""
-    path, codec = Path(path), text_encoding(encoding)
-    try:
-        header, rows = _rows(path, codec)
-    except UnicodeDecodeError as exc:
-        why = _not_utf8(path) if codec == UTF8 else f"it is not {encoding} ({exc})"
-        raise NeardupError(f"cannot read pairs from {path}: {why}") from None
-    except (OSError, EOFError, json.JSONDecodeError) as exc:
-        raise NeardupError(f"cannot read pairs from {path}: {exc}") from None
+    path = Path(path)
+    header, rows = _read_rows(path, text_encoding(encoding), "pairs")
     if groups := _groups_in(header, rows):
         return {_key(a, b): None for ids in groups for a, b in combinations(ids, 2)}
     first_line = 2
@@ -161,6 +169,67 @@ def read_pairs(
         except (KeyError, ValueError, TypeError):
             raise NeardupError(f"{path}: line {number} is not a pair") from None
     return pairs
+
+
+# What a person may write in a judged pair's ``same`` column, read without case or spaces.
+SAME = frozenset({"y", "yes", "1", "true", "same", "x"})
+DIFFERENT = frozenset({"n", "no", "0", "false", "different"})
+
+
+@dataclass
+class Judged:
+    """The pairs of a file a person judged: each pair's similarity and whether its records
+    are the same one, and how many rows they left blank."""
+
+    similarity: list[float] = field(default_factory=list)
+    same: list[bool] = field(default_factory=list)
+    blank: int = 0
+
+
+def read_judged(paths: Sequence[str | Path], encoding: str | None = None) -> Judged:
+    """The judged pairs of files with ``similarity`` and ``same`` columns (as ``neardup tune
+    --label-sample`` or a report with a column added writes them): yes or no in ``same`` (y,
+    1, true, same, x; n, 0, false, different), blank for a pair not judged. A pair repeated
+    counts once, as it was judged last."""
+    judged: dict[PairKey, tuple[float, bool]] = {}
+    blank: set[PairKey] = set()
+    for path in paths:
+        _judged_in(Path(path), text_encoding(encoding), judged, blank)
+    values = judged.values()
+    return Judged([s for s, _ in values], [y for _, y in values], len(blank - judged.keys()))
+
+
+def _judged_in(
+    path: Path, codec: str, judged: dict[PairKey, tuple[float, bool]], blank: set[PairKey]
+) -> None:
+    """Add the pairs judged in ``path`` to ``judged``, and those it left blank to ``blank``."""
+    header, rows = _read_rows(path, codec, "judged pairs")
+    missing = [c for c in ("left_id", "right_id", "similarity", "same") if c not in header]
+    if missing:
+        raise NeardupError(
+            f"{path}: judged pairs need the columns left_id, right_id, similarity and same "
+            f"(missing: {', '.join(missing)}), as neardup tune --label-sample writes them"
+        )
+    for number, row in enumerate(rows, start=2):
+        values = row if isinstance(row, dict) else dict(zip(header, row, strict=False))
+        given = values.get("same")
+        answer = "" if given is None else str(given).strip().casefold()
+        key = _key(str(values.get("left_id")), str(values.get("right_id")))
+        if not answer:
+            blank.add(key)
+            continue
+        if answer not in SAME | DIFFERENT:
+            raise NeardupError(
+                f"{path}: line {number}: same is {values['same']!r}: write yes or no (or leave "
+                "it blank)"
+            )
+        try:
+            similarity = float(values["similarity"])
+        except (ValueError, TypeError):
+            similarity = math.nan
+        if not 0 <= round(similarity, 6) <= 1:  # a sum of weights may pass 1 by a rounding
+            raise NeardupError(f"{path}: line {number} has no similarity from 0 to 1") from None
+        judged[key] = (similarity, answer in SAME)
 
 
 # The column a file of groups names each record's group by, beside its id: a report's

@@ -40,7 +40,7 @@ from .searcher import Match
 from .tuning import NEAREST_SPLIT, TUNE_POINTS, Tuning, candidate_probability
 
 if TYPE_CHECKING:  # the API imports this module: its types only for annotations
-    from .api import StoreTuning
+    from .api import LabelSample, LabelTuning, StoreTuning
 
 ReportFormat = Literal["tsv", "csv", "jsonl", "json"]
 REPORT_FORMATS: tuple[ReportFormat, ...] = ("tsv", "csv", "jsonl", "json")
@@ -377,6 +377,44 @@ def store_tuning(tuning: StoreTuning) -> str:
             "Jaccard of each pair reported"
         )
     lines.append("report --exact lists every pair at or above the threshold, those missed too")
+    return "\n".join(lines)
+
+
+def write_label_sample(sample: LabelSample, out: IO[str], format: ReportFormat = "tsv") -> int:
+    """``tune --label-sample``: one row per pair, its ``same`` column left blank for a person
+    to fill in, both records' texts beside it, and its similarity last, so that it is read
+    after the texts are."""
+    fields = ["same", "left_id", "right_id", "left_text", "right_text", "similarity"]
+    rows = (
+        (
+            "",
+            pair.left_id,
+            pair.right_id,
+            sample.texts.get(pair.left_id, ""),
+            sample.texts.get(pair.right_id, ""),
+            round(pair.similarity, 6),
+        )
+        for pair in sample.pairs
+    )
+    return _write(rows, fields, out, format)
+
+
+def label_tuning(tuned: LabelTuning) -> str:
+    """``tune --labels``: the threshold the judged pairs chose, and what it and the threshold
+    read from the data should give by them."""
+    lines = [
+        f"threshold {tuned.threshold:g}, remembered for every command: by "
+        f"{counted(tuned.same, 'pair')} judged the same and {tuned.different:,} not"
+        + (f" ({tuned.blank:,} left blank)" if tuned.blank else "")
+        + f", of the {tuned.candidate_pairs:,} candidate pairs it should list with precision "
+        f"{tuned.precision:.3f}, recall {tuned.recall:.3f}, F1 {tuned.f1:.3f}"
+    ]
+    if tuned.auto is not None:
+        lines.append(
+            f"the threshold read from the data, {tuned.auto.threshold:g}, by the same pairs: "
+            f"precision {tuned.auto.precision:.3f}, recall {tuned.auto.recall:.3f}, F1 "
+            f"{tuned.auto.f1:.3f} (--threshold auto uses it)"
+        )
     return "\n".join(lines)
 
 

@@ -196,10 +196,13 @@ def threshold_choice(settings: Mapping[str, Any] | None, rules: MatchRules) -> d
 
 def rule_sources(settings: Mapping[str, Any] | None, rules: MatchRules) -> dict[str, str]:
     """Where each rule of ``rules`` (:func:`match_rules` with no rules given) comes from on a
-    store with ``settings``: the index run that remembered it, the store's records (an automatic
-    threshold), or the default."""
+    store with ``settings``: the index run that remembered it, the pairs a person judged (a
+    threshold ``tune --labels`` remembered), the store's records (an automatic threshold), or
+    the default."""
     remembered = _renamed((settings or {}).get("rules") or {})
     sources = {name: "index" if name in remembered else "default" for name in RULE_NAMES}
+    if judged := from_judged_pairs(settings, rules):
+        sources["threshold"] = judged
     if rules.auto_threshold:
         choice = threshold_choice(settings, rules)
         sources["threshold"] = (
@@ -208,6 +211,15 @@ def rule_sources(settings: Mapping[str, Any] | None, rules: MatchRules) -> dict[
             else "auto: read from the records by the next command that needs it"
         )
     return sources
+
+
+def from_judged_pairs(settings: Mapping[str, Any] | None, rules: MatchRules) -> str | None:
+    """Where ``rules``' threshold comes from when ``tune --labels`` remembered it and nothing
+    has given the store another one since; else None."""
+    judged = (settings or {}).get("judged")
+    if not judged or rules.auto_threshold or rules.threshold != judged["threshold"]:
+        return None
+    return f"read from {judged['same']:,} pairs judged the same and {judged['different']:,} not"
 
 
 def _renamed(remembered: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,156 @@
+"""A threshold from pairs a person judged: the sample drawn for them, the fit of their answers,
+and the threshold a store keeps from it (`neardup tune --label-sample` and `--labels`)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from neardup import api
+from neardup.evaluate import read_pairs
+from neardup.generate import write_corpus
+from neardup.labels import (
+    best_threshold,
+    chance_by_bin,
+    expected_at,
+    increasing_fit,
+    pairs_to_judge,
+)
+from tests.runner import assert_user_error, neardup
+
+
+def test_the_fit_never_falls_as_the_similarity_rises() -> None:
+    values, fit = increasing_fit(np.array([0.4, 0.1, 0.3, 0.2]), np.array([1, 0, 0, 1]))
+    assert values.tolist() == [0.1, 0.2, 0.3, 0.4]
+    assert fit.tolist() == [0.0, 0.5, 0.5, 1.0]  # 0.2's yes and 0.3's no pooled
+
+
+def test_the_threshold_is_where_the_judged_pairs_change_their_answer() -> None:
+    histogram = np.zeros(50)
+    histogram[5:20] = 1_000  # many unlike pairs from 0.1 to 0.4
+    histogram[30:50] = 10  # a few duplicates from 0.6 up
+    similarities = np.array([0.15, 0.25, 0.35, 0.45, 0.62, 0.7, 0.9])
+    chance = chance_by_bin(similarities, np.array([0, 0, 0, 0, 1, 1, 1]), 50)
+    best = best_threshold(histogram, chance)
+    assert 0.46 <= best.threshold <= 0.6  # every bin between lists no pair: the highest edge
+    assert best.threshold == 0.6 and best.f1 > 0.99
+    lower = expected_at(histogram, chance, 0.3)
+    assert lower.recall == pytest.approx(1.0) and lower.precision < 0.1
+
+
+def test_the_sample_spreads_over_every_similarity_and_gathers_near_the_threshold() -> None:
+    similarities = np.random.default_rng(0).uniform(0.1, 1.0, 100_000)
+    picked = pairs_to_judge(similarities, 100, 0.6, 0.1, seed=3)
+    assert len(picked) == 100 and len(set(picked.tolist())) == 100
+    drawn = similarities[picked]
+    assert np.histogram(drawn, bins=9, range=(0.1, 1.0))[0].min() >= 5  # every stretch
+    assert np.mean(np.abs(drawn - 0.6) <= 0.15) >= 0.6  # half, and the spread's own share
+    assert pairs_to_judge(similarities, 100, 0.6, 0.1, seed=3).tolist() == picked.tolist()
+    assert sorted(picked.tolist()) != picked.tolist()  # shown in no order of similarity
+
+
+def _judged_by_truth(sample: Path, truth: Path, judged: Path, keep: int | None = None) -> None:
+    """``sample`` with its ``same`` column filled in as the truth says (the first ``keep``
+    rows; the rest left blank)."""
+    true = set(read_pairs(truth))
+    with sample.open(encoding="utf-8-sig", newline="") as file:
+        rows = list(csv.DictReader(file))
+    for number, row in enumerate(rows):
+        pair = tuple(sorted((row["left_id"], row["right_id"])))
+        if keep is None or number < keep:
+            row["same"] = "yes" if pair in true else "no"
+    with judged.open("w", encoding="utf-8", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+@pytest.fixture
+def people(tmp_path: Path) -> tuple[str, Path]:
+    """3,000 generated people indexed with no flags, and their true pairs."""
+    records, truth = tmp_path / "people.csv", tmp_path / "truth.tsv"
+    write_corpus(records, truth, 3_000, kind="people", seed=5)
+    url = f"sqlite:///{tmp_path / 'people.db'}"
+    api.index([records], url)
+    return url, truth
+
+
+def test_judged_pairs_set_the_threshold_every_command_uses(
+    people: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, truth = people
+    sample = tmp_path / "judge.csv"
+    result = neardup("tune", "--store", url, "--label-sample", "80", "-o", str(sample))
+    assert result.returncode == 0, result.stderr
+    assert "to judge written to" in result.stderr
+    with sample.open(encoding="utf-8-sig", newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert 70 <= len(rows) <= 80 and all(row["same"] == "" for row in rows)
+    assert list(rows[0]) == ["same", "left_id", "right_id", "left_text", "right_text", "similarity"]
+    judged = tmp_path / "judged.csv"
+    _judged_by_truth(sample, truth, judged)
+    tuned = neardup("tune", "--store", url, "--labels", str(judged))
+    assert tuned.returncode == 0, tuned.stderr
+    threshold = api.rules_for(url).threshold
+    assert f"threshold {threshold:g}, remembered for every command" in tuned.stdout
+    how = api.stats(url)["rules_from"]["threshold"]
+    assert how.startswith("read from") and "pairs judged the same" in how
+    pairs = api.report(url)
+    assert pairs.threshold == threshold and pairs.measured.how == how
+    found = {tuple(sorted((p.left_id, p.right_id))) for p in pairs}
+    true = set(read_pairs(truth))
+    assert 2 * len(found & true) / (len(found) + len(true)) >= 0.97
+    # An index run keeps it; a command given --threshold auto uses the one read from the data.
+    more = tmp_path / "more.tsv"
+    more.write_text("id\ttext\nnew-1\tan entirely new record about nothing in particular\n")
+    api.index([more], url)
+    assert api.rules_for(url).threshold == threshold
+    assert api.rules_for(url, {"threshold": "auto"}).auto_threshold
+
+
+def test_a_sample_is_never_written_over_judged_pairs(
+    people: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, truth = people
+    sample, judged = tmp_path / "judge.csv", tmp_path / "judged.csv"
+    sampled = neardup("tune", "--store", url, "--label-sample", "20", "-o", str(sample))
+    assert sampled.returncode == 0
+    _judged_by_truth(sample, truth, judged, keep=5)
+    before = judged.read_bytes()
+    again = neardup("tune", "--store", url, "--label-sample", "20", "-o", str(judged))
+    assert_user_error(again, "judged.csv holds 5 judged pairs: write the sample to another file")
+    assert judged.read_bytes() == before
+    # A sample nobody judged yet is replaced.
+    sampled = neardup("tune", "--store", url, "--label-sample", "20", "-o", str(sample))
+    assert sampled.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (["yes,a,b,0.9", "maybe,a,c,0.4"], "line 3: same is 'maybe': write yes or no"),
+        (["yes,a,b,high"], "line 2 has no similarity from 0 to 1"),
+        (["yes,a,b,0.9", "y,a,c,0.8"], "no pair is judged different (2 the same, 0 not"),
+        ([",a,b,0.9", ",a,c,0.2"], "no pair is judged yet (0 the same, 0 not, 2 blank)"),
+    ],
+)
+def test_judged_pairs_that_cannot_be_read_are_one_line_errors(
+    rows: list[str], message: str, people: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, _ = people
+    judged = tmp_path / "judged.csv"
+    judged.write_text("\n".join(["same,left_id,right_id,similarity", *rows]) + "\n")
+    before = api.stats(url)["rules_from"]["threshold"]
+    assert_user_error(neardup("tune", "--store", url, "--labels", str(judged)), message)
+    assert api.stats(url)["rules_from"]["threshold"] == before
+
+
+def test_judged_pairs_need_their_similarity(people: tuple[str, Path], tmp_path: Path) -> None:
+    url, _ = people
+    judged = tmp_path / "judged.tsv"
+    judged.write_text("left_id\tright_id\tsame\na\tb\tyes\n")
+    result = neardup("tune", "--store", url, "--labels", str(judged))
+    assert_user_error(result, "need the columns left_id, right_id, similarity and same")
