@@ -25,6 +25,7 @@ from .evaluate import (
     tsv_escape,
 )
 from .explain import Explanation
+from .labels import MIN_GAIN
 from .phrases import counted
 from .readers import (
     BYTE_ORDER_MARK,
@@ -409,7 +410,12 @@ def label_tuning(tuned: LabelTuning) -> str:
         + f", of the {tuned.candidate_pairs:,} candidate pairs it should list with precision "
         f"{tuned.precision:.3f}, recall {tuned.recall:.3f}, F1 {tuned.f1:.3f}"
     ]
-    if tuned.auto is not None:
+    if tuned.auto is not None and tuned.auto.threshold == tuned.threshold:
+        lines.append(
+            f"it is the threshold read from the data: no other is expected to give more than "
+            f"{MIN_GAIN:g} more F1"
+        )
+    elif tuned.auto is not None:
         lines.append(
             f"the threshold read from the data, {tuned.auto.threshold:g}, by the same pairs: "
             f"precision {tuned.auto.precision:.3f}, recall {tuned.auto.recall:.3f}, F1 "
