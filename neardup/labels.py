@@ -1,7 +1,7 @@
 """A threshold from pairs a person judged: which pairs to show them, and what their answers say.
 
-Where the similarities show no clear boundary (data of a kind nobody tuned neardup for), a
-hundred judged pairs place the threshold. The pairs are drawn from every similarity and, as
+Where the similarities show no clear boundary between duplicates and the rest, a hundred
+judged pairs place the threshold. The pairs are drawn from every similarity and, as
 many again, from around the threshold read from the data, where a judgement moves it most.
 Their answers give the chance that a pair of a given similarity is a duplicate (an isotonic
 fit: it never falls as the similarity rises), and the histogram of every candidate pair turns
