@@ -163,6 +163,21 @@ def test_judged_pairs_that_cannot_be_read_are_one_line_errors(
     assert api.stats(url)["rules_from"]["threshold"] == before
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--label-sample", "20", "--labels", "judged.csv"],
+        ["--labels", "judged.csv", "--threshold", "0.5"],
+    ],
+)
+def test_tune_asked_two_things_at_once_is_a_one_line_error(
+    flags: list[str], people: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, _ = people
+    result = neardup("tune", "--store", url, *flags, cwd=tmp_path)
+    assert_user_error(result, f"give one of {flags[0]}, {flags[2]}")
+
+
 def test_judged_pairs_need_their_similarity(people: tuple[str, Path], tmp_path: Path) -> None:
     url, _ = people
     judged = tmp_path / "judged.tsv"
