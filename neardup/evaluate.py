@@ -112,13 +112,15 @@ def _opened(path: Path, encoding: str) -> IO[str]:
 
 
 def _read_rows(
-    path: Path, codec: str, what: str
+    path: Path, encoding: str | None, what: str
 ) -> tuple[list[str], Iterable[list[str]] | Iterable[dict]]:
-    """:func:`_rows`, or one line saying why the file of ``what`` cannot be read."""
+    """:func:`_rows` of the file in ``encoding`` (UTF-8 without it), or one line saying why the
+    file of ``what`` cannot be read, naming the encoding as it was given."""
+    codec = text_encoding(encoding)
     try:
         return _rows(path, codec)
     except UnicodeDecodeError as exc:
-        why = _not_utf8(path) if codec == UTF8 else f"it is not {codec} ({exc})"
+        why = _not_utf8(path) if codec == UTF8 else f"it is not {encoding} ({exc})"
         raise NeardupError(f"cannot read {what} from {path}: {why}") from None
     except (OSError, EOFError, json.JSONDecodeError) as exc:
         raise NeardupError(f"cannot read {what} from {path}: {exc}") from None
@@ -146,7 +148,7 @@ def read_pairs(
     records (a truth file written without a header): then it is the first pair. ``encoding``
     is the file's (UTF-8 without it)."""
     path = Path(path)
-    header, rows = _read_rows(path, text_encoding(encoding), "pairs")
+    header, rows = _read_rows(path, encoding, "pairs")
     if groups := _groups_in(header, rows):
         return {_key(a, b): None for ids in groups for a, b in combinations(ids, 2)}
     first_line = 2
@@ -194,16 +196,19 @@ def read_judged(paths: Sequence[str | Path], encoding: str | None = None) -> Jud
     judged: dict[PairKey, tuple[float, bool]] = {}
     blank: set[PairKey] = set()
     for path in paths:
-        _judged_in(Path(path), text_encoding(encoding), judged, blank)
+        _judged_in(Path(path), encoding, judged, blank)
     values = judged.values()
     return Judged([s for s, _ in values], [y for _, y in values], len(blank - judged.keys()))
 
 
 def _judged_in(
-    path: Path, codec: str, judged: dict[PairKey, tuple[float, bool]], blank: set[PairKey]
+    path: Path,
+    encoding: str | None,
+    judged: dict[PairKey, tuple[float, bool]],
+    blank: set[PairKey],
 ) -> None:
     """Add the pairs judged in ``path`` to ``judged``, and those it left blank to ``blank``."""
-    header, rows = _read_rows(path, codec, "judged pairs")
+    header, rows = _read_rows(path, encoding, "judged pairs")
     missing = [c for c in ("left_id", "right_id", "similarity", "same") if c not in header]
     if missing:
         raise NeardupError(
@@ -220,15 +225,14 @@ def _judged_in(
             continue
         if answer not in SAME | DIFFERENT:
             raise NeardupError(
-                f"{path}: line {number}: same is {values['same']!r}: write yes or no (or leave "
-                "it blank)"
+                f"{path}: line {number}: same is {given!r}: write yes or no (or leave it blank)"
             )
         try:
             similarity = float(values["similarity"])
         except (ValueError, TypeError):
             similarity = math.nan
         if not 0 <= round(similarity, 6) <= 1:  # a sum of weights may pass 1 by a rounding
-            raise NeardupError(f"{path}: line {number} has no similarity from 0 to 1") from None
+            raise NeardupError(f"{path}: line {number} has no similarity from 0 to 1")
         judged[key] = (similarity, answer in SAME)
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from neardup import api
-from neardup.evaluate import read_pairs
+from neardup.errors import NeardupError
+from neardup.evaluate import read_judged, read_pairs
 from neardup.generate import write_corpus
 from neardup.labels import (
     best_threshold,
@@ -184,3 +185,11 @@ def test_judged_pairs_need_their_similarity(people: tuple[str, Path], tmp_path: 
     judged.write_text("left_id\tright_id\tsame\na\tb\tyes\n")
     result = neardup("tune", "--store", url, "--labels", str(judged))
     assert_user_error(result, "need the columns left_id, right_id, similarity and same")
+
+
+@pytest.mark.parametrize("read", [read_pairs, lambda path, encoding: read_judged([path], encoding)])
+def test_a_pair_file_not_in_its_encoding_names_the_encoding_given(read, tmp_path: Path) -> None:
+    path = tmp_path / "judged.csv"
+    path.write_bytes(b"same,left_id,right_id,similarity\nyes,caf\x81,b,0.9\n")  # 0x81: no cp1252
+    with pytest.raises(NeardupError, match="it is not windows-1252 "):
+        read(path, encoding="windows-1252")
