@@ -468,8 +468,11 @@ def _eval(args: argparse.Namespace) -> int:
 @command("tune")
 def _tune(args: argparse.Namespace) -> int:
     """Choose a store's threshold from its candidate pairs, or LSH bands for a threshold."""
-    asked = {"--label-sample": args.label_sample, "--labels": args.labels}
-    asked["--threshold"] = args.threshold
+    asked = {
+        "--label-sample": args.label_sample,
+        "--labels": args.labels,
+        "--threshold": args.threshold,
+    }
     given = [flag for flag, value in asked.items() if value is not None]
     if len(given) > 1:
         raise NeardupError(f"give one of {', '.join(given)}: each asks tune for another thing")
