@@ -1371,7 +1371,8 @@ def _judge_floor(histogram: np.ndarray) -> float:
     above which at most JUDGE_POOL candidate pairs lie."""
     bins = len(histogram)
     above = np.cumsum(histogram[::-1])[::-1]  # pairs from each bin up
-    first = max(round(JUDGE_FLOOR * bins), int(np.argmax(above <= JUDGE_POOL)))
+    fits = np.flatnonzero(above <= JUDGE_POOL)  # the last bin where even it holds more
+    first = max(round(JUDGE_FLOOR * bins), int(fits[0]) if len(fits) else bins - 1)
     return first / bins
 
 

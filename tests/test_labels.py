@@ -193,3 +193,14 @@ def test_a_pair_file_not_in_its_encoding_names_the_encoding_given(read, tmp_path
     path.write_bytes(b"same,left_id,right_id,similarity\nyes,caf\x81,b,0.9\n")  # 0x81: no cp1252
     with pytest.raises(NeardupError, match="it is not windows-1252 "):
         read(path, encoding="windows-1252")
+
+
+def test_pairs_to_judge_are_drawn_from_at_most_a_million() -> None:
+    from neardup.api import _judge_floor
+
+    assert _judge_floor(np.full(50, 100)) == 0.1
+    many = np.zeros(50, dtype=np.int64)
+    many[40:] = 600_000  # 1.2 million from 0.96, 0.6 million from 0.98
+    assert _judge_floor(many) == 0.98
+    many[49] = 2_000_000  # more than a million in the last bin alone: that bin
+    assert _judge_floor(many) == 0.98
