@@ -1270,6 +1270,10 @@ class StoreTuning(Measured):
     # Where the threshold is read from the pairs the store's checks measured (records checked
     # as they arrived): how many records they saw; the histogram is then theirs.
     checked_records: int | None = None
+    # Where the store keeps a threshold of its own (given at index, or judged), which every
+    # command applies in place of the one read here: that threshold, and where it came from.
+    kept_threshold: float | None = None
+    kept_how: str | None = None
 
 
 def tune_store(
@@ -1297,6 +1301,8 @@ def tune_store(
         checked = _checks_speaking_for(source, rules) if threshold is None else None
         if checked:
             measured.histogram, measured.nearest = checked["histogram"], checked["nearest"]
+        kept = match_rules(params, source.settings, None, preset_name=preset)
+        kept_how = None if kept.auto_threshold else _threshold_source(source, preset, None, kept)
     return StoreTuning(
         **asdict(measured),
         candidate_pairs=candidate_pairs,
@@ -1304,6 +1310,8 @@ def tune_store(
         rows=rows,
         candidate_probability=chance,
         checked_records=checked["records"] if checked else None,
+        kept_threshold=None if kept_how is None else kept.threshold,
+        kept_how=kept_how,
     )
 
 

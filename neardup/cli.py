@@ -928,7 +928,8 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument(
         "--store",
         help="measure this store's candidate pairs, show their similarities and choose its "
-        "threshold (remembered for lookups), as report --threshold auto does, and estimate "
+        "threshold as report --threshold auto does (the one every command applies, unless the "
+        "store keeps one given at index or judged: then both are shown), and estimate "
         "the share of the pairs at or above it that the candidates hold (default, without "
         f"--threshold: $NEARDUP_STORE, else {api.DEFAULT_STORE_URL})",
     )

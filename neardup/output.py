@@ -351,9 +351,17 @@ def stats_text(info: Mapping[str, object]) -> str:
 
 
 def store_tuning(tuning: StoreTuning) -> str:
-    """``tune --store``: the histogram and the threshold read from it, how many candidate pairs
-    the report measured, and what the store's bands promise at that threshold."""
+    """``tune --store``: the histogram and the threshold read from it, the store's own where it
+    keeps one, how many candidate pairs the report measured, and what the store's bands promise
+    at the threshold read."""
     lines = [histogram_text(tuning.histogram, tuning.threshold, tuning.how, tuning.nearest)]
+    if tuning.kept_how is not None:
+        kept = f"{tuning.kept_threshold:g}"
+        lines.append(
+            f"the store keeps its own threshold {kept} ({tuning.kept_how}), which every command "
+            f"applies; {tuning.threshold:g} is --threshold auto's (tune --store with --threshold "
+            f"{kept}: what the candidates hold at {kept})"
+        )
     if tuning.checked_records is None:
         lines.append(f"{tuning.candidate_pairs:,} candidate pairs of records measured")
     else:

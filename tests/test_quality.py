@@ -105,6 +105,30 @@ def test_tune_store_at_a_threshold_keeps_the_stores_own(tmp_path: Path) -> None:
     assert api.stats(url)["rules_in_effect"]["threshold"] == own.threshold
 
 
+def test_tune_store_says_the_store_keeps_a_threshold_given_at_index(tmp_path: Path) -> None:
+    """`tune --store` on a store indexed with --threshold printed only the threshold read from
+    the data, as if lookups would apply it: it names the store's own, which every command
+    applies, and leaves it as it was."""
+    records = tmp_path / "people.csv"
+    api.generate(2000, records, kind="people")
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    api.index([records], url, threshold=0.7)
+    tuned = neardup("tune", "--store", url)
+    assert tuned.returncode == 0, tuned.stderr
+    read = api.tune_store(url)
+    assert read.threshold != 0.7 and read.kept_threshold == 0.7
+    assert read.kept_how == "the one the store was indexed for"
+    assert (
+        "the store keeps its own threshold 0.7 (the one the store was indexed for), which every "
+        f"command applies; {read.threshold:g} is --threshold auto's"
+    ) in tuned.stdout
+    assert api.rules_for(url).threshold == 0.7
+    automatic = f"sqlite:///{tmp_path / 'auto.db'}"
+    api.index([records], automatic)
+    assert "keeps its own" not in neardup("tune", "--store", automatic).stdout
+    assert api.tune_store(automatic).kept_how is None
+
+
 def test_tune_store_estimates_the_recall_from_the_records_its_report_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
