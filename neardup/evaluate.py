@@ -1,6 +1,7 @@
 """How good a report is: precision, recall and F1 against a file of true pairs.
 
-Pair files are TSV, CSV or JSON lines with a header. The ids are the ``left_id`` and ``right_id``
+Pair files are TSV, CSV (separated as records are: commas, or a spreadsheet's semicolons) or JSON
+lines with a header. The ids are the ``left_id`` and ``right_id``
 columns when present, else the first two columns; a similarity is the ``similarity`` column, or one
 whose name contains ``jaccard``, when present. A pair counts once whatever its order.
 """
@@ -14,7 +15,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import combinations, pairwise
+from itertools import chain, combinations, pairwise
 from pathlib import Path
 from typing import IO
 
@@ -22,8 +23,10 @@ from .errors import NeardupError
 from .readers import (
     GZIP_MAGIC,
     SAMPLE_BYTES,
+    SEPARATOR_LINE,
     UTF8,
     code_page_byte,
+    csv_delimiter,
     held_byte,
     record_format,
     text_encoding,
@@ -90,7 +93,7 @@ def _rows(path: Path, encoding: str) -> tuple[list[str], Iterable[list[str]] | I
                 raise json.JSONDecodeError("not an array of pairs", text, 0)
             return (list(objects[0]) if objects else []), objects
         if format == "csv":
-            rows = [list(map(_spreadsheet_value, row)) for row in csv.reader(file)]
+            rows = _csv_rows(file)
         else:
             lines = (line.rstrip("\r\n") for line in file.read().split("\n"))
             rows = [
@@ -99,6 +102,26 @@ def _rows(path: Path, encoding: str) -> tuple[list[str], Iterable[list[str]] | I
                 if line
             ]
     return (rows[0] if rows else []), rows[1:]
+
+
+def _csv_rows(file: IO[str]) -> list[list[str]]:
+    """A CSV file's rows, separated as its first line says: a spreadsheet's ``sep=;`` line, or
+    the delimiter that makes the header more than one field (a spreadsheet saves semicolons
+    where the comma is the decimal separator), as records are read."""
+    first = file.readline()
+    if named := SEPARATOR_LINE.fullmatch(first.rstrip("\r\n")):
+        delimiter, lines = named[1], iter(file)
+    else:
+        delimiter, lines = csv_delimiter(first), chain([first], file)
+    return [list(map(_spreadsheet_value, row)) for row in csv.reader(lines, delimiter=delimiter)]
+
+
+def _number(value: object) -> float:
+    """A similarity as a file holds it: a JSON number, or text with a decimal point or, as a
+    spreadsheet saves it where that is the decimal separator, a comma (ValueError if neither)."""
+    if isinstance(value, str):
+        value = value.strip().replace(",", ".", 1) if "." not in value else value
+    return float(value)  # type: ignore[arg-type]
 
 
 def _opened(path: Path, encoding: str) -> IO[str]:
@@ -167,7 +190,7 @@ def read_pairs(
         values = row if isinstance(row, dict) else dict(zip(header, row, strict=False))
         try:
             a, b = str(values[left]), str(values[right])
-            pairs[_key(a, b)] = float(values[similarity]) if similarity else None
+            pairs[_key(a, b)] = _number(values[similarity]) if similarity else None
         except (KeyError, ValueError, TypeError):
             raise NeardupError(f"{path}: line {number} is not a pair") from None
     return pairs
@@ -228,7 +251,7 @@ def _judged_in(
                 f"{path}: line {number}: same is {given!r}: write yes or no (or leave it blank)"
             )
         try:
-            similarity = float(values["similarity"])
+            similarity = _number(values["similarity"])
         except (ValueError, TypeError):
             similarity = math.nan
         if not 0 <= round(similarity, 6) <= 1:  # a sum of weights may pass 1 by a rounding

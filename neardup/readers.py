@@ -311,7 +311,7 @@ def read_once(path: str | Path) -> bool:
 
 
 # A csv file's first line that names its delimiter, as Excel writes and reads it: "sep=;".
-_SEPARATOR_LINE = re.compile(r"sep=(.)", re.IGNORECASE)
+SEPARATOR_LINE = re.compile(r"sep=(.)", re.IGNORECASE)
 # What a csv file's fields may be separated by, other than commas, as its summary names them.
 _OTHER_DELIMITERS = {";": "semicolons", "\t": "tabs"}
 
@@ -834,7 +834,7 @@ class RecordReader:
             lines: Iterator[str] = self._noting_ends(text)
             if not resume and self.format == "csv":  # the header, read first, tells the delimiter
                 header = text.readline()
-                if named := _SEPARATOR_LINE.fullmatch(header.rstrip("\r\n")):
+                if named := SEPARATOR_LINE.fullmatch(header.rstrip("\r\n")):
                     self.delimiter, self.separator_line = named[1], header
                     resume = 1  # the header is the next line
                 else:

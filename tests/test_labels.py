@@ -204,3 +204,22 @@ def test_pairs_to_judge_are_drawn_from_at_most_a_million() -> None:
     assert _judge_floor(many) == 0.98
     many[49] = 2_000_000  # more than a million in the last bin alone: that bin
     assert _judge_floor(many) == 0.98
+
+
+@pytest.mark.parametrize(
+    "saved",
+    [
+        "same;left_id;right_id;similarity\r\nyes;a;b;0,9\r\nno;a;c;0,25\r\n",  # comma decimals
+        "sep=;\r\nsame;left_id;right_id;similarity\r\nyes;a;b;0.9\r\nno;a;c;0.25\r\n",
+        "same\tleft_id\tright_id\tsimilarity\nyes\ta\tb\t0.9\nno\ta\tc\t0.25\n",  # tabs, as .csv
+    ],
+)
+def test_judged_pairs_saved_by_a_spreadsheet_are_read(saved: str, tmp_path: Path) -> None:
+    """A sample filled in with a spreadsheet where the comma is the decimal separator comes back
+    separated by semicolons, with comma decimals: it was one column, refused as missing every
+    other. It is read as records are, and so is a file of true pairs."""
+    path = tmp_path / "judged.csv"
+    path.write_bytes(saved.encode("cp1252"))
+    judged = read_judged([path])
+    assert (judged.similarity, judged.same) == ([0.9, 0.25], [True, False])
+    assert read_pairs(path) == {("a", "b"): 0.9, ("a", "c"): 0.25}
