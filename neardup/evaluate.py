@@ -169,7 +169,8 @@ def read_pairs(
     """Pairs in a file, each with its similarity (or None when the file has none). A CSV or TSV
     file's first line is its header, unless ``known`` says its first two cells are ids of
     records (a truth file written without a header): then it is the first pair. ``encoding``
-    is the file's (UTF-8 without it)."""
+    is the file's (UTF-8 without it). Of a file of judged pairs (a ``same`` column, as
+    :func:`read_judged` reads it), the pairs judged the same."""
     path = Path(path)
     header, rows = _read_rows(path, encoding, "pairs")
     if groups := _groups_in(header, rows):
@@ -188,6 +189,8 @@ def read_pairs(
     pairs: dict[PairKey, float | None] = {}
     for number, row in enumerate(rows, start=first_line):
         values = row if isinstance(row, dict) else dict(zip(header, row, strict=False))
+        if "same" in header and not _judged_same(path, number, values.get("same")):
+            continue
         try:
             a, b = str(values[left]), str(values[right])
             pairs[_key(a, b)] = _number(values[similarity]) if similarity else None
@@ -240,23 +243,31 @@ def _judged_in(
         )
     for number, row in enumerate(rows, start=2):
         values = row if isinstance(row, dict) else dict(zip(header, row, strict=False))
-        given = values.get("same")
-        answer = "" if given is None else str(given).strip().casefold()
+        answer = _judged_same(path, number, values.get("same"))
         key = _key(str(values.get("left_id")), str(values.get("right_id")))
-        if not answer:
+        if answer is None:
             blank.add(key)
             continue
-        if answer not in SAME | DIFFERENT:
-            raise NeardupError(
-                f"{path}: line {number}: same is {given!r}: write yes or no (or leave it blank)"
-            )
         try:
             similarity = _number(values["similarity"])
         except (ValueError, TypeError):
             similarity = math.nan
         if not 0 <= round(similarity, 6) <= 1:  # a sum of weights may pass 1 by a rounding
             raise NeardupError(f"{path}: line {number} has no similarity from 0 to 1")
-        judged[key] = (similarity, answer in SAME)
+        judged[key] = (similarity, answer)
+
+
+def _judged_same(path: Path, number: int, given: object) -> bool | None:
+    """What line ``number`` of ``path`` says of its pair in its ``same`` column: the same
+    record, different ones, or None where it is blank."""
+    answer = "" if given is None else str(given).strip().casefold()
+    if not answer:
+        return None
+    if answer not in SAME | DIFFERENT:
+        raise NeardupError(
+            f"{path}: line {number}: same is {given!r}: write yes or no (or leave it blank)"
+        )
+    return answer in SAME
 
 
 # The column a file of groups names each record's group by, beside its id: a report's

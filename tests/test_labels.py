@@ -222,4 +222,16 @@ def test_judged_pairs_saved_by_a_spreadsheet_are_read(saved: str, tmp_path: Path
     path.write_bytes(saved.encode("cp1252"))
     judged = read_judged([path])
     assert (judged.similarity, judged.same) == ([0.9, 0.25], [True, False])
-    assert read_pairs(path) == {("a", "b"): 0.9, ("a", "c"): 0.25}
+    assert read_pairs(path) == {("a", "b"): 0.9}  # as eval's truth: the pairs judged the same
+
+
+def test_a_file_of_judged_pairs_as_truth_holds_those_judged_the_same(tmp_path: Path) -> None:
+    """`eval --truth judged.csv` counted every judged pair true, those judged different too."""
+    path = tmp_path / "judged.tsv"
+    path.write_text(
+        "same\tleft_id\tright_id\tsimilarity\nyes\ta\tb\t0.9\nno\ta\tc\t0.4\n\tb\tc\t0.6\n"
+    )
+    assert read_pairs(path) == {("a", "b"): 0.9}
+    path.write_text("same\tleft_id\tright_id\nperhaps\ta\tb\n")
+    with pytest.raises(NeardupError, match="line 2: same is 'perhaps': write yes or no"):
+        read_pairs(path)
