@@ -1329,6 +1329,7 @@ class LabelSample:
     texts: dict[str, str]  # each record's content, as the store holds it
     threshold: float  # read from the data: half the pairs were drawn around it
     floor: float  # the least similarity of the pairs drawn from
+    how: str  # how the threshold was read, or why it was not
 
 
 def label_sample(
@@ -1371,7 +1372,7 @@ def _drawn_to_judge(store: StoreRef, count: int, seed: int, preset: str | None) 
         picked = [near[n] for n in pairs_to_judge(similarities, count, threshold, floor, seed)]
         ids = sorted({i for p in picked for i in (p.left_id, p.right_id)})
         texts = {i: record.content for i, record in source.get(ids).items()}
-    return LabelSample(picked, texts, threshold, floor)
+    return LabelSample(picked, texts, threshold, floor, measured.how)
 
 
 def _judge_floor(histogram: np.ndarray) -> float:

@@ -509,9 +509,9 @@ def _label_sample(args: argparse.Namespace) -> int:
     written = f" written to {args.output}" if args.output else ""
     print(
         f"{counted(len(sample.pairs), 'pair')} to judge{written}, drawn from similarity "
-        f"{sample.floor:g} up, half of them within 0.15 of the "
-        f"threshold {sample.threshold:g} read from the data: write yes or no in each row's "
-        f"same column, then run neardup tune --labels FILE",
+        f"{sample.floor:g} up, half of them within 0.15 of the threshold "
+        f"{sample.threshold:g} ({sample.how}): write yes or no in each row's same column, "
+        "then run neardup tune --labels FILE",
         file=sys.stderr,
     )
     return 0

@@ -102,6 +102,8 @@ def test_judged_pairs_set_the_threshold_every_command_uses(
     result = neardup("tune", "--store", url, "--label-sample", "80", "-o", str(sample))
     assert result.returncode == 0, result.stderr
     assert "to judge written to" in result.stderr
+    how = api.last_report(url).how  # how the threshold the pairs gather around was read
+    assert f"of the threshold {api.rules_for(url).threshold:g} ({how}): write yes" in result.stderr
     with sample.open(encoding="utf-8-sig", newline="") as file:
         rows = list(csv.DictReader(file))
     assert 70 <= len(rows) <= 80 and all(row["same"] == "" for row in rows)
