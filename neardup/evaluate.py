@@ -28,6 +28,7 @@ from .readers import (
     code_page_byte,
     csv_delimiter,
     held_byte,
+    not_a_table,
     record_format,
     text_encoding,
 )
@@ -141,6 +142,8 @@ def _read_rows(
     file of ``what`` cannot be read, naming the encoding as it was given."""
     codec = text_encoding(encoding)
     try:
+        if why := not_a_table(path):
+            raise NeardupError(f"cannot read {what} from {path}: {why}")
         return _rows(path, codec)
     except UnicodeDecodeError as exc:
         why = _not_utf8(path) if codec == UTF8 else f"it is not {encoding} ({exc})"

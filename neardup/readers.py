@@ -256,6 +256,14 @@ def _not_records_error(name: str, kind: _NotRecords) -> NeardupError:
     return NeardupError(f"{name} is {kind.what}, not a record file: {advice}")
 
 
+def not_a_table(path: Path) -> str | None:
+    """Why a file of pairs at ``path`` is no table to read, and what to do, where it is a
+    spreadsheet's workbook or another file that is not text (:func:`_not_records`)."""
+    with path.open("rb") as file:
+        kind = _not_records(file.read(MAGIC_BYTES))
+    return None if kind is None else f"it is {kind.what}: {kind.advice.format(name=path)}"
+
+
 def standard_input() -> IO[str]:
     """Standard input, or a NeardupError where the process has none (a job started with it
     closed)."""

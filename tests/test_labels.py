@@ -4,6 +4,7 @@ and the threshold a store keeps from it (`neardup tune --label-sample` and `--la
 from __future__ import annotations
 
 import csv
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -237,3 +238,17 @@ def test_a_file_of_judged_pairs_as_truth_holds_those_judged_the_same(tmp_path: P
     path.write_text("same\tleft_id\tright_id\nperhaps\ta\tb\n")
     with pytest.raises(NeardupError, match="line 2: same is 'perhaps': write yes or no"):
         read_pairs(path)
+
+
+def test_a_workbook_given_as_judged_pairs_says_to_save_it_as_csv(
+    people: tuple[str, Path], tmp_path: Path
+) -> None:
+    """A sample judged in a spreadsheet and saved as a workbook was 'not UTF-8: give its
+    --encoding', which no encoding mends."""
+    url, _ = people
+    workbook = tmp_path / "judged.xlsx"
+    with zipfile.ZipFile(workbook, "w") as archive:
+        archive.writestr("[Content_Types].xml", "<Types/>")
+    said = "judged.xlsx: it is a zip archive (as an .xlsx, .ods or .docx file is): save it as CSV"
+    assert_user_error(neardup("tune", "--store", url, "--labels", str(workbook)), said)
+    assert_user_error(neardup("eval", "--truth", str(workbook), "--store", url), said)
