@@ -7,6 +7,7 @@ import gzip
 import json
 import math
 import os
+import secrets
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -79,19 +80,22 @@ def whole_file(path: str | Path) -> Iterator[IO[str]]:
     complete, compressed when its name ends in .gz. A device or a pipe (``/dev/null``,
     ``/dev/stdout``, a shell's ``>(gzip > f)``) is written as it is: renamed over, the device
     was replaced by a file. A write that fails (a full disk) is a NeardupError naming the file,
-    which is left as it was."""
+    which is left as it was. Two processes writing one name at once (a scheduled report and
+    one run by hand) each write a file of their own beside it: the last renamed is the file,
+    whole, where both wrote into one and left it a mix of the two."""
     try:
         if is_stream(path):
             with text_file(path) as out:
                 yield out
             return
-        partial = Path(f"{path}.partial")
+        beside = Path(f"{path}.{os.getpid()}-{secrets.token_hex(4)}.partial")
+        os.close(os.open(beside, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # its own
         try:
-            with text_file(partial, named=path) as out:
+            with text_file(beside, named=path) as out:
                 yield out
-            os.replace(partial, path)
+            os.replace(beside, path)
         finally:
-            partial.unlink(missing_ok=True)
+            beside.unlink(missing_ok=True)
     except OSError as exc:
         raise NeardupError(f"cannot write {path}: {exc.strerror or exc}") from None
 

@@ -26,6 +26,7 @@ from neardup.api import stats as api_stats
 from neardup.errors import NeardupError
 from neardup.evaluate import read_pairs
 from neardup.generate import write_corpus
+from neardup.output import whole_file
 from neardup.stores import open_store
 from tests.corpora import SAMPLE, corpus
 from tests.runner import assert_user_error, neardup, neardup_process
@@ -1338,6 +1339,29 @@ def test_dedup_writes_the_object_around_a_json_array_back(tmp_path: Path) -> Non
     assert (tmp_path / "kept.jsonl").read_text().splitlines() == [
         json.dumps(r) for r in records[::2]
     ]
+
+
+@pytest.mark.parametrize("name", ["pairs.tsv", "pairs.tsv.gz"])
+def test_two_writers_of_one_file_at_once_leave_one_of_them_whole(name: str, tmp_path: Path) -> None:
+    """Two reports written to one name at once (a scheduled one and one run by hand) wrote
+    into one file beside it: the second emptied the first's, the first's rename failed
+    ("cannot write"), and the file left was a mix of the two. Each now writes its own, and the
+    one renamed last is the file, whole."""
+    path = tmp_path / name
+    first, second = "first\n" * 50_000, "second\n" * 10
+    with whole_file(path) as one:
+        one.write(first[: len(first) // 2])
+        with whole_file(path) as other:
+            other.write(second)
+        assert read_text(path) == second
+        one.write(first[len(first) // 2 :])
+    assert read_text(path) == first
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def read_text(path: Path) -> str:
+    data = path.read_bytes()
+    return (gzip.decompress(data) if path.suffix == ".gz" else data).decode()
 
 
 def test_a_report_named_gz_is_compressed_and_read_back(tmp_path: Path) -> None:
