@@ -266,6 +266,26 @@ def test_a_report_reads_the_records_as_they_were_when_it_began(tmp_path: Path) -
     assert api.report(url) == api.report(after)
 
 
+def test_the_log_is_cut_back_while_another_process_holds_the_store_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write-ahead log stayed at its largest for as long as another connection held the
+    store open (the service): 122 MB after 100,000 people were indexed beside it. It is cut
+    back once checkpointed, at the next write (SQLite checkpoints a log past 1,000 pages)."""
+    monkeypatch.setattr(sqlite_store, "WAL_KEPT_BYTES", 64 * 1024)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    api.index([corpus(tmp_path / "first.txt", 50)], url)
+    held = SQLiteStore(str(tmp_path / "store.db"))  # as the service holds it
+    api.index([corpus(tmp_path / "more.txt", 3000, seed=5)], url)
+    log = tmp_path / "store.db-wal"
+    largest, stored = log.stat().st_size, held.count()
+    held._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")  # as SQLite's past 1,000 pages of log
+    api.delete(["1"], url)  # a small write after the checkpoint
+    assert largest > 1024 * 1024 and log.stat().st_size < 1024 * 1024
+    assert held.count() == stored - 1  # and the store holds what was written
+    held.close()
+
+
 def test_a_run_forgets_the_threshold_a_report_read_while_it_ran(tmp_path: Path) -> None:
     """A report made while an index run wrote remembered the threshold it read, and the run,
     which had read the store's settings before, found none to forget at its end."""
