@@ -361,11 +361,13 @@ def store_tuning(tuning: StoreTuning) -> str:
     lines = [histogram_text(tuning.histogram, tuning.threshold, tuning.how, tuning.nearest)]
     if tuning.kept_how is not None:
         kept = f"{tuning.kept_threshold:g}"
-        lines.append(
-            f"the store keeps its own threshold {kept} ({tuning.kept_how}), which every command "
-            f"applies; {tuning.threshold:g} is --threshold auto's (tune --store with --threshold "
-            f"{kept}: what the candidates hold at {kept})"
+        other = (
+            "the one read here too"
+            if tuning.kept_threshold == tuning.threshold
+            else f"which every command applies; {tuning.threshold:g} is --threshold auto's "
+            f"(tune --store with --threshold {kept}: what the candidates hold at {kept})"
         )
+        lines.append(f"the store keeps its own threshold {kept} ({tuning.kept_how}), {other}")
     if tuning.checked_records is None:
         lines.append(f"{tuning.candidate_pairs:,} candidate pairs of records measured")
     else:

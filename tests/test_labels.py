@@ -119,6 +119,8 @@ def test_judged_pairs_set_the_threshold_every_command_uses(
     assert how.startswith("read from") and "pairs judged the same" in how
     pairs = api.report(url)
     assert pairs.threshold == threshold and pairs.measured.how == how
+    said = neardup("tune", "--store", url).stdout  # which the data's reading does not replace
+    assert f"the store keeps its own threshold {threshold:g} ({how})" in said
     found = {tuple(sorted((p.left_id, p.right_id))) for p in pairs}
     true = set(read_pairs(truth))
     assert 2 * len(found & true) / (len(found) + len(true)) >= 0.97
