@@ -148,7 +148,9 @@ def _read_rows(
     except UnicodeDecodeError as exc:
         why = _not_utf8(path) if codec == UTF8 else f"it is not {encoding} ({exc})"
         raise NeardupError(f"cannot read {what} from {path}: {why}") from None
-    except (OSError, EOFError, json.JSONDecodeError) as exc:
+    except OSError as exc:  # its reason alone: the error's text names the file again
+        raise NeardupError(f"cannot read {what} from {path}: {exc.strerror or exc}") from None
+    except (EOFError, json.JSONDecodeError) as exc:
         raise NeardupError(f"cannot read {what} from {path}: {exc}") from None
 
 

@@ -254,3 +254,13 @@ def test_a_workbook_given_as_judged_pairs_says_to_save_it_as_csv(
     said = "judged.xlsx: it is a zip archive (as an .xlsx, .ods or .docx file is): save it as CSV"
     assert_user_error(neardup("tune", "--store", url, "--labels", str(workbook)), said)
     assert_user_error(neardup("eval", "--truth", str(workbook), "--store", url), said)
+
+
+def test_a_pair_file_not_there_is_named_once(people: tuple[str, Path], tmp_path: Path) -> None:
+    """'cannot read pairs from gone.csv: [Errno 2] No such file or directory: 'gone.csv''."""
+    url, _ = people
+    result = neardup("eval", "--truth", "gone.csv", "--store", url, cwd=tmp_path)
+    assert_user_error(result, "cannot read pairs from gone.csv: No such file or directory")
+    assert "Errno" not in result.stderr
+    folder = neardup("tune", "--store", url, "--labels", str(tmp_path))
+    assert_user_error(folder, f"cannot read judged pairs from {tmp_path}: Is a directory")
