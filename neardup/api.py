@@ -1326,10 +1326,13 @@ class LabelSample:
     """Pairs for a person to judge (:func:`label_sample`), with their records' texts."""
 
     pairs: list[Pair]  # in the order to show them
-    texts: dict[str, str]  # each record's content, as the store holds it
+    # Each record's text: as its file has it where the files were given and hold it, else its
+    # content as the store holds it (normalised).
+    texts: dict[str, str]
     threshold: float  # read from the data: half the pairs were drawn around it
     floor: float  # the least similarity of the pairs drawn from
     how: str  # how the threshold was read, or why it was not
+    untold: list[str] = field(default_factory=list)  # records of the pairs none of them holds
 
 
 def label_sample(
@@ -1340,13 +1343,19 @@ def label_sample(
     preset: str | None = None,
     output: str | Path | None = None,
     format: ReportFormat | None = None,
+    texts_from: Sequence[str | Path] = (),
+    id_field: str | None = None,
+    text_fields: Sequence[str] = (),
+    encoding: str | None = None,
 ) -> LabelSample:
     """``count`` of the store's candidate pairs for a person to judge (all where fewer), half
     drawn from every similarity from JUDGE_FLOOR up, half from around the threshold read from
     the data (:func:`neardup.labels.pairs_to_judge`), exact copies aside; written to
     ``output`` when given (in ``format``, else as its name says), never over a file of judged
-    pairs. It costs two reports: one that reads the threshold and counts the pairs, one that
-    lists the pairs from the floor."""
+    pairs. Each record's text is its content as the store holds it, or as ``texts_from`` (the
+    files the store was indexed from, read as :func:`record_texts` reads them) have it. It
+    costs two reports: one that reads the threshold and counts the pairs, one that lists the
+    pairs from the floor."""
     if count < 2:
         raise InvalidParameter(f"a sample of pairs to judge needs at least 2, not {count}")
     if output is not None and Path(output).is_file() and (held := _judged_in(output)):
@@ -1355,6 +1364,17 @@ def label_sample(
             "file, and give both to --labels"
         )
     sample = _drawn_to_judge(store, count, seed, preset)
+    if texts_from:
+        own = record_texts(
+            texts_from,
+            sample.texts,
+            id_field=id_field,
+            text_fields=text_fields,
+            encoding=encoding,
+            store=store,
+        )
+        sample.texts.update(own)
+        sample.untold = sorted(sample.texts.keys() - own.keys())
     if output is not None:
         with whole_file(output) as out:
             write_label_sample(sample, out, format or named_format(str(output)) or "tsv")

@@ -13,7 +13,7 @@ import os
 import shlex
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -161,6 +161,24 @@ def _reader_options(parser: argparse.ArgumentParser) -> None:
         "id, leaving out fields of URLs or times of day; the summary names them)",
     )
     _encoding_option(parser)
+
+
+def _texts_from_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """--texts-from, with the fields to read its records by."""
+    parser.add_argument(
+        "--texts-from",
+        metavar="FILE",
+        action="append",
+        help=f"the record file the store was indexed from (once per file, for several): {what}",
+    )
+    parser.add_argument("--id-field", help="with --texts-from: as when indexing")
+    parser.add_argument(
+        "--text-field",
+        action="append",
+        default=[],
+        dest="text_fields",
+        help="with --texts-from: as when indexing",
+    )
 
 
 def _encoding_option(parser: argparse.ArgumentParser) -> None:
@@ -327,6 +345,17 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _note_untold(untold: Collection[str], files: list[str], instead: str) -> None:
+    """Say on stderr that records of the pairs are in none of ``files`` (--texts-from)."""
+    if untold:
+        print(
+            f"neardup: note: {counted(len(untold), 'record')} of the pairs (such as "
+            f"{min(untold, key=natural_key)!r}) {'is' if len(untold) == 1 else 'are'} in "
+            f"none of {', '.join(files)}: {instead}; give every file the store was indexed from",
+            file=sys.stderr,
+        )
+
+
 @command("report")
 def _report(args: argparse.Namespace) -> int:
     """Write every near-duplicate pair (or group) in a store."""
@@ -341,14 +370,8 @@ def _report(args: argparse.Namespace) -> int:
             encoding=args.encoding,
             store=args.store,
         )
-        if untold := {i for p in pairs for i in (p.left_id, p.right_id)} - texts.keys():
-            print(
-                f"neardup: note: {counted(len(untold), 'record')} of the pairs (such as "
-                f"{min(untold, key=natural_key)!r}) {'is' if len(untold) == 1 else 'are'} in "
-                f"none of {', '.join(args.texts_from)}: left without a text; give every file "
-                "the store was indexed from",
-                file=sys.stderr,
-            )
+        untold = {i for p in pairs for i in (p.left_id, p.right_id)} - texts.keys()
+        _note_untold(untold, args.texts_from, "left without a text")
     # An exact report applies the store's threshold and keeps no histogram of its own.
     measured, threshold = pairs.measured, pairs.threshold
     if args.html:
@@ -478,6 +501,8 @@ def _tune(args: argparse.Namespace) -> int:
         raise NeardupError(f"give one of {', '.join(given)}: each asks tune for another thing")
     if args.label_sample is not None:
         return _label_sample(args)
+    if args.texts_from:
+        raise NeardupError("--texts-from gives the texts of a --label-sample: give one with it")
     if args.labels:
         tuned = api.tune_with_labels(
             args.labels, args.store, encoding=args.encoding, preset=args.preset
@@ -503,7 +528,13 @@ def _label_sample(args: argparse.Namespace) -> int:
         preset=args.preset,
         output=args.output,
         format=args.format,
+        texts_from=args.texts_from or (),
+        id_field=args.id_field,
+        text_fields=args.text_fields,
+        encoding=args.encoding,
     )
+    if args.texts_from:
+        _note_untold(sample.untold, args.texts_from, "shown as the store holds them")
     if args.output is None:
         output.write_label_sample(sample, sys.stdout, args.format or "tsv")
     written = f" written to {args.output}" if args.output else ""
@@ -863,20 +894,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--clusters", action="store_true", help="write groups instead of pairs")
     _grouping_option(report)
-    report.add_argument(
-        "--texts-from",
-        metavar="FILE",
-        action="append",
-        help="the record file the store was indexed from (once per file, for several): adds "
-        "each record's own text (not normalised) to the pairs or groups",
-    )
-    report.add_argument("--id-field", help="with --texts-from: as when indexing")
-    report.add_argument(
-        "--text-field",
-        action="append",
-        default=[],
-        dest="text_fields",
-        help="with --texts-from: as when indexing",
+    _texts_from_options(
+        report, "adds each record's own text (not normalised) to the pairs or groups"
     )
     _encoding_option(report)
     report.add_argument(
@@ -964,7 +983,13 @@ def _parser() -> argparse.ArgumentParser:
         choices=output.REPORT_FORMATS,
         help="--label-sample's (default: by -o's name, else tsv)",
     )
-    tune.add_argument("--encoding", help="the --labels file's character encoding (default: utf-8)")
+    _texts_from_options(
+        tune, "with --label-sample: each record's own text to judge (not normalised)"
+    )
+    tune.add_argument(
+        "--encoding",
+        help="the character encoding of the --labels or --texts-from files (default: utf-8)",
+    )
     tune.add_argument("--json", action="store_true", help="print JSON")
 
     generate = add("generate")

@@ -264,3 +264,28 @@ def test_a_pair_file_not_there_is_named_once(people: tuple[str, Path], tmp_path:
     assert "Errno" not in result.stderr
     folder = neardup("tune", "--store", url, "--labels", str(tmp_path))
     assert_user_error(folder, f"cannot read judged pairs from {tmp_path}: Is a directory")
+
+
+def test_a_sample_shows_the_records_as_their_file_has_them(
+    people: tuple[str, Path], tmp_path: Path
+) -> None:
+    """A person judged the store's normalised contents (lowercased, punctuation gone), where
+    the file's own records tell more: --texts-from shows them, as report --texts-from does,
+    and the records the files given do not hold are shown as the store holds them, said."""
+    url, _ = people
+    records = tmp_path / "people.csv"
+    with records.open(encoding="utf-8-sig", newline="") as file:
+        rows = {row["id"]: " ".join(v for k, v in row.items() if k != "id" and v)
+                for row in csv.DictReader(file)}  # fmt: skip
+    sample = api.label_sample(url, count=20, texts_from=[records])
+    assert sample.untold == [] and set(sample.texts) <= rows.keys()
+    assert all(sample.texts[i] == rows[i] for i in sample.texts)
+    assert any(text != text.lower() for text in sample.texts.values())  # not normalised
+    part = tmp_path / "part.csv"
+    part.write_text("".join(records.read_text().splitlines(keepends=True)[:1000]))
+    result = neardup("tune", "--store", url, "--label-sample", "20", "--texts-from", str(part))
+    assert result.returncode == 0, result.stderr
+    assert "of the pairs (such as " in result.stderr
+    assert "shown as the store holds them" in result.stderr
+    alone = neardup("tune", "--store", url, "--texts-from", str(records))
+    assert_user_error(alone, "--texts-from gives the texts of a --label-sample")
