@@ -1465,7 +1465,12 @@ def tune_with_labels(
         source.update_settings(
             {
                 "rules": {**kept, "threshold": best.threshold, "auto_threshold": False},
-                "judged": {"threshold": best.threshold, "same": same, "different": different},
+                "judged": {
+                    "threshold": best.threshold,
+                    "same": same,
+                    "different": different,
+                    "records": source.count(),
+                },
             }
         )
     return LabelTuning(
@@ -1780,7 +1785,8 @@ def _threshold_source(
         return "given for this report"
     if preset:
         return f"the {preset} preset's"
-    if judged := from_judged_pairs(store.settings, applied):
+    judged_on = (store.settings or {}).get("judged")  # counted only where pairs were judged
+    if judged := from_judged_pairs(store.settings, applied, judged_on and store.count()):
         return judged
     if "threshold" in ((store.settings or {}).get("rules") or {}):
         return "the one the store was indexed for"
@@ -2114,15 +2120,18 @@ def stats(store: StoreRef = None) -> dict[str, object]:
         params = source.read_params()
         # Not rules_for: stats reads the store and never measures it.
         in_effect = match_rules(params, source.settings) if params else None
+        documents = source.count()
         return {
             "store": source.url,
-            "documents": source.count(),
+            "documents": documents,
             "parameters": params.to_dict() if params else None,
             "rules": (source.settings or {}).get("rules"),  # what index remembered, if anything
             # the fields index runs named, which files read without naming theirs are read with
             "named_fields": (source.settings or {}).get("named_fields"),
             "rules_in_effect": remembered_rules(in_effect) if in_effect else None,
-            "rules_from": rule_sources(source.settings, in_effect) if in_effect else None,
+            "rules_from": rule_sources(source.settings, in_effect, documents)
+            if in_effect
+            else None,
         }
 
 

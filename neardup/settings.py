@@ -194,14 +194,16 @@ def threshold_choice(settings: Mapping[str, Any] | None, rules: MatchRules) -> d
     return choice if choice and choice.get("for") == choice_key(rules) else None
 
 
-def rule_sources(settings: Mapping[str, Any] | None, rules: MatchRules) -> dict[str, str]:
+def rule_sources(
+    settings: Mapping[str, Any] | None, rules: MatchRules, records: int | None = None
+) -> dict[str, str]:
     """Where each rule of ``rules`` (:func:`match_rules` with no rules given) comes from on a
-    store with ``settings``: the index run that remembered it, the pairs a person judged (a
-    threshold ``tune --labels`` remembered), the store's records (an automatic threshold), or
-    the default."""
+    store with ``settings`` (holding ``records``, where known): the index run that remembered
+    it, the pairs a person judged (a threshold ``tune --labels`` remembered), the store's
+    records (an automatic threshold), or the default."""
     remembered = _renamed((settings or {}).get("rules") or {})
     sources = {name: "index" if name in remembered else "default" for name in RULE_NAMES}
-    if judged := from_judged_pairs(settings, rules):
+    if judged := from_judged_pairs(settings, rules, records):
         sources["threshold"] = judged
     if rules.auto_threshold:
         choice = threshold_choice(settings, rules)
@@ -213,13 +215,24 @@ def rule_sources(settings: Mapping[str, Any] | None, rules: MatchRules) -> dict[
     return sources
 
 
-def from_judged_pairs(settings: Mapping[str, Any] | None, rules: MatchRules) -> str | None:
+def from_judged_pairs(
+    settings: Mapping[str, Any] | None, rules: MatchRules, records: int | None = None
+) -> str | None:
     """Where ``rules``' threshold comes from when ``tune --labels`` remembered it and nothing
-    has given the store another one since; else None."""
+    has given the store another one since; else None. Where the store now holds ``records``,
+    twice those it held when the pairs were judged or more, or half or fewer, it says so: the
+    pairs were drawn from other records, as an automatic threshold is read again then."""
     judged = (settings or {}).get("judged")
     if not judged or rules.auto_threshold or rules.threshold != judged["threshold"]:
         return None
-    return f"read from {judged['same']:,} pairs judged the same and {judged['different']:,} not"
+    how = f"read from {judged['same']:,} pairs judged the same and {judged['different']:,} not"
+    then = judged.get("records")
+    if records is not None and then and not then / 2 < records < 2 * then:
+        how += (
+            f", when the store held {then:,} records (it holds {records:,}: judge a new sample "
+            "of them)"
+        )
+    return how
 
 
 def _renamed(remembered: Mapping[str, Any]) -> dict[str, Any]:

@@ -124,6 +124,12 @@ def test_judged_pairs_set_the_threshold_every_command_uses(
     found = {tuple(sorted((p.left_id, p.right_id))) for p in pairs}
     true = set(read_pairs(truth))
     assert 2 * len(found & true) / (len(found) + len(true)) >= 0.97
+    # Half the records deleted, the judged pairs were drawn from others: it is said.
+    api.delete([f"p{n:08d}" for n in range(1500)], url)
+    assert api.stats(url)["rules_from"]["threshold"] == (
+        f"{how}, when the store held 3,000 records (it holds 1,500: judge a new sample of them)"
+    )
+    assert api.report(url).measured.how == api.stats(url)["rules_from"]["threshold"]
     # An index run keeps it; a command given --threshold auto uses the one read from the data.
     more = tmp_path / "more.tsv"
     more.write_text("id\ttext\nnew-1\tan entirely new record about nothing in particular\n")
