@@ -122,6 +122,7 @@ from .settings import (
     check_threshold,
     choice_key,
     default_bands,
+    doubled_or_halved,
     from_judged_pairs,
     match_rules,
     params_request,
@@ -652,8 +653,7 @@ def _doubled_or_halved(store: Store, choice: Mapping[str, Any]) -> bool:
     a threshold records were checked at is kept."""
     if _records_checked_at(choice) or "records" not in choice:
         return False
-    records = store.count()
-    return _read_from_half_or_fewer(choice, records) or 2 * records <= choice["records"]
+    return doubled_or_halved(choice["records"], store.count())
 
 
 def _not_checked(_store: Store, choice: Mapping[str, Any]) -> bool:
@@ -1785,8 +1785,9 @@ def _threshold_source(
         return "given for this report"
     if preset:
         return f"the {preset} preset's"
-    judged_on = (store.settings or {}).get("judged")  # counted only where pairs were judged
-    if judged := from_judged_pairs(store.settings, applied, judged_on and store.count()):
+    # The records counted only where pairs were judged: the judged threshold's note needs them.
+    records = store.count() if (store.settings or {}).get("judged") else None
+    if judged := from_judged_pairs(store.settings, applied, records):
         return judged
     if "threshold" in ((store.settings or {}).get("rules") or {}):
         return "the one the store was indexed for"

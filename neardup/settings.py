@@ -227,12 +227,18 @@ def from_judged_pairs(
         return None
     how = f"read from {judged['same']:,} pairs judged the same and {judged['different']:,} not"
     then = judged.get("records")
-    if records is not None and then and not then / 2 < records < 2 * then:
+    if records is not None and then and doubled_or_halved(then, records):
         how += (
             f", when the store held {then:,} records (it holds {records:,}: judge a new sample "
             "of them)"
         )
     return how
+
+
+def doubled_or_halved(then: int, now: int) -> bool:
+    """Whether a store that held ``then`` records, and holds ``now``, holds twice as many or
+    more, or half or fewer: what was read from its records then speaks for others now."""
+    return now >= 2 * then or 2 * now <= then
 
 
 def _renamed(remembered: Mapping[str, Any]) -> dict[str, Any]:
