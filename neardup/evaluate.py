@@ -23,7 +23,6 @@ from .errors import NeardupError
 from .readers import (
     GZIP_MAGIC,
     SAMPLE_BYTES,
-    SEPARATOR_LINE,
     UTF8,
     code_page_byte,
     csv_delimiter,
@@ -110,10 +109,8 @@ def _csv_rows(file: IO[str]) -> list[list[str]]:
     the delimiter that makes the header more than one field (a spreadsheet saves semicolons
     where the comma is the decimal separator), as records are read."""
     first = file.readline()
-    if named := SEPARATOR_LINE.fullmatch(first.rstrip("\r\n")):
-        delimiter, lines = named[1], iter(file)
-    else:
-        delimiter, lines = csv_delimiter(first), chain([first], file)
+    delimiter, named = csv_delimiter(first)
+    lines = iter(file) if named else chain([first], file)
     return [list(map(_spreadsheet_value, row)) for row in csv.reader(lines, delimiter=delimiter)]
 
 

@@ -319,16 +319,23 @@ def read_once(path: str | Path) -> bool:
 
 
 # A csv file's first line that names its delimiter, as Excel writes and reads it: "sep=;".
-SEPARATOR_LINE = re.compile(r"sep=(.)", re.IGNORECASE)
+_SEPARATOR_LINE = re.compile(r"sep=(.)", re.IGNORECASE)
 # What a csv file's fields may be separated by, other than commas, as its summary names them.
 _OTHER_DELIMITERS = {";": "semicolons", "\t": "tabs"}
 
 
-def csv_delimiter(header: str) -> str:
-    """The delimiter of a CSV file, read from its header line: where commas make one field of
-    it, semicolons (spreadsheets export CSV so where the comma is the decimal separator) or
-    tabs (a tab-separated file named .csv), whichever make more fields; else a comma."""
+def csv_delimiter(first: str) -> tuple[str, bool]:
+    """The delimiter of a CSV file, read from its first line, and whether that line only names
+    it (a spreadsheet's ``sep=;`` line, the header following it). Else the line is the header:
+    where commas make one field of it, semicolons (spreadsheets export CSV so where the comma
+    is the decimal separator) or tabs (a tab-separated file named .csv), whichever make more
+    fields; else a comma."""
+    if named := _SEPARATOR_LINE.fullmatch(first.rstrip("\r\n")):
+        return named[1], True
+    return _header_delimiter(first), False
 
+
+def _header_delimiter(header: str) -> str:
     def fields(delimiter: str) -> int:
         return len(next(csv.reader([header], delimiter=delimiter), []))
 
@@ -842,11 +849,11 @@ class RecordReader:
             lines: Iterator[str] = self._noting_ends(text)
             if not resume and self.format == "csv":  # the header, read first, tells the delimiter
                 header = text.readline()
-                if named := SEPARATOR_LINE.fullmatch(header.rstrip("\r\n")):
-                    self.delimiter, self.separator_line = named[1], header
+                self.delimiter, named = csv_delimiter(header)
+                if named:
+                    self.separator_line = header
                     resume = 1  # the header is the next line
                 else:
-                    self.delimiter = csv_delimiter(header)
                     lines = self._noting_ends(chain([header], text))
             rows = csv.reader(lines, delimiter=self.delimiter, strict=True)
             done = resume  # lines read before the next row
