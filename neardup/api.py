@@ -68,7 +68,7 @@ from .indexer import (
     narrowed_note,
     with_words,
 )
-from .labels import Expected, chance_by_bin, expected_at, judged_threshold, pairs_to_judge
+from .labels import Expected, chance_by_bin, judged_threshold, pairs_to_judge
 from .linkage import MutualBest
 from .output import ReportFormat, named_format, record_writer, whole_file, write_label_sample
 from .phrases import counted, leading_lines
@@ -1456,10 +1456,7 @@ def tune_with_labels(
         _, measured, _ = _measured_report(source, {"threshold": AUTO}, preset)
         histogram = np.array(measured.histogram)
         chance = chance_by_bin(np.array(judged.similarity), np.array(judged.same), len(histogram))
-        best = judged_threshold(histogram, chance, measured.threshold)
-        auto = None
-        if measured.threshold is not None:
-            auto = expected_at(histogram, chance, measured.threshold)
+        best, auto = judged_threshold(histogram, chance, measured.threshold)
         # The threshold alone, over the rules index runs remembered: the others keep theirs.
         kept = (source.settings or {}).get("rules") or {}
         source.update_settings(

@@ -133,11 +133,14 @@ def best_threshold(histogram: np.ndarray, chance: np.ndarray) -> Expected:
     return max(reversed(expected), key=lambda e: e.f1)
 
 
-def judged_threshold(histogram: np.ndarray, chance: np.ndarray, read: float | None) -> Expected:
+def judged_threshold(
+    histogram: np.ndarray, chance: np.ndarray, read: float | None
+) -> tuple[Expected, Expected | None]:
     """The threshold the judged pairs choose: :func:`best_threshold`, unless the threshold
-    ``read`` from the data is expected to give within MIN_GAIN of its F1."""
+    ``read`` from the data is expected to give within MIN_GAIN of its F1; and what ``read``
+    is expected to give (None without it)."""
     best = best_threshold(histogram, chance)
     if read is None:
-        return best
+        return best, None
     kept = expected_at(histogram, chance, read)
-    return kept if best.f1 - kept.f1 <= MIN_GAIN else best
+    return (kept if best.f1 - kept.f1 <= MIN_GAIN else best), kept

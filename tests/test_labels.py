@@ -49,13 +49,14 @@ def test_the_threshold_read_from_the_data_stays_unless_the_judged_pairs_expect_m
     histogram[5:20] = 1_000
     histogram[28:50] = 10  # from 0.56: a bin of 10 unlike pairs, then duplicates from 0.58
     chance = np.where(np.arange(50) >= 29, 1.0, 0.0)
-    best = judged_threshold(histogram, chance, None)
-    assert best.threshold == 0.58 and best.f1 == pytest.approx(1.0)
-    near = judged_threshold(histogram, chance, 0.56)  # 10 pairs too many: F1 0.952
-    assert near.threshold == 0.58  # 0.048 of F1 is worth a move
+    best, read = judged_threshold(histogram, chance, None)
+    assert best.threshold == 0.58 and best.f1 == pytest.approx(1.0) and read is None
+    near, read = judged_threshold(histogram, chance, 0.56)  # 10 pairs too many: F1 0.977
+    assert near.threshold == 0.58  # 0.023 of F1 is worth a move
+    assert read is not None and read.threshold == 0.56 and read.f1 == pytest.approx(420 / 430)
     histogram[28] = 1
-    kept = judged_threshold(histogram, chance, 0.56)  # one pair too many: F1 0.995
-    assert kept.threshold == 0.56 and kept.f1 == pytest.approx(420 / 421)
+    kept, read = judged_threshold(histogram, chance, 0.56)  # one pair too many: F1 0.995
+    assert kept.threshold == 0.56 and kept.f1 == pytest.approx(420 / 421) and kept == read
 
 
 def test_the_sample_spreads_over_every_similarity_and_gathers_near_the_threshold() -> None:
