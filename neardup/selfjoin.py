@@ -184,10 +184,10 @@ def _shared_buckets(contents: Contents) -> Iterator[Held]:
     time; a content's key counts once however often it lists it (as a store counts a record's
     token once)."""
     keys = contents.keys
-    bits = min(8, max(0, int(np.ceil(np.log2(max(1.0, len(keys) / PARTITION_KEYS))))))
+    bits = _range_bits(len(keys), PARTITION_KEYS)
     if not bits:  # one range: every key in order, each content's after the one before
         numbers = np.arange(len(contents.sizes), dtype=np.int32)
-        yield _distinct_buckets(keys, np.repeat(numbers, contents.sizes))
+        yield from _cached_buckets(keys, np.repeat(numbers, contents.sizes))
         return
     offsets = np.r_[0, np.cumsum(contents.sizes)]
     # Each key's partition, by its top bits (keys are hashes): a byte each, made a slice at a
@@ -200,7 +200,33 @@ def _shared_buckets(contents: Contents) -> Iterator[Held]:
     for part in range(2**bits):
         at = np.flatnonzero(part_of == part)
         groups = (np.searchsorted(offsets, at, side="right") - 1).astype(np.int32)
-        yield _distinct_buckets(keys[at], groups)
+        yield from _cached_buckets(keys[at], groups)
+
+
+def _range_bits(keys: int, per_range: int) -> int:
+    """How many bits of a key choose its range, for ranges of about ``per_range`` keys."""
+    return min(8, max(0, int(np.ceil(np.log2(max(1.0, keys / per_range))))))
+
+
+# Keys one hash table of the join takes at once: a table that fits the CPU's cache takes each
+# key several times faster.
+CACHED_KEYS = 500_000
+
+
+def _cached_buckets(keys: np.ndarray, groups: np.ndarray) -> Iterator[Held]:
+    """:func:`_distinct_buckets` of the keys in ranges of about CACHED_KEYS, chosen by bits
+    32 and up: the partitions' are the top bits, and the hash table's slots the low bits, which
+    the keys of one range must not share. Equal keys share a range."""
+    bits = _range_bits(len(keys), CACHED_KEYS)
+    if not bits:
+        yield _distinct_buckets(keys, groups)
+        return
+    range_of = ((keys.view(np.uint64) >> np.uint64(32)) & np.uint64(2**bits - 1)).astype(np.uint8)
+    by_range = np.argsort(range_of, kind="stable")  # a radix sort; groups stay ascending
+    ends = np.cumsum(np.bincount(range_of, minlength=2**bits))
+    keys, groups = keys[by_range], groups[by_range]
+    for start, end in zip(np.r_[0, ends[:-1]], ends, strict=True):
+        yield _distinct_buckets(keys[start:end], groups[start:end])
 
 
 def _distinct_buckets(keys: np.ndarray, groups: np.ndarray) -> Held:

@@ -323,7 +323,8 @@ def test_a_group_of_500_near_copies_yields_every_pair(store_url_factory) -> None
 def test_scored_pairs_count_the_distinct_tokens_each_pair_of_contents_shares() -> None:
     rng = np.random.default_rng(8)
     sizes = rng.integers(0, 12, 300)
-    keys = rng.integers(-30, 30, int(sizes.sum()))  # few keys: large buckets, repeats in a content
+    # Few keys: large buckets, repeats in a content; spread over 64 bits, as hashes are.
+    keys = rng.integers(-30, 30, int(sizes.sum())) * np.int64(-7046029254386353131)
     ids = [str(g) for g in range(len(sizes))]
     contents = partial(Contents, ids, {}, [], keys, sizes, None)  # a join lets go of its keys
     held = np.split(keys, np.cumsum(sizes)[:-1])
@@ -334,10 +335,12 @@ def test_scored_pairs_count_the_distinct_tokens_each_pair_of_contents_shares() -
     }
     (low, high, shared), left_out = scored_pairs(contents(), first_word=False)
     assert left_out is None
-    with pytest.MonkeyPatch.context() as patch:  # the keys sorted a range at a time
-        patch.setattr("neardup.selfjoin.PARTITION_KEYS", 100)
-        (*in_parts,), _ = scored_pairs(contents(), first_word=False)
-    assert all((a == b).all() for a, b in zip(in_parts, (low, high, shared), strict=True))
+    for ranges in (["PARTITION_KEYS"], ["CACHED_KEYS"], ["PARTITION_KEYS", "CACHED_KEYS"]):
+        with pytest.MonkeyPatch.context() as patch:  # the keys joined a range at a time
+            for name in ranges:
+                patch.setattr(f"neardup.selfjoin.{name}", 100)
+            (*in_parts,), _ = scored_pairs(contents(), first_word=False)
+        assert all((a == b).all() for a, b in zip(in_parts, (low, high, shared), strict=True))
     found = dict(zip(zip(low.tolist(), high.tolist(), strict=True), shared.tolist(), strict=True))
     assert found == {pair: count for pair, count in expected.items() if count}
     assert list(found) == sorted(found)
