@@ -190,17 +190,23 @@ def _shared_buckets(contents: Contents) -> Iterator[Held]:
         yield from _cached_buckets(keys, np.repeat(numbers, contents.sizes))
         return
     offsets = np.r_[0, np.cumsum(contents.sizes)]
-    # Each key's partition, by its top bits (keys are hashes): a byte each, made a slice at a
-    # time, where one expression over all the keys would make a uint64 copy of them.
-    part_of = np.empty(len(keys), dtype=np.uint8)
-    for at in range(0, len(keys), PARTITION_KEYS):
-        part_of[at : at + PARTITION_KEYS] = keys[at : at + PARTITION_KEYS].view(np.uint64) >> (
-            np.uint64(64 - bits)
-        )
+    part_of = _key_bits(keys, 64 - bits, bits)  # the top bits: keys are hashes
     for part in range(2**bits):
         at = np.flatnonzero(part_of == part)
         groups = (np.searchsorted(offsets, at, side="right") - 1).astype(np.int32)
         yield from _cached_buckets(keys[at], groups)
+
+
+def _key_bits(keys: np.ndarray, shift: int, bits: int) -> np.ndarray:
+    """Bits ``shift`` to ``shift + bits`` (at most 8) of each key, a byte each. Made a million
+    keys at a time: one expression over all the keys would make a uint64 copy of them (512 MB
+    at a million people, 64 MB for one of their partitions)."""
+    taken = np.empty(len(keys), dtype=np.uint8)
+    mask = np.uint64(2**bits - 1)
+    for at in range(0, len(keys), 1 << 20):
+        part = keys[at : at + (1 << 20)].view(np.uint64)
+        taken[at : at + (1 << 20)] = (part >> np.uint64(shift)) & mask
+    return taken
 
 
 def _range_bits(keys: int, per_range: int) -> int:
@@ -209,7 +215,8 @@ def _range_bits(keys: int, per_range: int) -> int:
 
 
 # Keys one hash table of the join takes at once: a table that fits the CPU's cache takes each
-# key several times faster.
+# key several times faster. A million people's report (64 million keys, partitions of 8
+# million) spent 9.3-10.4 s of samples in the join's buckets with it, 16.8 s without.
 CACHED_KEYS = 500_000
 
 
@@ -221,7 +228,7 @@ def _cached_buckets(keys: np.ndarray, groups: np.ndarray) -> Iterator[Held]:
     if not bits:
         yield _distinct_buckets(keys, groups)
         return
-    range_of = ((keys.view(np.uint64) >> np.uint64(32)) & np.uint64(2**bits - 1)).astype(np.uint8)
+    range_of = _key_bits(keys, 32, bits)
     by_range = np.argsort(range_of, kind="stable")  # a radix sort; groups stay ascending
     ends = np.cumsum(np.bincount(range_of, minlength=2**bits))
     keys, groups = keys[by_range], groups[by_range]

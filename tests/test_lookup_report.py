@@ -39,6 +39,7 @@ from neardup.searcher import MAX_CANDIDATES, MatchRules, Searcher, natural_key
 from neardup.selfjoin import (
     Contents,
     LeftOut,
+    _key_bits,
     counted_pairs,
     rarest_keys,
     read_contents,
@@ -344,6 +345,15 @@ def test_scored_pairs_count_the_distinct_tokens_each_pair_of_contents_shares() -
     found = dict(zip(zip(low.tolist(), high.tolist(), strict=True), shared.tolist(), strict=True))
     assert found == {pair: count for pair, count in expected.items() if count}
     assert list(found) == sorted(found)
+
+
+def test_a_join_takes_the_same_bits_of_every_key_however_many() -> None:
+    """Past a million keys, their bits are taken a million at a time: keys spread over 64
+    bits, as hashes are, with the bits a partition (the top ones) or a range takes."""
+    keys = np.random.default_rng(5).integers(-(2**63), 2**63 - 1, (1 << 21) + 7, dtype=np.int64)
+    for shift, bits in ((61, 3), (56, 8), (32, 4)):
+        expected = (keys.view(np.uint64) >> np.uint64(shift)) & np.uint64(2**bits - 1)
+        assert (_key_bits(keys, shift, bits) == expected).all()
 
 
 def test_counted_pairs_count_each_pair_as_np_unique_does() -> None:

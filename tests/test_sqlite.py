@@ -210,6 +210,7 @@ def test_other_runs_between_the_statements_of_a_run_leave_every_run_whole(
     (or merged) before it read it. Here other runs index a file each between such statements
     of the first run."""
     monkeypatch.setattr(sqlite_store, "PENDING_LIMIT", 500)  # runs made and merged throughout
+    # Few enough runs a level that these few records merge levels while other runs write.
     monkeypatch.setattr(sqlite_store, "RUN_FANOUT", 4)
     files = [tmp_path / f"{part}.txt" for part in "abcdefgh"]
     for path in files:
