@@ -202,10 +202,9 @@ def _key_bits(keys: np.ndarray, shift: int, bits: int) -> np.ndarray:
     keys at a time: one expression over all the keys would make a uint64 copy of them (512 MB
     at a million people, 64 MB for one of their partitions)."""
     taken = np.empty(len(keys), dtype=np.uint8)
-    mask = np.uint64(2**bits - 1)
-    for at in range(0, len(keys), 1 << 20):
-        part = keys[at : at + (1 << 20)].view(np.uint64)
-        taken[at : at + (1 << 20)] = (part >> np.uint64(shift)) & mask
+    mask, step = np.uint64(2**bits - 1), 1 << 20
+    for at in range(0, len(keys), step):
+        taken[at : at + step] = (keys[at : at + step].view(np.uint64) >> np.uint64(shift)) & mask
     return taken
 
 
