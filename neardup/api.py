@@ -106,6 +106,7 @@ from .searcher import (
     MAX_CANDIDATES,
     SIMILARITIES,
     CheckedPairs,
+    KeptContents,
     Match,
     MatchRules,
     Searcher,
@@ -491,12 +492,13 @@ def _add_unique(
     repeated id goes as ``on_duplicate_id`` says, a replacing record only if it is unique."""
     started = time.perf_counter()
     last_checked = ""  # the threshold the last part was checked at, and why
+    kept = KeptContents()
     for batch in batches(records, batch_size):
         admitted = summary.admit(batch, on_duplicate_id)
         summary.read += len(batch)
         replacing = {id(r) for r in admitted.replacing}
         for part in _runs_of_distinct_ids([r for r in admitted.records if r]):
-            result = add(part, target, if_unique=True, preset=preset, every_duplicate=False)
+            result = _add(part, target, True, preset, None, False, kept)
             if result.checked and result.checked != last_checked:
                 summary.checked = _checked_so_far(summary.checked, result.checked, part[0].line)
                 last_checked = result.checked
@@ -515,6 +517,7 @@ def _add_unique(
             stored = [r for r in part if id(r) not in replacing and r.id in result.replaced]
             summary.count_replaced(stored, result.replaced)
         on_batch()
+    target.flush()  # each part was only published (Store.publish)
     summary.documents = target.count()
     summary.seconds += time.perf_counter() - started
 
@@ -1553,6 +1556,20 @@ def add(
     another process's check-then-add waits for them. Threads sharing one store object
     serialise their own (see :mod:`neardup.service`).
     """
+    return _add(records, store, if_unique, preset, rules, every_duplicate)
+
+
+def _add(
+    records: Sequence[Record],
+    store: StoreRef,
+    if_unique: bool,
+    preset: str | None,
+    rules: RulesRequest,
+    every_duplicate: bool,
+    kept: KeptContents | None = None,
+) -> Added:
+    """:func:`add`; ``kept``: a run of checks' store contents, from one call to the next (its
+    records are published, not flushed: the run flushes at its end)."""
     result = Added([], {}, {})
     with opened(store, create=True) as target:
         storable = []
@@ -1580,7 +1597,8 @@ def add(
             result.added = list(dict.fromkeys(r.id for r in storable))
             _forget_choice_if(target, _doubled_or_halved)
         elif storable:
-            _add_if_unique(target, params, (rules, preset), storable, result, every_duplicate)
+            checking = (rules, preset), every_duplicate, kept
+            _add_if_unique(target, params, checking, storable, result, held)
         result.replaced = [i for i in result.added if i in held]
     return result
 
@@ -1588,14 +1606,17 @@ def add(
 def _add_if_unique(
     target: Store,
     params: FingerprintParams,
-    asked: tuple[RulesRequest, str | None],
+    checking: tuple[tuple[RulesRequest, str | None], bool, KeptContents | None],
     storable: list[Record],
     result: Added,
-    every_duplicate: bool,
+    held: Container[str],
 ) -> None:
     """Check ``storable`` against the store and each other, and store the new ones, holding
     the store's lock: the rules too are read under it, since an automatic threshold not chosen
-    yet is read from every record, which another writer must not change meanwhile."""
+    yet is read from every record, which another writer must not change meanwhile.
+    ``checking``: the rules asked for, :func:`add`'s ``every_duplicate``, and the contents a
+    run of checks keeps; ``held``: the ids of ``storable`` the store held."""
+    asked, every_duplicate, kept = checking
     with target.exclusive():
         target.reload_settings()  # as the writer before this one left them
         chosen, how = _checking_rules(target, params, asked, storable)
@@ -1607,7 +1628,7 @@ def _add_if_unique(
         # Every candidate, as a report and the check among the records themselves take:
         # a lookup's ten would miss stored duplicates the records' own check found.
         every = replace(chosen, candidates=MAX_CANDIDATES)
-        searcher = Searcher(target, params, every)
+        searcher = Searcher(target, params, every, kept=kept)
         new, found, measured = searcher.unique([r.id for r in storable], fps, every_duplicate)
         result.narrowed = searcher.narrowed
         if chosen.auto_threshold:
@@ -1619,7 +1640,13 @@ def _add_if_unique(
                 result.unchanged.append(record.id)
             else:
                 result.duplicates[record.id] = matches
-        index_records(target, [r for r, n in zip(storable, new, strict=True) if n], params)
+        stored = [(r, fp) for r, fp, n in zip(storable, fps, new, strict=True) if n]
+        before = target.records_version()
+        index_records(target, [r for r, _ in stored], params, more_follow=kept is not None)
+        if kept and any(r.id in held for r, _ in stored):
+            kept.forget()  # a record replaced: its old content leaves the contents
+        elif kept:
+            kept.add_stored(target, before, [r.id for r, _ in stored], [fp for _, fp in stored])
 
 
 def _checking_rules(

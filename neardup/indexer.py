@@ -410,8 +410,10 @@ def index_records(
     summary: IndexSummary | None = None,
     on_batch: Callable[[], None] | None = None,
     on_duplicate_id: OnDuplicateId = "replace",
+    more_follow: bool = False,
 ) -> IndexSummary:
-    """Fingerprint and upsert records a batch at a time (see the Store's write guarantee)."""
+    """Fingerprint and upsert records a batch at a time (see the Store's write guarantee);
+    ``more_follow``: the caller writes again at once, and flushes at its end (Store.publish)."""
     summary = summary or IndexSummary()
     started = time.perf_counter()
     summary.params = store.ensure_params(params)
@@ -430,7 +432,10 @@ def index_records(
         writer.wait()
         if checking:
             checking()
-    store.flush()
+    if more_follow:
+        store.publish()
+    else:
+        store.flush()
     summary.documents = store.count()
     summary.seconds += time.perf_counter() - started
     return summary

@@ -200,6 +200,47 @@ class CheckedPairs:
             self.nearest[fp.md5] = max(self.nearest.get(fp.md5, 0.0), value)
 
 
+class KeptContents:
+    """The store's contents as a run of checks joins each batch with them (Searcher.lookup_batch),
+    kept from one batch to the next while the store's records are as they were read
+    (Store.records_version), with each batch's new records added (:meth:`add_stored`): read
+    again for each batch, the store's contents took a checked index of a million people most
+    of its 20 minutes. A store that cannot tell its version (an engine) is read each time."""
+
+    def __init__(self) -> None:
+        self.contents: Contents | None = None
+        self.version: object = None
+        self.reading: tuple[TokenField, bool] | None = None  # the field and first-word rule
+
+    def current(self, store: Store, reading: tuple[TokenField, bool]) -> Contents | None:
+        """The kept contents, if they are the store's now, read as ``reading`` asks."""
+        version = store.records_version()
+        if version is None or (version, reading) != (self.version, self.reading):
+            return None
+        return self.contents
+
+    def keep(self, store: Store, reading: tuple[TokenField, bool], contents: Contents) -> None:
+        self.contents, self.version, self.reading = contents, store.records_version(), reading
+
+    def add_stored(
+        self, store: Store, before: object, ids: Sequence[str], fps: Sequence[Fingerprint]
+    ) -> None:
+        """Add the records a check stored, with contents new to the store (it stores no exact
+        duplicate), where the kept contents were the store's as of ``before`` the writes, which
+        replaced no record; else forget them."""
+        if self.contents is None or self.reading is None or before != self.version:
+            self.contents = None
+            return
+        field, first_word = self.reading
+        keys, sizes = field.keys_of(fps) if fps else (np.empty(0, np.int64), np.empty(0, int))
+        words = [fp.first_word for fp in fps] if first_word else []
+        self.contents.extend(list(ids), [fp.content for fp in fps], words, keys, sizes)
+        self.version = store.records_version()
+
+    def forget(self) -> None:
+        self.contents = None
+
+
 class Searcher:
     """Finds the stored near-duplicates of a record or a text. Talks only to the Store interface."""
 
@@ -210,8 +251,10 @@ class Searcher:
         rules: MatchRules,
         pending: Frequencies | None = None,
         measured: CheckedPairs | None = None,
+        kept: KeptContents | None = None,
     ) -> None:
         self.store = store
+        self.kept = kept  # a run of checks': the store's contents from one batch to the next
         self.params = params
         self.rules = rules
         # A check's (see unique): the records about to be stored, counted into the store's
@@ -306,7 +349,7 @@ class Searcher:
         measured = CheckedPairs(
             {md5: 1.0 if held.get(md5) or count > 1 else 0.0 for md5, count in copies.items()}
         )
-        check = Searcher(self.store, self.params, self.rules, pending, measured)
+        check = Searcher(self.store, self.params, self.rules, pending, measured, self.kept)
         stored = [
             _apart_from_itself(record_id, fp, matches, held)
             for record_id, fp, matches in zip(
@@ -345,12 +388,17 @@ class Searcher:
         store of ``stored`` records: where the store holds at most JOIN_RECORDS records per
         record of the batch, or the batch holds JOIN_BATCH short records, from its contents
         read once and joined with the batch (:meth:`_joined`), the same matches in the same
-        order. A check adds each batch before the next and reads the store again; a link
-        writes nothing, and without ``reread`` the contents the first joined batch read serve
-        every later one (a million people linked in batches read the store 30 times)."""
+        order. A check adds each batch before the next and reads the store again, unless a
+        run of checks keeps its contents (:class:`KeptContents`); a link writes nothing, and
+        without ``reread`` the contents the first joined batch read serve every later one (a
+        million people linked in batches read the store 30 times)."""
         if not fps or not self._joins(len(fps), stored):
             return self.lookup_many(fps)
-        contents = None if reread else self._read
+        reading = (self.field, self.rules.first_word)
+        if not reread:
+            contents = self._read
+        else:
+            contents = self.kept.current(self.store, reading) if self.kept else None
         if contents is None:
             contents = read_contents(
                 self.store.iter_records(),
@@ -359,7 +407,9 @@ class Searcher:
                 self.rules.first_word,
                 records=stored,
             )
-        if not reread:  # held for the next batch; a check's go with the batch
+            if reread and self.kept:
+                self.kept.keep(self.store, reading, contents)
+        if not reread:  # held for the next batch
             self._read = contents
         if contents.texts is None:  # past KEPT_CHARACTERS: too much to hold
             return self.lookup_many(fps)

@@ -53,6 +53,30 @@ class Contents:
     keys: np.ndarray  # every group's token keys, group after group
     sizes: np.ndarray  # how many keys each group has
     texts: list[str] | None  # every group's content, or None past KEPT_CHARACTERS
+    characters: int = 0  # of every group's content, kept in ``texts`` or not
+    room: _Keys | None = None  # where ``keys`` grows, once contents are added (see extend)
+
+    def extend(
+        self,
+        heads: list[str],
+        texts: list[str],
+        first_words: list[str],
+        keys: np.ndarray,
+        sizes: np.ndarray,
+    ) -> None:
+        """Add contents that no group holds, a record each, numbered after the others: those of
+        records stored since they were read. The keys grow in place of being read again, by
+        doubling (a million people's 64 band keys are 512 MB)."""
+        self.heads += heads
+        self.first_words += first_words
+        self.texts = _kept_texts(self.texts, texts, self.characters)
+        self.characters += sum(map(len, texts))
+        if self.room is None:
+            self.room = _Keys(len(self.keys))
+            self.room.extend(self.keys)
+        self.room.extend(keys)
+        self.keys = self.room.all()
+        self.sizes = np.r_[self.sizes, sizes]
 
     def ids(self, group: int) -> list[str]:
         return self.members.get(group, [self.heads[group]])
@@ -96,15 +120,25 @@ def read_contents(
                     first_words.append(record.first_word)
             else:
                 members.setdefault(group, [heads[group]]).append(record.id)
+        texts = _kept_texts(texts, fresh, characters, kept_characters)
         characters += sum(map(len, fresh))
-        if characters > kept_characters:
-            texts = None
-        elif texts is not None:
-            texts.extend(fresh)
         fresh_keys, counts = token_keys(fresh, params, token_field)
         keys.extend(fresh_keys)
         sizes.extend(counts.tolist())
-    return Contents(heads, members, first_words, keys.all(), np.array(sizes, np.int64), texts)
+    return Contents(
+        heads, members, first_words, keys.all(), np.array(sizes, np.int64), texts, characters
+    )
+
+
+def _kept_texts(
+    texts: list[str] | None, more: list[str], characters: int, most: int = KEPT_CHARACTERS
+) -> list[str] | None:
+    """``texts`` (of ``characters`` in all) with ``more`` after them, or None past ``most``
+    characters: the contents are then fetched from the store when measured."""
+    if texts is None or characters + sum(map(len, more)) > most:
+        return None
+    texts += more
+    return texts
 
 
 class _Keys:

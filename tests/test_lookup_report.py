@@ -20,7 +20,7 @@ import pytest
 
 from neardup import _kernels, api, cli
 from neardup.errors import NeardupError, ParameterMismatch, TooManyPairs, UnknownRecord
-from neardup.fingerprint import TOKEN_FIELDS, FingerprintParams
+from neardup.fingerprint import TOKEN_FIELDS, FingerprintParams, fingerprint_batch
 from neardup.generate import near_copies, write_corpus
 from neardup.indexer import SeenIds, index_records
 from neardup.readers import Record, RecordReader
@@ -45,7 +45,7 @@ from neardup.selfjoin import (
     read_contents,
     scored_pairs,
 )
-from neardup.stores import CandidateQuery, TokenField
+from neardup.stores import CandidateQuery, StoredRecord, TokenField
 from neardup.stores.base import MAX_ID_BYTES, ordered_map
 from neardup.tuning import choose_threshold
 from tests.corpora import corpus
@@ -1031,6 +1031,86 @@ def test_a_checked_file_is_kept_alike_joined_or_looked_up(tmp_path: Path, monkey
     assert batches_joined == short_batches_joined == 5 and none_joined == 0
     assert joined == short == looked_up
     assert len(joined[0]) < 600 and sum(joined[2]["histogram"]) > 1_000
+
+
+def test_a_run_of_checks_reads_the_store_once_unless_another_process_writes(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """index --skip-duplicates joins each batch with the contents the first joined batch read,
+    and the records each batch stored, while nothing else writes the store: the same records
+    kept as a run that reads the store for every batch. A record another process stores
+    between two batches makes the next batch read the store again, and its near copy is a
+    duplicate; at the run's end no postings wait outside the store's postings."""
+    records = tmp_path / "people.csv"  # short records: 2-row bands, each batch joined
+    api.generate(600, records, kind="people", seed=5)
+    searcher = importlib.import_module("neardup.searcher")
+    monkeypatch.setattr(searcher, "JOIN_BATCH", 50)
+    reads: list[int] = []
+    read = searcher.read_contents
+    monkeypatch.setattr(searcher, "read_contents", lambda *a, **k: reads.append(1) or read(*a, **k))
+
+    def checked(name: str, every_batch_reads: bool) -> tuple[list[str], list[str]]:
+        reads.clear()
+        url = f"sqlite:///{tmp_path / name}"
+        with monkeypatch.context() as reading:
+            if every_batch_reads:
+                reading.setattr(searcher.KeptContents, "current", lambda *_: None)
+            summary = api.index([records], url, skip_duplicates=True, batch_size=100)
+        with api.opened(url) as store:
+            left = [t for f in TokenField for t in store._tables(f)[1:] if store._has_rows(t)]
+            return sorted(store.iter_ids()), left, summary.duplicates
+
+    kept, left, duplicates = checked("kept.db", every_batch_reads=False)
+    assert len(reads) == 1 and left == []
+    assert (kept, duplicates) == checked("read.db", every_batch_reads=True)[::2] and len(reads) == 5
+    # Another process stores a near copy of a record of the third batch after the second.
+    later = list(RecordReader(records))[250]
+    intruder = Record("intruder", later.text.replace(later.text.split()[-1], "zz", 1))
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    checks = api._add
+
+    def another_writes_after_the_second(*args: object) -> api.Added:
+        done = checks(*args)
+        calls.append(1)
+        if len(calls) == 2:
+            api.add([intruder], url)  # through another handle, as another process would
+        return done
+
+    calls: list[int] = []
+    monkeypatch.setattr(api, "_add", another_writes_after_the_second)
+    reads.clear()
+    summary = api.index([records], url, skip_duplicates=True, batch_size=100)
+    assert (later.id, "intruder") in [(record, found) for record, found, _ in summary.duplicates]
+    assert len(reads) == 2
+
+
+def test_contents_extended_by_new_records_are_those_read_with_them() -> None:
+    """Contents read from a store and then given the records stored since hold the keys,
+    sizes, ids, first words and texts that reading them all gives."""
+    params = FingerprintParams(num_hashes=32, bands=16)
+    texts = [f"record {n} of street {n % 7} in town {n % 3}" for n in range(40)]
+    fps = fingerprint_batch(texts, params)
+    stored = [
+        StoredRecord(f"r{n:02}", fp.content, fp.md5, fp.first_word, 1) for n, fp in enumerate(fps)
+    ]
+    first = read_contents([stored[:25]], params, TokenField.BANDS, True)
+    keys, sizes = TokenField.BANDS.keys_of(fps[25:])
+    first.extend(
+        [r.id for r in stored[25:]],
+        [fp.content for fp in fps[25:]],
+        [fp.first_word for fp in fps[25:]],
+        keys,
+        sizes,
+    )
+    whole = read_contents([stored], params, TokenField.BANDS, True)
+    assert (
+        first.keys.tolist() == whole.keys.tolist() and first.sizes.tolist() == whole.sizes.tolist()
+    )
+    assert (first.heads, first.first_words, first.texts) == (
+        whole.heads,
+        whole.first_words,
+        whole.texts,
+    )
 
 
 def test_the_holders_of_a_batchs_keys_are_found_by_one_scan_of_the_stores() -> None:

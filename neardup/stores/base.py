@@ -430,8 +430,20 @@ class Store(ABC):
     def delete(self, ids: Sequence[str]) -> int:
         """Delete these ids; returns how many existed."""
 
+    def records_version(self) -> object | None:
+        """A value that changes whenever the store's records change, through this handle or
+        another: what was read of them at one value holds at the same. None where the store
+        cannot tell (the engines): read them again each time."""
+        return None
+
     def flush(self) -> None:  # noqa: B027 - most stores write through; engines override to commit
         """Make everything written so far visible to queries."""
+
+    def publish(self) -> None:
+        """Make everything written so far visible to queries at least cost, where more writes
+        follow at once (a run of checks, each batch's records visible to the next): as
+        :meth:`flush`, unless the store's writes are visible already."""
+        self.flush()
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
