@@ -498,7 +498,9 @@ def _add_unique(
         summary.read += len(batch)
         replacing = {id(r) for r in admitted.replacing}
         for part in _runs_of_distinct_ids([r for r in admitted.records if r]):
-            result = _add(part, target, True, preset, None, False, kept)
+            result = _add(
+                part, target, if_unique=True, preset=preset, every_duplicate=False, kept=kept
+            )
             if result.checked and result.checked != last_checked:
                 summary.checked = _checked_so_far(summary.checked, result.checked, part[0].line)
                 last_checked = result.checked
@@ -1556,16 +1558,24 @@ def add(
     another process's check-then-add waits for them. Threads sharing one store object
     serialise their own (see :mod:`neardup.service`).
     """
-    return _add(records, store, if_unique, preset, rules, every_duplicate)
+    return _add(
+        records,
+        store,
+        if_unique=if_unique,
+        preset=preset,
+        rules=rules,
+        every_duplicate=every_duplicate,
+    )
 
 
 def _add(
     records: Sequence[Record],
     store: StoreRef,
+    *,
     if_unique: bool,
     preset: str | None,
-    rules: RulesRequest,
     every_duplicate: bool,
+    rules: RulesRequest = None,
     kept: KeptContents | None = None,
 ) -> Added:
     """:func:`add`; ``kept``: a run of checks' store contents, from one call to the next (its
@@ -1597,8 +1607,8 @@ def _add(
             result.added = list(dict.fromkeys(r.id for r in storable))
             _forget_choice_if(target, _doubled_or_halved)
         elif storable:
-            checking = (rules, preset), every_duplicate, kept
-            _add_if_unique(target, params, checking, storable, result, held)
+            asked = (rules, preset)
+            _add_if_unique(target, params, asked, storable, result, every_duplicate, held, kept)
         result.replaced = [i for i in result.added if i in held]
     return result
 
@@ -1606,17 +1616,18 @@ def _add(
 def _add_if_unique(
     target: Store,
     params: FingerprintParams,
-    checking: tuple[tuple[RulesRequest, str | None], bool, KeptContents | None],
+    asked: tuple[RulesRequest, str | None],
     storable: list[Record],
     result: Added,
+    every_duplicate: bool,
     held: Container[str],
+    kept: KeptContents | None,
 ) -> None:
     """Check ``storable`` against the store and each other, and store the new ones, holding
     the store's lock: the rules too are read under it, since an automatic threshold not chosen
     yet is read from every record, which another writer must not change meanwhile.
-    ``checking``: the rules asked for, :func:`add`'s ``every_duplicate``, and the contents a
-    run of checks keeps; ``held``: the ids of ``storable`` the store held."""
-    asked, every_duplicate, kept = checking
+    ``held``: the ids of ``storable`` the store held; ``kept``: the contents a run of checks
+    keeps."""
     with target.exclusive():
         target.reload_settings()  # as the writer before this one left them
         chosen, how = _checking_rules(target, params, asked, storable)
@@ -1643,10 +1654,10 @@ def _add_if_unique(
         stored = [(r, fp) for r, fp, n in zip(storable, fps, new, strict=True) if n]
         before = target.records_version()
         index_records(target, [r for r, _ in stored], params, more_follow=kept is not None)
-        if kept and any(r.id in held for r, _ in stored):
-            kept.forget()  # a record replaced: its old content leaves the contents
-        elif kept:
-            kept.add_stored(target, before, [r.id for r, _ in stored], [fp for _, fp in stored])
+        if kept:
+            replaced = any(r.id in held for r, _ in stored)
+            ids, stored_fps = [r.id for r, _ in stored], [fp for _, fp in stored]
+            kept.add_stored(target, before, ids, stored_fps, replaced)
 
 
 def _checking_rules(

@@ -223,22 +223,25 @@ class KeptContents:
         self.contents, self.version, self.reading = contents, store.records_version(), reading
 
     def add_stored(
-        self, store: Store, before: object, ids: Sequence[str], fps: Sequence[Fingerprint]
+        self,
+        store: Store,
+        before: object,
+        ids: Sequence[str],
+        fps: Sequence[Fingerprint],
+        replaced: bool,
     ) -> None:
         """Add the records a check stored, with contents new to the store (it stores no exact
-        duplicate), where the kept contents were the store's as of ``before`` the writes, which
-        replaced no record; else forget them."""
-        if self.contents is None or self.reading is None or before != self.version:
+        duplicate), where the kept contents were the store's as of ``before`` the writes; else,
+        or where a record ``replaced`` one (whose old content leaves the store), forget them."""
+        if self.contents is None or self.reading is None or before != self.version or replaced:
             self.contents = None
             return
-        field, first_word = self.reading
-        keys, sizes = field.keys_of(fps) if fps else (np.empty(0, np.int64), np.empty(0, int))
-        words = [fp.first_word for fp in fps] if first_word else []
-        self.contents.extend(list(ids), [fp.content for fp in fps], words, keys, sizes)
+        if fps:
+            field, first_word = self.reading
+            keys, sizes = field.keys_of(fps)
+            words = [fp.first_word for fp in fps] if first_word else []
+            self.contents.extend(list(ids), [fp.content for fp in fps], words, keys, sizes)
         self.version = store.records_version()
-
-    def forget(self) -> None:
-        self.contents = None
 
 
 class Searcher:

@@ -14,6 +14,7 @@ from functools import partial
 from itertools import combinations
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -1069,8 +1070,8 @@ def test_a_run_of_checks_reads_the_store_once_unless_another_process_writes(
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     checks = api._add
 
-    def another_writes_after_the_second(*args: object) -> api.Added:
-        done = checks(*args)
+    def another_writes_after_the_second(*args: Any, **kwargs: Any) -> api.Added:
+        done = checks(*args, **kwargs)
         calls.append(1)
         if len(calls) == 2:
             api.add([intruder], url)  # through another handle, as another process would
