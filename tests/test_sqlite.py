@@ -165,15 +165,17 @@ def test_full_pending_postings_become_runs_that_merge_by_level_with_the_same_ans
     monkeypatch.setattr(sqlite_store, "PENDING_LIMIT", 500)  # a run every batch
     monkeypatch.setattr(sqlite_store, "RUN_FANOUT", 2)
     api.index([path], f"sqlite:///{tiered}", batch_size=50)
-    with monkeypatch.context() as patched:  # a run killed before its flush leaves its runs
+    with monkeypatch.context() as patched:  # a run killed before its flush
         patched.setattr(SQLiteStore, "flush", lambda self: None)
         api.index([path], f"sqlite:///{killed}", batch_size=50)
     postings = _band_tables(direct)["bands_postings"]
     assert postings > 0
-    assert _band_tables(tiered) == {"bands_postings": postings, "bands_pending": 0}
-    runs = {name: rows for name, rows in _band_tables(killed).items() if "_run_" in name}
+    assert _band_tables(direct) == {"bands_postings": postings, "bands_pending": 0}
+    # The runs stay after the run: no posting is written again to make one table of them.
+    runs = {name: rows for name, rows in _band_tables(tiered).items() if "_run_" in name}
     assert len({name.split("_")[2] for name in runs}) > 1  # runs of several levels
-    assert sum(_band_tables(killed).values()) == postings
+    assert sum(runs.values()) == sum(_band_tables(tiered).values()) == postings
+    assert _band_tables(killed) == _band_tables(tiered)
     stores = [f"sqlite:///{path}" for path in (direct, tiered, killed)]
     expected = api.report(stores[0])
     assert expected
@@ -181,20 +183,19 @@ def test_full_pending_postings_become_runs_that_merge_by_level_with_the_same_ans
         for strategy in ("join", "buckets"):
             assert api.report(url, strategy=strategy) == expected
         assert api.lookup(url, id="g0007") == api.lookup(stores[0], id="g0007")
-    # Updates and deletes reach the postings in runs, before a flush merges them.
-    with monkeypatch.context() as patched:
-        patched.setattr(SQLiteStore, "flush", lambda self: None)
-        for url in (stores[0], stores[2]):
-            api.delete(["g0003", "g0010"], url)
-            api.add([Record("g0011", "a new text for record g0011")], url)
-    assert len(_band_tables(killed)) > 2
+    # Updates and deletes reach the postings in runs.
+    for url in (stores[0], stores[2]):
+        api.delete(["g0003", "g0010"], url)
+        api.add([Record("g0011", "a new text for record g0011")], url)
     assert api.report(stores[2]) == api.report(stores[0])
     database = sqlite3.connect(killed)  # as a run killed after a merge, before its drops
     database.execute("CREATE TABLE retired_bands_run_0_1 AS SELECT * FROM bands_pending")
     database.commit()
     database.close()
-    api.index([path], stores[2], batch_size=50)  # the next run's flush merges every run
-    assert set(_band_tables(killed)) == {"bands_postings", "bands_pending"}
+    for url in (stores[0], stores[2]):  # the next run drops what the killed one retired
+        api.index([path], url, batch_size=50)
+    assert not any(name.startswith("retired_") for name in _band_tables(killed))
+    assert api.report(stores[2]) == api.report(stores[0])
 
 
 # Where another run's writes once broke a run: between listing the retired tables and dropping
@@ -220,22 +221,26 @@ def test_other_runs_between_the_statements_of_a_run_leave_every_run_whole(
     first, other = SQLiteStore(str(path)), SQLiteStore(str(path))
     waiting = files[1:]
     writing = [False]  # whether the first run holds the store's write lock: the others wait
+    met: set[str] = set()
 
     def other_run(statement: str) -> None:
         if statement.startswith(("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK")):
             writing[0] = statement.startswith("BEGIN IMMEDIATE")
         elif waiting and not writing[0] and statement.startswith(_BETWEEN):
+            met.add(next(place for place in _BETWEEN if statement.startswith(place)))
             api.index([waiting.pop(0)], other, batch_size=50)
 
     first._conn.set_trace_callback(other_run)
     api.index([files[0]], first, batch_size=50)
-    assert len(waiting) < 2  # each place met
+    assert met == set(_BETWEEN)
     for rest in waiting:
         api.index([rest], other)
-    serial = f"sqlite:///{tmp_path / 'serial.db'}"
-    api.index(files, serial)
-    assert api.report(f"sqlite:///{path}") == api.report(serial) != []
-    assert set(_band_tables(path)) == {"bands_postings", "bands_pending"}
+    serial = tmp_path / "serial.db"
+    api.index(files, f"sqlite:///{serial}")
+    assert api.report(f"sqlite:///{path}") == api.report(f"sqlite:///{serial}") != []
+    tables = _band_tables(path)
+    assert not any(name.startswith("retired_") for name in tables)
+    assert sum(tables.values()) == sum(_band_tables(serial).values())
 
 
 def test_a_report_reads_the_records_as_they_were_when_it_began(tmp_path: Path) -> None:

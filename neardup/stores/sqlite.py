@@ -12,10 +12,11 @@ New postings go first to ``<field>_pending``, a table like the postings that sta
 PENDING_LIMIT rows): written straight into the postings, every batch would dirty pages all over a
 B-tree keyed by random tokens, and each commit would write them all again (35 GB written to index
 a million records, where the store is 1 GB). A full pending table becomes a run (a rename), and
-RUN_FANOUT runs of one level merge into one run of the next, as Lucene merges its segments; at the
-end of a run (``flush``) the runs and the pending postings merge into the postings. A merge reads
-its tables in token order and writes a new B-tree from its first page to its last, so a posting is
-written once per level. (Moving each full pending table into the postings rewrote the whole
+RUN_FANOUT runs of one level merge into one run of the next, as Lucene merges its segments. The
+runs stay after a run, as Lucene leaves its segments; a store whose postings never filled a pending
+table moves them into its postings at the end of a run (``flush``). A merge reads its tables in
+token order and writes a new B-tree from its first page to its last, so a posting is written once
+per level. (Moving each full pending table into the postings rewrote the whole
 postings every two million postings: over 100 GB for ten million records.) Queries read every
 table of a field in one snapshot, so a record is found as soon as its batch is committed. For the
 same reason a first run into a new store builds the MD5 index once, at its end (see
@@ -69,12 +70,12 @@ POSTINGS_PER_PART = 2_000_000
 # Pending postings past which an upsert makes them a run. Fewer make more runs and merges; more make
 # every commit write more of the pending table's pages.
 PENDING_LIMIT = 2_000_000
-# Runs of one level that merge into a run of the next. More write each posting fewer times (once
-# per level) and leave more runs for a query to read during a run (up to RUN_FANOUT - 1 a level,
-# each a B-tree seek per key). Rewriting the postings is most of an index run's time: a million
-# people (32 runs) indexed in 218-225 s with 4, 190-193 s with 16, 130-157 s with 64, where a
-# lookup of 64 keys over 64 runs takes 2.2 ms against 0.2 ms over 4.
-RUN_FANOUT = 64
+# Runs of one level that merge into a run of the next; a field's runs stay after an index run
+# (see _settle_pending). More runs a level write each posting fewer times (once per level) and
+# leave more tables for every query to read (up to RUN_FANOUT - 1 a level, each a B-tree seek per
+# key). A million people (25 runs of 2.56 million postings) indexed in 90 s with 64 (no merge),
+# 131 s with 8, 165-171 s when every run merged at the end; a lookup took 31, 21 and 19 ms (p50).
+RUN_FANOUT = 8
 
 
 def _postings_table(name: str) -> str:
@@ -550,31 +551,39 @@ class SQLiteStore(Store):
         for table in self._retired():
             self._conn.execute(f"DROP TABLE IF EXISTS {table}")
 
-    def _merge_runs(self) -> None:
-        """Bring each field's runs and pending postings into its postings. With runs, every
-        table of the field merges into new postings. Pending postings alone (fewer than
-        PENDING_LIMIT) are inserted in place, which writes only the pages they land on."""
+    def _settle_pending(self) -> None:
+        """At a run's end, a field without runs takes its pending postings into its postings,
+        in place (they are fewer than PENDING_LIMIT): a store that never filled a pending table
+        keeps one table a field. A field's runs stay as they are, merged by level as they fill
+        (RUN_FANOUT) and never all at once at the end: that wrote every posting once more, 58 s
+        of the 165 s a million people took to index, to make lookups some 15% faster."""
         self._drop_retired()  # a killed run's
-        for field in TokenField:
-            with self.snapshot():  # another writer may merge the runs listed meanwhile
-                if not any(self._has_rows(table) for table in self._tables(field)[1:]):
-                    continue  # without taking the write lock
-            with self._transaction():
-                postings, pending, *runs = self._tables(field)
-                if runs or not self._has_rows(postings):
-                    sources = [t for t in (postings, *runs, pending) if self._has_rows(t)]
-                    self._merge_into(field, postings, sources)
-                else:
-                    self._conn.execute(
-                        f"INSERT OR IGNORE INTO {postings} (token, doc) "
-                        f"SELECT token, doc FROM {pending} ORDER BY token, doc"
-                    )
-                    self._conn.execute(f"DELETE FROM {pending}")
-            self._drop_retired()
-        self._pending = 0
+        if all([self._settle(field) for field in TokenField]):
+            self._pending = 0
+
+    def _settle(self, field: TokenField) -> bool:
+        """Move the field's pending postings into its postings if it has no runs; whether
+        nothing is left pending."""
+        with self.snapshot():  # without taking the write lock where there is nothing to do
+            if self._runs(field) or not self._has_rows(f"{field}_pending"):
+                return not self._has_rows(f"{field}_pending")
+        with self._transaction():
+            postings, pending, *runs = self._tables(field)
+            if runs:  # another writer made one meanwhile
+                return False
+            if self._has_rows(postings):
+                self._conn.execute(
+                    f"INSERT OR IGNORE INTO {postings} (token, doc) "
+                    f"SELECT token, doc FROM {pending} ORDER BY token, doc"
+                )
+                self._conn.execute(f"DELETE FROM {pending}")
+            else:
+                self._merge_into(field, postings, [pending])
+        self._drop_retired()
+        return True
 
     def flush(self) -> None:
-        self._merge_runs()
+        self._settle_pending()
         self._index_md5()
 
     def publish(self) -> None:
