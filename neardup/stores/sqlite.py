@@ -73,8 +73,9 @@ PENDING_LIMIT = 2_000_000
 # Runs of one level that merge into a run of the next; a field's runs stay after an index run
 # (see _settle_pending). More runs a level write each posting fewer times (once per level) and
 # leave more tables for every query to read (up to RUN_FANOUT - 1 a level, each a B-tree seek per
-# key). A million people (25 runs of 2.56 million postings) indexed in 90 s with 64 (no merge),
-# 131 s with 8, 165-171 s when every run merged at the end; a lookup took 31, 21 and 19 ms (p50).
+# key). A million people (25 runs of 2.56 million postings): with 8, indexed in 105-131 s against
+# 124-146 s when every run merged at the end, and a lookup of a new text took 21 ms (p50) against
+# 22; with 64 and no merge, 90 s and 31 ms (27 tables a field).
 RUN_FANOUT = 8
 
 
@@ -555,8 +556,9 @@ class SQLiteStore(Store):
         """At a run's end, a field without runs takes its pending postings into its postings,
         in place (they are fewer than PENDING_LIMIT): a store that never filled a pending table
         keeps one table a field. A field's runs stay as they are, merged by level as they fill
-        (RUN_FANOUT) and never all at once at the end: that wrote every posting once more, 58 s
-        of the 165 s a million people took to index, to make lookups some 15% faster."""
+        (RUN_FANOUT) and never all at once at the end: that wrote every posting once more (58 s
+        of the 165 s a million people took to index) so that lookups read one table a field
+        instead of a few."""
         self._drop_retired()  # a killed run's
         if all([self._settle(field) for field in TokenField]):
             self._pending = 0
@@ -565,8 +567,9 @@ class SQLiteStore(Store):
         """Move the field's pending postings into its postings if it has no runs; whether
         nothing is left pending."""
         with self.snapshot():  # without taking the write lock where there is nothing to do
-            if self._runs(field) or not self._has_rows(f"{field}_pending"):
-                return not self._has_rows(f"{field}_pending")
+            waiting = self._has_rows(f"{field}_pending")
+            if self._runs(field) or not waiting:
+                return not waiting
         with self._transaction():
             postings, pending, *runs = self._tables(field)
             if runs:  # another writer made one meanwhile
