@@ -560,6 +560,7 @@ class SQLiteStore(Store):
         of the 165 s a million people took to index) so that lookups read one table a field
         instead of a few."""
         self._drop_retired()  # a killed run's
+        # A list, not a generator: every field settles, even after one that keeps its pending.
         if all([self._settle(field) for field in TokenField]):
             self._pending = 0
 
