@@ -605,7 +605,17 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .service import serve  # here: the service's dependencies load only for the service
 
-    serve(args.store, host=args.host, port=args.port, api_key=key, listening=listening)
+    def threshold_read(line: str) -> None:
+        print(f"neardup: {line}", file=sys.stderr)
+
+    serve(
+        args.store,
+        host=args.host,
+        port=args.port,
+        api_key=key,
+        listening=listening,
+        threshold_read=threshold_read,
+    )
     return 0
 
 

@@ -20,6 +20,7 @@ import hmac
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -184,17 +185,44 @@ def serve(
     port: int = 8000,
     api_key: str | None = None,
     listening: Callable[[], None] | None = None,
+    threshold_read: Callable[[str], None] | None = None,
 ) -> None:
     """Serve the HTTP API over ``store`` until interrupted; its OpenAPI documentation is at
     /docs. The port is taken first, and ``listening`` called once it is: a port in use is a
-    NeardupError, before anything says the service runs."""
+    NeardupError, before anything says the service runs. The store's threshold is read as the
+    service starts (:func:`_read_threshold_ahead`), and ``threshold_read`` told in a line."""
     import uvicorn  # here: only a running service needs the server
 
     taken = _listen(host, port)
     if listening:
         listening()
     app = create_app(store, api_key=api_key)
+    _read_threshold_ahead(store, threshold_read)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[taken])
+
+
+def _read_threshold_ahead(store: str | None, said: Callable[[str], None] | None) -> None:
+    """Read the store's threshold on a thread of its own as the service starts. An automatic
+    threshold no command has read from the store's records yet is read by the first lookup that
+    needs it, from every candidate pair as a report reads it (6 s at 100,000 generated people,
+    25 s at a million), while that lookup's client waits, or gives up. Read ahead,
+    lookups that come meanwhile wait for this read (:func:`neardup.api.rules_for` reads once
+    a store) instead of making their own. ``said`` is told what was read, and how long it
+    took; a store that cannot answer yet is said by `neardup serve` and the requests."""
+
+    def read() -> None:
+        started = time.perf_counter()
+        try:
+            threshold = api.rules_for(store).threshold
+            source = (api.stats(store)["rules_from"] or {}).get("threshold")
+        except NeardupError:
+            return
+        if said:
+            took = time.perf_counter() - started
+            value = "none" if threshold is None else f"{threshold:g}"
+            said(f"threshold {value} ({source}), read in {took:.1f} s")
+
+    threading.Thread(target=read, name="neardup-threshold", daemon=True).start()
 
 
 def _listen(host: str, port: int) -> socket.socket:

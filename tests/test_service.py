@@ -410,3 +410,36 @@ def test_a_slow_read_does_not_hold_up_other_requests(
         assert client.get("/health").status_code == 200
         healthy.set()
         assert looking.result(timeout=20).json() == {"matches": []}
+
+
+def test_the_service_reads_the_stores_threshold_as_it_starts(tmp_path: Path) -> None:
+    """A store whose automatic threshold no command had read yet: the first lookup read it
+    from every candidate pair, a report's work (half a minute at a million records), while its
+    client waited. `neardup serve` now reads it as it starts, remembers it in the store and
+    says it, before any request."""
+    api.generate(600, tmp_path / "people.csv", kind="people", seed=5)
+    url = f"sqlite:///{tmp_path / 'people.db'}"
+    api.index([tmp_path / "people.csv"], url)
+    assert api.stats(url)["rules_from"]["threshold"] == (
+        "auto: read from the records by the next command that needs it"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "neardup.cli", "serve", "--store", url, "--port", str(_free_port())],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "NEARDUP_API_KEY"},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and api.stats(url)["rules_from"]["threshold"].endswith(
+            "the next command that needs it"
+        ):
+            time.sleep(0.1)
+    finally:
+        process.terminate()
+        said = process.communicate(timeout=30)[1]
+    read = api.stats(url)["rules_from"]["threshold"]
+    assert read.startswith("auto: the valley")
+    threshold = api.rules_for(url).threshold
+    assert f"neardup: threshold {threshold:g} ({read}), read in " in said
+    assert "Traceback" not in said
