@@ -44,9 +44,13 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def serving(url: str) -> tuple[subprocess.Popen[bytes], str]:
+def serving(url: str, stderr: int | None = None) -> tuple[subprocess.Popen[str], str]:
+    """`neardup serve` on ``url`` and a free loopback port, once it answers /health; its
+    ``stderr`` piped where asked (subprocess.PIPE)."""
     port = free_port()
-    process = subprocess.Popen([*NEARDUP, "serve", "--store", url, "--port", str(port)])
+    process = subprocess.Popen(
+        [*NEARDUP, "serve", "--store", url, "--port", str(port)], stderr=stderr, text=True
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

@@ -50,6 +50,17 @@ def test_the_scale_benchmark_scores_person_records_against_their_truth(tmp_path:
     assert f1 > 0.9
 
 
+def test_the_first_lookup_benchmark_serves_a_store_read_afresh_each_time(tmp_path: Path) -> None:
+    """Each row serves the store as indexed, no threshold remembered: `neardup serve` reads it
+    for every row, and says so."""
+    waits = ["--wait", "0", "1"]
+    table = run("first_lookup.py", "--records", "600", *waits, "--folder", str(tmp_path))
+    rows = [line.split(maxsplit=3) for line in table.splitlines()[2:]]
+    assert [row[0] for row in rows] == ["0", "1"]
+    assert all("neardup: threshold 0." in row[3] and "(auto: " in row[3] for row in rows)
+    assert all(float(row[1]) > 0 and float(row[2]) > 0 for row in rows)
+
+
 @pytest.mark.parametrize(
     ("options", "arriving"),
     [
