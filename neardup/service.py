@@ -196,19 +196,23 @@ def serve(
     taken = _listen(host, port)
     if listening:
         listening()
-    app = create_app(store, api_key=api_key)
-    _read_threshold_ahead(store, threshold_read)
+    ready = threading.Event()
+    app = create_app(store, api_key=api_key, ready=ready)
+    _read_threshold_ahead(store, threshold_read, ready)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[taken])
 
 
-def _read_threshold_ahead(store: str | None, said: Callable[[str], None] | None) -> None:
+def _read_threshold_ahead(
+    store: str | None, said: Callable[[str], None] | None, ready: threading.Event
+) -> None:
     """Read the store's threshold on a thread of its own as the service starts. An automatic
     threshold no command has read from the store's records yet is read by the first lookup that
     needs it, from every candidate pair as a report reads it (6 s at 100,000 generated people,
     25 s at a million), while that lookup's client waits, or gives up. Read ahead,
     lookups that come meanwhile wait for this read (:func:`neardup.api.rules_for` reads once
     a store) instead of making their own. ``said`` is told what was read, and how long it
-    took; a store that cannot answer yet is said by `neardup serve` and the requests."""
+    took; a store that cannot answer yet is said by `neardup serve` and the requests. ``ready``
+    is set once the read is over, whatever its end."""
 
     def read() -> None:
         started = time.perf_counter()
@@ -217,6 +221,8 @@ def _read_threshold_ahead(store: str | None, said: Callable[[str], None] | None)
             source = (api.stats(store)["rules_from"] or {}).get("threshold")
         except NeardupError:
             return
+        finally:
+            ready.set()
         if said:
             took = time.perf_counter() - started
             value = "none" if threshold is None else f"{threshold:g}"
@@ -238,9 +244,14 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def create_app(
-    store: str | None = None, *, api_key: str | None = None, max_body: int = MAX_BODY_BYTES
+    store: str | None = None,
+    *,
+    api_key: str | None = None,
+    max_body: int = MAX_BODY_BYTES,
+    ready: threading.Event | None = None,
 ) -> FastAPI:
-    """The service over the store at ``store`` (opened on first use, then kept)."""
+    """The service over the store at ``store`` (opened on first use, then kept); /health says
+    it is not ``ready`` until that event is set (see :func:`serve`)."""
     api.check_api_key(api_key)
     app = FastAPI(
         title="neardup",
@@ -282,9 +293,13 @@ def create_app(
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        """Whether the service can reach its store (503 when it cannot). It needs no key, so
-        it says nothing of the store but that it answers."""
-        return await held.read(lambda source: {"status": "ok", "documents": source.count()})
+        """Whether the service can reach its store (503 when it cannot), and whether it is
+        ready: not while it reads the store's threshold as it starts, which lookups wait for. It
+        needs no key, so it says nothing of the store but that it answers."""
+        is_ready = ready is None or ready.is_set()
+        return await held.read(
+            lambda source: {"status": "ok", "documents": source.count(), "ready": is_ready}
+        )
 
     @app.get("/", include_in_schema=False)
     async def home() -> RedirectResponse:

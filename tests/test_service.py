@@ -52,7 +52,7 @@ def client(indexed_url: str) -> Iterator[TestClient]:
 
 def test_health_and_stats(client: TestClient) -> None:
     health = client.get("/health").json()
-    assert health["status"] == "ok" and health["documents"] == len(RECORDS)
+    assert health == {"status": "ok", "documents": len(RECORDS), "ready": True}
     assert client.get("/stats").json()["documents"] == len(RECORDS)
 
 
@@ -298,7 +298,7 @@ def test_a_body_over_the_limit_is_refused(indexed_url: str) -> None:
 def test_an_api_key_when_one_is_set(indexed_url: str) -> None:
     with TestClient(create_app(indexed_url, api_key="s3cret")) as keyed:
         health = keyed.get("/health")  # for load balancers: no key needed, and no store named
-        assert health.status_code == 200 and set(health.json()) == {"status", "documents"}
+        assert health.status_code == 200 and set(health.json()) == {"status", "documents", "ready"}
         for path in ("/docs", "/openapi.json", "/stats"):
             assert keyed.get(path).status_code == 401, path
             assert keyed.get(path, headers={"X-API-Key": "s3cret"}).status_code == 200, path
@@ -414,32 +414,48 @@ def test_a_slow_read_does_not_hold_up_other_requests(
 
 def test_the_service_reads_the_stores_threshold_as_it_starts(tmp_path: Path) -> None:
     """A store whose automatic threshold no command had read yet: the first lookup read it
-    from every candidate pair, a report's work (half a minute at a million records), while its
-    client waited. `neardup serve` now reads it as it starts, remembers it in the store and
-    says it, before any request."""
+    from every candidate pair, a report's work (25 s at a million records), while its client
+    waited. `neardup serve` now reads it as it starts, remembers it in the store and says it,
+    and /health says it is ready once it has."""
     api.generate(600, tmp_path / "people.csv", kind="people", seed=5)
     url = f"sqlite:///{tmp_path / 'people.db'}"
     api.index([tmp_path / "people.csv"], url)
     assert api.stats(url)["rules_from"]["threshold"] == (
         "auto: read from the records by the next command that needs it"
     )
+    port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "neardup.cli", "serve", "--store", url, "--port", str(_free_port())],
+        [sys.executable, "-m", "neardup.cli", "serve", "--store", url, "--port", str(port)],
         stderr=subprocess.PIPE,
         text=True,
         env={k: v for k, v in os.environ.items() if k != "NEARDUP_API_KEY"},
     )
     try:
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and api.stats(url)["rules_from"]["threshold"].endswith(
-            "the next command that needs it"
-        ):
+        while time.monotonic() < deadline:
+            try:
+                health = requests.get(f"http://127.0.0.1:{port}/health", timeout=5).json()
+            except requests.ConnectionError:
+                health = {}
+            if health.get("ready"):
+                break
             time.sleep(0.1)
+        read = api.stats(url)["rules_from"]["threshold"]  # remembered by the time it is ready
     finally:
         process.terminate()
         said = process.communicate(timeout=30)[1]
-    read = api.stats(url)["rules_from"]["threshold"]
+    assert health == {"status": "ok", "documents": 600, "ready": True}
     assert read.startswith("auto: the valley")
     threshold = api.rules_for(url).threshold
     assert f"neardup: threshold {threshold:g} ({read}), read in " in said
     assert "Traceback" not in said
+
+
+def test_health_says_the_service_is_not_ready_until_its_threshold_is_read(
+    indexed_url: str,
+) -> None:
+    ready = threading.Event()
+    with TestClient(create_app(indexed_url, ready=ready)) as starting:
+        assert starting.get("/health").json()["ready"] is False
+        ready.set()
+        assert starting.get("/health").json()["ready"] is True
