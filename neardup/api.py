@@ -581,6 +581,17 @@ def rules_for(
                 return replace(chosen, threshold=choice.threshold)
 
 
+def threshold_to_read(store: StoreRef = None) -> bool:
+    """Whether the store's threshold is automatic and has not been read from its records as
+    they are now: the next command that needs it (:func:`rules_for`) reads it first, from every
+    candidate pair, as a report reads it. False for a store with no records yet."""
+    with opened(store) as source:
+        if not source.read_params():
+            return False
+        chosen = match_rules(source.params, source.settings)
+        return chosen.to_choose and not _read_from_checks(source, chosen)
+
+
 # Reads of a threshold that a lookup waits for, where records it read were deleted meanwhile
 # (Solr's snapshot cannot hold those): the lookup reads again, as a user would run it again.
 THRESHOLD_READS = 3

@@ -21,8 +21,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -190,45 +190,15 @@ def serve(
     """Serve the HTTP API over ``store`` until interrupted; its OpenAPI documentation is at
     /docs. The port is taken first, and ``listening`` called once it is: a port in use is a
     NeardupError, before anything says the service runs. The store's threshold is read as the
-    service starts (:func:`_read_threshold_ahead`), and ``threshold_read`` told in a line."""
+    service starts and whenever its records have changed (:func:`_keep_threshold_read`), and
+    ``threshold_read`` told each time in a line."""
     import uvicorn  # here: only a running service needs the server
 
     taken = _listen(host, port)
     if listening:
         listening()
-    ready = threading.Event()
-    app = create_app(store, api_key=api_key, ready=ready)
-    _read_threshold_ahead(store, threshold_read, ready)
+    app = create_app(store, api_key=api_key, threshold_read=threshold_read or (lambda _line: None))
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[taken])
-
-
-def _read_threshold_ahead(
-    store: str | None, said: Callable[[str], None] | None, ready: threading.Event
-) -> None:
-    """Read the store's threshold on a thread of its own as the service starts. An automatic
-    threshold no command has read from the store's records yet is read by the first lookup that
-    needs it, from every candidate pair as a report reads it (6 s at 100,000 generated people,
-    25 s at a million), while that lookup's client waits, or gives up. Read ahead,
-    lookups that come meanwhile wait for this read (:func:`neardup.api.rules_for` reads once
-    a store) instead of making their own. ``said`` is told what was read, and how long it
-    took; a store that cannot answer yet is said by `neardup serve` and the requests. ``ready``
-    is set once the read is over, whatever its end."""
-
-    def read() -> None:
-        started = time.perf_counter()
-        try:
-            threshold = api.rules_for(store).threshold
-            source = (api.stats(store)["rules_from"] or {}).get("threshold")
-        except NeardupError:
-            return
-        finally:
-            ready.set()
-        if said:
-            took = time.perf_counter() - started
-            value = "none" if threshold is None else f"{threshold:g}"
-            said(f"threshold {value} ({source}), read in {took:.1f} s")
-
-    threading.Thread(target=read, name="neardup-threshold", daemon=True).start()
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -243,17 +213,85 @@ def _listen(host: str, port: int) -> socket.socket:
         raise NeardupError(f"cannot listen on {host}:{port}: {reason}") from None
 
 
+# How often the service looks whether its store's records changed since its threshold was
+# read, and how long they must stay as they are before it reads the threshold again.
+THRESHOLD_POLL = 2.0
+
+
+def _keep_threshold_read(
+    held: _HeldStore, said: Callable[[str], None], ready: threading.Event, stop: threading.Event
+) -> None:
+    """Keep the store's automatic threshold read, on a thread of its own, until ``stop``. One
+    that no command has read from the records as they are now is read by the first lookup that
+    needs it, from every candidate pair as a report reads it (6 s at 100,000 generated people,
+    25 s at a million), while that lookup's client waits, or gives up: after `neardup index`
+    into a new store, or into one the service is serving (the run forgets the threshold it
+    changed). So it is read as the service starts, and again once the records have stayed as
+    they are for THRESHOLD_POLL seconds (not between an index run's batches), where the store
+    can tell (:meth:`Store.records_version`: the embedded store; an engine's is read at the
+    start alone). Lookups that come meanwhile wait for this read (:func:`neardup.api.rules_for`
+    reads once a store) instead of making their own, and ``ready`` is clear while it lasts.
+    ``said`` is told what was read and how long it took; a store that cannot answer yet is
+    said by `neardup serve` and the requests, and looked at again."""
+    unseen = object()
+    seen: object = unseen
+    while True:
+        try:
+            with held.use() as source:
+                now = source.records_version()
+                if seen in (unseen, now) and api.threshold_to_read(source):
+                    ready.clear()
+                    said(_threshold_read(source))
+                    now = source.records_version()
+                seen = now
+        except NeardupError:
+            pass
+        finally:
+            ready.set()
+        if (seen is None) or stop.wait(THRESHOLD_POLL):
+            return
+
+
+def _threshold_read(source: Store) -> str:
+    """Read the store's threshold (:func:`neardup.api.rules_for`); what was read, in a line."""
+    started = time.perf_counter()
+    threshold = api.rules_for(source).threshold
+    how = (api.stats(source)["rules_from"] or {}).get("threshold")
+    value = "none" if threshold is None else f"{threshold:g}"
+    return f"threshold {value} ({how}), read in {time.perf_counter() - started:.1f} s"
+
+
 def create_app(
     store: str | None = None,
     *,
     api_key: str | None = None,
     max_body: int = MAX_BODY_BYTES,
-    ready: threading.Event | None = None,
+    threshold_read: Callable[[str], None] | None = None,
 ) -> FastAPI:
-    """The service over the store at ``store`` (opened on first use, then kept); /health says
-    it is not ``ready`` until that event is set (see :func:`serve`)."""
+    """The service over the store at ``store`` (opened on first use, then kept). With
+    ``threshold_read``, it keeps the store's threshold read while it runs, and tells that
+    callback each time (:func:`_keep_threshold_read`); /health says it is not ready meanwhile."""
     api.check_api_key(api_key)
+    held = _HeldStore(store)
+    ready = threading.Event()
+    if threshold_read is None:
+        ready.set()
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        stop = threading.Event()
+        if threshold_read is not None:
+            watch = (held, threshold_read, ready, stop)
+            threading.Thread(
+                target=_keep_threshold_read, args=watch, name="neardup-threshold", daemon=True
+            ).start()
+        try:
+            yield
+        finally:
+            stop.set()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="neardup",
         version=api.__version__,
         description="Near-duplicate lookup over a store of MinHash fingerprints.",
@@ -261,7 +299,6 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    held = _HeldStore(store)
     unique_adds = threading.Lock()
     key_header = APIKeyHeader(name="X-API-Key", auto_error=False)
 
@@ -296,7 +333,7 @@ def create_app(
         """Whether the service can reach its store (503 when it cannot), and whether it is
         ready: not while it reads the store's threshold as it starts, which lookups wait for. It
         needs no key, so it says nothing of the store but that it answers."""
-        is_ready = ready is None or ready.is_set()
+        is_ready = ready.is_set()
         return await held.read(
             lambda source: {"status": "ok", "documents": source.count(), "ready": is_ready}
         )

@@ -451,11 +451,37 @@ def test_the_service_reads_the_stores_threshold_as_it_starts(tmp_path: Path) -> 
     assert "Traceback" not in said
 
 
-def test_health_says_the_service_is_not_ready_until_its_threshold_is_read(
-    indexed_url: str,
+def _ready(client: TestClient, deadline: float = 30) -> dict[str, Any]:
+    """/health, once it says the service is ready (or at the deadline)."""
+    ends = time.monotonic() + deadline
+    while not (health := client.get("/health").json())["ready"] and time.monotonic() < ends:
+        time.sleep(0.05)
+    return health
+
+
+def test_the_service_reads_the_threshold_again_once_an_index_run_has_changed_the_records(
+    tmp_path: Path,
 ) -> None:
-    ready = threading.Event()
-    with TestClient(create_app(indexed_url, ready=ready)) as starting:
-        assert starting.get("/health").json()["ready"] is False
-        ready.set()
-        assert starting.get("/health").json()["ready"] is True
+    """A service serving a store that `neardup index` adds to: the run forgets the threshold it
+    read from other records, and the service's next lookup read it again while its client
+    waited. The service reads it again once the records stay as they are."""
+    api.generate(900, tmp_path / "people.csv", kind="people", seed=5)
+    lines = (tmp_path / "people.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+    (tmp_path / "first.csv").write_text("".join(lines[:601]), encoding="utf-8")
+    (tmp_path / "more.csv").write_text(lines[0] + "".join(lines[601:]), encoding="utf-8")
+    url = f"sqlite:///{tmp_path / 'people.db'}"
+    api.index([tmp_path / "first.csv"], url)
+    said: list[str] = []
+    with TestClient(create_app(url, threshold_read=said.append)) as client:
+        assert _ready(client)["ready"] and len(said) == 1
+        assert api.stats(url)["rules_from"]["threshold"].startswith("auto: the valley")
+        api.index([tmp_path / "more.csv"], url)  # another writer: an index run
+        deadline = time.monotonic() + 30
+        while len(said) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        health = _ready(client)
+    assert health == {"status": "ok", "documents": 900, "ready": True}
+    assert len(said) == 2 and said[1].startswith("threshold 0.")
+    choice = api.stats(url)["rules_from"]["threshold"]
+    assert choice.startswith("auto: the valley") and f"({choice})" in said[1]
+    assert not api.threshold_to_read(url)
