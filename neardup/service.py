@@ -245,7 +245,10 @@ def _keep_threshold_read(
                     now = source.records_version()
                 seen = now
         except NeardupError:
-            pass
+            pass  # said by the requests; looked at again
+        except Exception as exc:  # said in a line, not as a thread's traceback
+            said(f"warning: its threshold is no longer read ahead ({exc!r}); lookups read it")
+            return
         finally:
             ready.set()
         if (seen is None) or stop.wait(THRESHOLD_POLL):

@@ -485,3 +485,23 @@ def test_the_service_reads_the_threshold_again_once_an_index_run_has_changed_the
     choice = api.stats(url)["rules_from"]["threshold"]
     assert choice.startswith("auto: the valley") and f"({choice})" in said[1]
     assert not api.threshold_to_read(url)
+
+
+def test_a_failed_read_ahead_is_one_line_and_the_service_answers(
+    indexed_url: str, monkeypatch
+) -> None:
+    """What the read ahead cannot foresee ends it with a line said, not a thread's traceback;
+    lookups read the threshold themselves, as they did before there was a read ahead."""
+
+    def broken(_store: object) -> bool:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(api, "threshold_to_read", broken)
+    said: list[str] = []
+    with TestClient(create_app(indexed_url, threshold_read=said.append)) as client:
+        assert _ready(client)["ready"]
+        assert client.post("/lookup", json={"id": "1"}).status_code == 200
+    assert said == [
+        "warning: its threshold is no longer read ahead (RuntimeError('disk on fire')); "
+        "lookups read it"
+    ]
