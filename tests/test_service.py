@@ -323,17 +323,22 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture
-def served(indexed_url: str) -> Iterator[str]:
-    """`neardup serve` as a user starts it, on a free loopback port."""
+def _serving(url: str) -> tuple[subprocess.Popen[str], str]:
+    """`neardup serve` as a user starts it, on a free loopback port, and the port's URL."""
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "neardup.cli", "serve", "--store", indexed_url, "--port", str(port)],
+        [sys.executable, "-m", "neardup.cli", "serve", "--store", url, "--port", str(port)],
         stderr=subprocess.PIPE,
         text=True,
         env={k: v for k, v in os.environ.items() if k != "NEARDUP_API_KEY"},
     )
-    base = f"http://127.0.0.1:{port}"
+    return process, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def served(indexed_url: str) -> Iterator[str]:
+    """`neardup serve` as a user starts it, once it answers."""
+    process, base = _serving(indexed_url)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -423,18 +428,12 @@ def test_the_service_reads_the_stores_threshold_as_it_starts(tmp_path: Path) -> 
     assert api.stats(url)["rules_from"]["threshold"] == (
         "auto: read from the records by the next command that needs it"
     )
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "neardup.cli", "serve", "--store", url, "--port", str(port)],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={k: v for k, v in os.environ.items() if k != "NEARDUP_API_KEY"},
-    )
+    process, base = _serving(url)
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                health = requests.get(f"http://127.0.0.1:{port}/health", timeout=5).json()
+                health = requests.get(f"{base}/health", timeout=5).json()
             except requests.ConnectionError:
                 health = {}
             if health.get("ready"):
