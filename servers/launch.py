@@ -225,6 +225,14 @@ def _spawn(name: str, command: list[str], log: Path, env: dict[str, str] | None 
     output goes to ``log``, never to a pipe: a pipe nobody reads once the server is up fills,
     and a server that logs to the console then blocks (Elasticsearch's master thread did)."""
     STATE.mkdir(exist_ok=True)
+    kept = STATE / f"{name}.pid"
+    if kept.exists() and _running(int(kept.read_text())):
+        # Started again, it failed on the port and its pid took the running one's place:
+        # `stop` then stopped nothing, and the first server ran on unseen.
+        raise RuntimeError(
+            f"{name} is running already (pid {kept.read_text()}): stop it first with "
+            "make stop-servers"
+        )
     with log.open("wb") as log_file:
         process = subprocess.Popen(
             command,
@@ -442,6 +450,17 @@ def _healthy(
             return [url] if json.load(response).get("timed_out") is False else None
     except (OSError, ValueError):
         return None
+
+
+def _running(pid: int) -> bool:
+    """Whether the process group ``pid`` leads is still there."""
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # there, and another user's
+        return True
+    return True
 
 
 def _terminate(pid: int, grace: float = 20) -> None:
