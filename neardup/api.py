@@ -564,10 +564,8 @@ def rules_for(
     time they have seen twice the records (:func:`_read_from_checks`)."""
     with opened(store) as source:
         chosen = match_rules(source.params, source.settings, rules, preset_name=preset)
-        if not chosen.to_choose:
-            return chosen
-        if checked := _read_from_checks(source, chosen):
-            return replace(chosen, threshold=checked.threshold)
+        if (known := _known_rules(source, chosen)) is not None:
+            return known
         with _READING.setdefault(source.url, threading.RLock()):
             source.reload_settings()  # read by another thread while this one waited?
             chosen = match_rules(source.params, source.settings, rules, preset_name=preset)
@@ -588,8 +586,17 @@ def threshold_to_read(store: StoreRef = None) -> bool:
     with opened(store) as source:
         if not source.read_params():
             return False
-        chosen = match_rules(source.params, source.settings)
-        return chosen.to_choose and not _read_from_checks(source, chosen)
+        return _known_rules(source, match_rules(source.params, source.settings)) is None
+
+
+def _known_rules(source: Store, chosen: MatchRules) -> MatchRules | None:
+    """``chosen`` with its threshold where the store need not read one from its records (one
+    given, one remembered, or one read from what its checks measured); None where it must."""
+    if not chosen.to_choose:
+        return chosen
+    if checked := _read_from_checks(source, chosen):
+        return replace(chosen, threshold=checked.threshold)
+    return None
 
 
 # Reads of a threshold that a lookup waits for, where records it read were deleted meanwhile

@@ -241,7 +241,7 @@ def _keep_threshold_read(
                 now = source.records_version()
                 if seen in (unseen, now) and api.threshold_to_read(source):
                     ready.clear()
-                    said(_threshold_read(source))
+                    said(_threshold_line(source))
                     now = source.records_version()
                 seen = now
         except NeardupError:
@@ -255,7 +255,7 @@ def _keep_threshold_read(
             return
 
 
-def _threshold_read(source: Store) -> str:
+def _threshold_line(source: Store) -> str:
     """Read the store's threshold (:func:`neardup.api.rules_for`); what was read, in a line."""
     started = time.perf_counter()
     threshold = api.rules_for(source).threshold
