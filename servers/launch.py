@@ -226,12 +226,11 @@ def _spawn(name: str, command: list[str], log: Path, env: dict[str, str] | None 
     and a server that logs to the console then blocks (Elasticsearch's master thread did)."""
     STATE.mkdir(exist_ok=True)
     kept = STATE / f"{name}.pid"
-    if kept.exists() and _running(int(kept.read_text())):
+    if kept.exists() and _running(running := int(kept.read_text())):
         # Started again, it failed on the port and its pid took the running one's place:
         # `stop` then stopped nothing, and the first server ran on unseen.
         raise RuntimeError(
-            f"{name} is running already (pid {kept.read_text()}): stop it first with "
-            "make stop-servers"
+            f"{name} is running already (pid {running}): stop it first with make stop-servers"
         )
     with log.open("wb") as log_file:
         process = subprocess.Popen(
@@ -241,7 +240,7 @@ def _spawn(name: str, command: list[str], log: Path, env: dict[str, str] | None 
             start_new_session=True,
             env={**os.environ, **(env or {})},
         )
-    (STATE / f"{name}.pid").write_text(str(process.pid))
+    kept.write_text(str(process.pid))
     return Server(name, [], process, log, command=command, env=env)
 
 
@@ -470,9 +469,7 @@ def _terminate(pid: int, grace: float = 20) -> None:
     except ProcessLookupError:
         return
     for _ in range(int(grace / 0.2)):
-        try:
-            os.killpg(pid, 0)
-        except ProcessLookupError:
+        if not _running(pid):
             return
         time.sleep(0.2)
     with contextlib.suppress(ProcessLookupError):
