@@ -28,7 +28,7 @@ from neardup.readers import Record, RecordReader
 from neardup.report import (
     Pair,
     _ahead_of_engine,
-    _chunks,
+    _block_runs,
     _nearest_histogram,
     _read_ahead,
     clusters,
@@ -852,19 +852,20 @@ def test_a_store_made_for_the_jaccard_similarity_does_not_count_shingles(
         assert not store.keeps_frequencies
 
 
-def test_pairs_are_measured_in_runs_of_few_contents_each_fetched_once() -> None:
+def test_pairs_are_measured_a_pair_of_blocks_of_contents_at_a_time() -> None:
     rng = np.random.default_rng(5)
     low = np.sort(rng.integers(0, 3000, 25_000))
-    high = rng.integers(0, 3000, 25_000)
-    runs = list(_chunks(low, high, contents=1200, step=1000))
-    assert [r.start for r in runs] == [0, *(r.stop for r in runs[:-1])]
-    assert runs[-1].stop == len(low) and len(runs) > 3
+    high = low + rng.integers(1, 3000 - low + 1)  # sides as a report's: low below high
+    runs = _block_runs(low, high, block=700)
+    assert sorted(np.concatenate(runs).tolist()) == list(range(len(low)))  # each pair once
+    assert len(runs) == 5 * 6 / 2  # 5 blocks: each pair of them, and each with itself
     for run in runs:
-        groups = np.unique(np.concatenate([low[run], high[run]]))
-        assert len(groups) <= 1200 or run.stop - run.start == 1000
-    (whole,) = _chunks(low, high, contents=3000, step=1000)
-    assert (whole.start, whole.stop) == (0, len(low))
-    assert list(_chunks(low[:0], high[:0], contents=1200)) == []
+        assert (np.diff(run) > 0).all()  # in the report's order within a run
+        assert len(np.unique(low[run] // 700)) == len(np.unique(high[run] // 700)) == 1
+        assert len(np.unique(np.r_[low[run], high[run]])) <= 2 * 700
+    (whole,) = _block_runs(low, high, block=3001)
+    assert whole.tolist() == list(range(len(low)))
+    assert _block_runs(low[:0], high[:0], block=700) == []
 
 
 def test_a_report_measured_in_runs_finds_what_one_run_finds(
@@ -878,19 +879,18 @@ def test_a_report_measured_in_runs_finds_what_one_run_finds(
     with api.opened(sqlite_url) as store:
         whole = find_pairs(store, store.params, rules)
         monkeypatch.setattr(report, "ONE_RUN_CHARACTERS", 2_000)
-        monkeypatch.setattr(report, "CHARACTERS_PER_RUN", 1_000)
-        runs: list[slice] = []
-        chunks = report._chunks
+        runs: list[np.ndarray] = []
+        block_runs = report._block_runs
 
-        def small_runs(low: np.ndarray, high: np.ndarray, contents: int) -> list[slice]:
-            these = list(chunks(low, high, 60, step=20))  # runs of 60 contents or so
+        def small_runs(low: np.ndarray, high: np.ndarray, block: int) -> list[np.ndarray]:
+            these = block_runs(low, high, 30)  # runs of 60 contents at most
             runs.extend(these)
             return these
 
-        monkeypatch.setattr(report, "_chunks", small_runs)
+        monkeypatch.setattr(report, "_block_runs", small_runs)
         in_runs = find_pairs(store, store.params, rules)
     assert len(runs) > 10 and in_runs.pairs == whole.pairs and len(whole.pairs) > 10
-    assert in_runs.rules == whole.rules
+    assert in_runs.rules == whole.rules and in_runs.histogram.tolist() == whole.histogram.tolist()
 
 
 def test_a_given_threshold_verifies_while_measuring_and_finds_what_auto_found(
