@@ -17,7 +17,7 @@ those buckets into the self-join's answer:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -105,14 +105,16 @@ class StoredGroups:
         found = _every_held(self.store.ids_by_md5(md5s))
         return {number: found[md5] for number, md5 in zip(numbers.tolist(), md5s, strict=True)}
 
-    def of(self, numbers: np.ndarray) -> dict[int, tuple[list[str], str]]:
-        """Each group's ids and content, in one round trip."""
+    def of(self, numbers: np.ndarray) -> tuple[list[str], Callable[[int], list[str]]]:
+        """The groups' contents, in order, and each one's ids, in one round trip."""
         md5s = self.groups.md5s(numbers.tolist())
         found = _every_held(self.store.records_by_md5(md5s))
-        return {
-            number: ([r.id for r in found[md5]], found[md5][0].content)
-            for number, md5 in zip(numbers.tolist(), md5s, strict=True)
-        }
+        md5_of = dict(zip(numbers.tolist(), md5s, strict=True))
+
+        def ids(number: int) -> list[str]:
+            return [record.id for record in found[md5_of[number]]]
+
+        return [found[md5][0].content for md5 in md5s], ids
 
 
 def _every_held(found: dict[str, list[T]]) -> dict[str, list[T]]:

@@ -74,8 +74,11 @@ JOIN_KEYS = 64_000_000  # 512 MB: a million records of 64 bands
 # ended after 10 minutes; pairs of blocks measured in 68 s within 2.26 GB at its peak (49 s
 # and 2.92 GB with blocks of half ONE_RUN_CHARACTERS).
 ONE_RUN_CHARACTERS = 64_000_000
-# Each of some content groups' ids and content (numbered as the join or the buckets number them).
-GroupsOf = Callable[[np.ndarray], dict[int, tuple[list[str], str]]]
+# Some content groups' contents, in the order asked (numbered as the join or the buckets number
+# them), and each of those groups' ids, asked only for the pairs a report lists: a list of ids
+# made for each of a run's contents kept the garbage collector busy for 108 of the 250 s a
+# report of 2 million people took.
+GroupsOf = Callable[[np.ndarray], tuple[list[str], Callable[[int], list[str]]]]
 Batched = TypeVar("Batched")  # what a store yields in batches: records, or (MD5, first word)
 # A report's passes over the store or its pairs, in the order they run.
 PHASES = ("reading", "joining", "measuring", "verifying")
@@ -298,17 +301,14 @@ def _joined_groups(store: Store, contents: Contents) -> GroupsOf:
     """The self-join's groups: their ids from memory, their content from memory too when the
     join kept the contents, else that of their first record in the store."""
 
-    def of(groups: np.ndarray) -> dict[int, tuple[list[str], str]]:
+    def of(groups: np.ndarray) -> tuple[list[str], Callable[[int], list[str]]]:
         if contents.texts is not None:
-            return {g: (contents.ids(g), contents.texts[g]) for g in groups.tolist()}
+            return [contents.texts[g] for g in groups.tolist()], contents.ids
         heads = [contents.heads[g] for g in groups.tolist()]
         records = store.get(heads)
         if len(records) < len(set(heads)):  # deleted since the join read them (Solr)
             raise StoreChanged()
-        return {
-            g: (contents.ids(g), records[head].content)
-            for g, head in zip(groups.tolist(), heads, strict=True)
-        }
+        return [records[head].content for head in heads], contents.ids
 
     return of
 
@@ -437,8 +437,7 @@ def _every_pair_histograms(
         .round()
         .astype(np.int64)
     )
-    held = groups_of(chosen)
-    texts = [held[content][1] for content in chosen.tolist()]
+    texts, _ = groups_of(chosen)
     numbers, offsets, shingles = shingle_numbers(texts, params)
     weights = None if rules.similarity == "jaccard" else shingle_weights(store, shingles)
     numerals = rules.numerals_of(texts)
@@ -534,7 +533,7 @@ def _counted(batches: Iterable[list[Batched]], bar: Bar) -> Iterator[list[Batche
 
 def _texts(
     groups_of: GroupsOf, low: np.ndarray, high: np.ndarray
-) -> tuple[list[str], np.ndarray, np.ndarray, dict[int, list[str]]]:
+) -> tuple[list[str], np.ndarray, np.ndarray, Callable[[int], list[str]]]:
     """The contents of the groups of pairs (``low``, ``high``) in one list, where each side's
     is in it, and the groups' ids."""
     # Groups are numbers below the store's contents: a mark per number finds the distinct ones
@@ -543,9 +542,7 @@ def _texts(
     if held.mean() > 0.5:  # most groups: every one up to the last, each at its own number
         held[:] = True
     needed = np.flatnonzero(held)
-    found = groups_of(needed)
-    texts = [found[g][1] for g in needed.tolist()]
-    ids = {g: ids for g, (ids, _) in found.items()}
+    texts, ids = groups_of(needed)
     if len(needed) == len(held):  # a million pairs' sides need no copy
         return texts, low, high, ids
     rank = (np.cumsum(held, dtype=np.int64) - 1).astype(np.int32)
@@ -598,7 +595,7 @@ def _runs(groups_of: GroupsOf, low: np.ndarray, high: np.ndarray) -> list[slice 
     ONE_RUN_CHARACTERS, else a run for each pair of blocks of a quarter of that
     (:func:`_block_runs`); the contents' mean length read off the first hundred."""
     sample = distinct(low[:1000])[:100]
-    texts = [text for _, text in groups_of(sample).values()]
+    texts, _ = groups_of(sample)
     mean_length = max(sum(map(len, texts)) / len(texts) if texts else 1, 1)
     # Groups are numbered below the store's contents: where all of them would fit, the pairs'
     # own need not be counted (a pass over every pair, 0.24 s of 100,000 short records').
@@ -651,7 +648,7 @@ def _accepted(
     texts: list[str],
     left: np.ndarray,
     right: np.ndarray,
-    ids: dict[int, list[str]],
+    ids: Callable[[int], list[str]],
     measured: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
 ) -> list[Pair]:
     """The record pairs the rules accept among measured group pairs (low, high, shared
@@ -670,7 +667,7 @@ def _accepted(
         strict=True,
     ):
         if rules.accepts(distance, similarity):
-            pairs.extend(_near_pairs(ids[a], ids[b], distance, similarity, count))
+            pairs.extend(_near_pairs(ids(a), ids(b), distance, similarity, count))
     return pairs
 
 
