@@ -1064,6 +1064,60 @@ static PyObject *key_holders(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* The first place at or after `from` in the sorted `a` whose value is not below `w` (with
+ * `past`, not at or below): a gallop from `from`, then a binary search of the last stride. */
+static Py_ssize_t gallop(const int64_t *a, Py_ssize_t n, Py_ssize_t from, int64_t w, int past) {
+    Py_ssize_t low = from, high = from, stride = 1;
+    while (high < n && (past ? a[high] <= w : a[high] < w)) {
+        low = high + 1;
+        high += stride;
+        stride <<= 1;
+    }
+    if (high > n) high = n;
+    while (low < high) {
+        Py_ssize_t middle = low + (high - low) / 2;
+        if (past ? a[middle] <= w : a[middle] < w)
+            low = middle + 1;
+        else
+            high = middle;
+    }
+    return low;
+}
+
+/* sorted_search(a i64, v i64, right, out i64). np.searchsorted(a, v, "right" if right else
+ * "left") into out, for a `v` in ascending order as well: each search gallops on from the last
+ * answer, where a binary search over the whole of `a` costs a cache miss a step (a batch's
+ * 640,000 distinct keys searched in a run of 16 million sorted keys: 150 ms with numpy). */
+static PyObject *sorted_search(PyObject *self, PyObject *args) {
+    Py_buffer a_b, v_b, out_b;
+    int right;
+    if (!PyArg_ParseTuple(args, "y*y*pw*", &a_b, &v_b, &right, &out_b)) return NULL;
+    Py_buffer *all[] = {&a_b, &v_b, &out_b, NULL};
+    const int64_t *a = a_b.buf, *v = v_b.buf;
+    int64_t *out = out_b.buf;
+    Py_ssize_t n = a_b.len / 8, m = v_b.len / 8;
+    int fits = out_b.len / 8 == m, ascending = 1;
+    if (fits) {
+        Py_BEGIN_ALLOW_THREADS
+        Py_ssize_t at = 0;
+        for (Py_ssize_t i = 0; i < m; i++) {
+            if (i && v[i] < v[i - 1]) {
+                ascending = 0;
+                break;
+            }
+            at = gallop(a, n, at, v[i], right);
+            out[i] = at;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    release(all);
+    if (!fits || !ascending) {
+        PyErr_SetString(PyExc_ValueError, "sorted_search: values in ascending order, a place each");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* bucket_pairs(members i32, sizes i64, largest, out i64 or None) -> pairs. Given buckets as
  * their members, bucket after bucket, each bucket's in ascending order, and each bucket's size:
  * every pair of members in each bucket of at most `largest`, once per bucket, coded as
@@ -1492,6 +1546,7 @@ static PyMethodDef methods[] = {
     {"document_frequencies", document_frequencies, METH_VARARGS, NULL},
     {"shared_buckets", shared_buckets, METH_VARARGS, NULL},
     {"key_holders", key_holders, METH_VARARGS, NULL},
+    {"sorted_search", sorted_search, METH_VARARGS, NULL},
     {"bucket_pairs", bucket_pairs, METH_VARARGS, NULL},
     {"prefix_pairs", prefix_pairs, METH_VARARGS, NULL},
     {"sort_pair_codes", sort_pair_codes, METH_VARARGS, NULL},

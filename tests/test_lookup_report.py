@@ -1142,6 +1142,28 @@ def test_the_holders_of_a_batchs_keys_are_found_by_one_scan_of_the_stores() -> N
         _kernels.key_holders(store, sizes[:-1], wanted, held, None)
 
 
+def test_sorted_values_are_searched_for_as_numpy_searches_them() -> None:
+    """sorted_search gives np.searchsorted's places, left and right, for values in ascending
+    order: repeated keys and values, values below, between and past every key, keys spread
+    over all 64 bits; values out of order are refused."""
+    rng = np.random.default_rng(11)
+    wide = np.sort(rng.integers(-(2**63), 2**63 - 1, 20_000, dtype=np.int64))
+    narrow = np.sort(rng.integers(-40, 40, 500))
+    for keys in (wide, narrow, narrow[:0], narrow[:1]):
+        for values in (
+            np.sort(np.r_[rng.choice(wide, 300), rng.integers(-(2**63), 2**63 - 1, 300)]),
+            np.sort(rng.integers(-60, 60, 1_000)),
+            np.empty(0, dtype=np.int64),
+        ):
+            for right in (False, True):
+                places = np.empty(len(values), dtype=np.int64)
+                _kernels.sorted_search(keys, values.astype(np.int64), right, places)
+                side = "right" if right else "left"
+                assert places.tolist() == np.searchsorted(keys, values, side).tolist()
+    with pytest.raises(ValueError, match="ascending order"):
+        _kernels.sorted_search(narrow, np.array([3, 1]), False, np.empty(2, dtype=np.int64))
+
+
 def test_a_record_joins_by_its_rarest_keys_up_to_its_entries() -> None:
     """Each record keeps its keys the fewest contents hold while their entries fit, and keys
     held by as many are kept or left out together, whatever their order."""
