@@ -29,6 +29,7 @@ from .fingerprint import (
     pair_similarities,
     shingle_numbers,
     shingle_sets,
+    token_keys,
     weighted_similarity,
     word_edit_distances,
 )
@@ -446,14 +447,17 @@ class Searcher:
             numbered = np.unique(every, return_inverse=True)[1]
             words = (numbered[: len(texts)], numbered[len(texts) :])
         keys, sizes = self.field.keys_of(fps)
-        bounds = (np.r_[0, np.cumsum(sizes)], np.r_[0, np.cumsum(contents.sizes)])
+        bounds = np.r_[0, np.cumsum(sizes)]
 
-        def shared_keys(record: int, group: int) -> int:
-            """Every key a record and a content share: one joined by its rarer keys counted
-            those alone."""
-            mine = keys[bounds[0][record] : bounds[0][record + 1]]
-            theirs = contents.keys[bounds[1][group] : bounds[1][group + 1]]
-            return len(np.intersect1d(mine, theirs, assume_unique=True))
+        def with_shared_keys(record: int, matches: list[Match]) -> list[Match]:
+            """The matches of a record joined by its rarer keys, which counted those alone,
+            with every key they share with it: their contents' keys are found again, as those
+            added since the store was read are kept by key, not by content."""
+            mine = keys[bounds[record] : bounds[record + 1]]
+            theirs, counts = token_keys([m.content for m in matches], self.params, self.field)
+            holder = np.repeat(np.arange(len(matches)), counts)
+            shared = np.bincount(holder[np.isin(theirs, mine)], minlength=len(matches)).tolist()
+            return [replace(m, shared_tokens=n) for m, n in zip(matches, shared, strict=True)]
 
         # The batch's contents, then the store's: a pair is (record, len(fps) + content).
         measure = self._pair_measure([*(fp.content for fp in fps), *texts])
@@ -470,10 +474,8 @@ class Searcher:
                 fps[start : chunk.end], contents, (record, group, shared), similarities
             )
             for k in np.flatnonzero(chunk.narrowed).tolist():
-                matches[k] = [
-                    replace(m, shared_tokens=shared_keys(start + k, own[m.content]))
-                    for m in matches[k]
-                ]
+                if matches[k]:
+                    matches[k] = with_shared_keys(start + k, matches[k])
             found += matches
             self.narrowed += int(np.count_nonzero(chunk.narrowed))
         md5s = {fp.md5: int(g) for fp, g in zip(fps, own_group.tolist(), strict=True) if g >= 0}

@@ -21,6 +21,7 @@ candidates). The report says how many buckets it left out.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -42,6 +43,103 @@ PAIR_BUDGET = 40_000_000
 KEPT_CHARACTERS = 128_000_000
 
 
+# Most keys a run of SortedKeys grows to by merging (12 bytes each, twice while merged).
+RUN_KEYS = 4_000_000
+# Batches joined with the keys read from the store by scanning them before they are sorted:
+# about as many as sorting costs (ski rental). 900,000 people's 57.6 million keys: a scan 0.7 s
+# (twice a batch), sorted into runs 10 s, the runs searched 0.5 s a batch.
+SCANS_BEFORE_SORTING = 10
+
+
+class SortedKeys:
+    """Which contents hold each key, for contents added a batch at a time: runs of (key,
+    content) pairs sorted by key then content, each run's contents after the run's before. A
+    batch's keys make a run, which merges with the one before while that one is no larger, up
+    to RUN_KEYS keys: a key is merged a few times and searched for in a few runs. Scanning
+    every stored key for each batch made a checked index grow with the square of its records
+    (a quarter of a million people's run), and sorting them all again for each batch costs
+    more."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[np.ndarray, np.ndarray]] = []  # (keys, contents)
+
+    def add(self, keys: np.ndarray, contents: np.ndarray) -> None:
+        """The keys of contents numbered after every content added so far (``contents``, one
+        per key, in ascending order)."""
+        order = np.argsort(keys, kind="stable")
+        self.runs.append((keys[order], contents[order].astype(np.int32)))
+        while len(self.runs) > 1:
+            size, last = len(self.runs[-2][0]), len(self.runs[-1][0])
+            if size > last or size + last > RUN_KEYS:
+                break
+            later = self.runs.pop()
+            self.runs.append(_merged(self.runs.pop(), later))
+
+    def find(self, wanted: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Where each of the sorted ``wanted`` keys is in each run: (first, how many)."""
+        found = []
+        for keys, _ in self.runs:
+            first, end = _searched(keys, wanted, right=False), _searched(keys, wanted, right=True)
+            found.append((first, end - first))
+        return found
+
+
+def _searched(keys: np.ndarray, values: np.ndarray, right: bool) -> np.ndarray:
+    """np.searchsorted(keys, values) of ``values`` in ascending order (a gallop each)."""
+    places = np.empty(len(values), dtype=np.int64)
+    _kernels.sorted_search(keys, values, right, places)
+    return places
+
+
+def _merged(
+    earlier: tuple[np.ndarray, np.ndarray], later: tuple[np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Two runs as one, the ``later`` run's contents after the ``earlier``'s of the same key."""
+    places = _searched(earlier[0], later[0], right=True) + np.arange(len(later[0]))
+    rest = np.ones(len(earlier[0]) + len(later[0]), dtype=bool)
+    rest[places] = False
+    merged = []
+    for before, after in zip(earlier, later, strict=True):
+        both = np.empty(len(rest), dtype=before.dtype)
+        both[places], both[rest] = after, before
+        merged.append(both)
+    return merged[0], merged[1]
+
+
+def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions of ranges (``lengths`` from ``starts``), range after range."""
+    return np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+
+
+class KeyHolders:
+    """Which of a store's contents (:class:`Contents`) hold each of the distinct ``wanted``
+    keys: how many (``counts``), then the contents themselves for the keys a join uses."""
+
+    def __init__(self, contents: Contents, wanted: np.ndarray) -> None:
+        self.contents, self.wanted = contents, wanted
+        self.counts = np.zeros(len(wanted), dtype=np.int64)
+        _kernels.key_holders(contents.keys, contents.sizes, wanted, self.counts, None)
+        self.in_runs = contents.sorted_keys.find(wanted)
+        for _, count in self.in_runs:
+            self.counts += count
+
+    def listed(self, used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where each wanted key's holders start (and the last end) and the holders of the
+        ``used`` keys, key after key: those scanned, then those of each sorted run."""
+        starts = np.r_[0, np.cumsum(np.where(used, self.counts, 0))]
+        holders = np.empty(starts[-1], dtype=np.int64)
+        places = np.where(used, starts[:-1], -1)
+        contents = self.contents
+        _kernels.key_holders(contents.keys, contents.sizes, self.wanted, places, holders)
+        asked = np.flatnonzero(used)
+        places = places[asked]
+        for (_, run), (at, count) in zip(contents.sorted_keys.runs, self.in_runs, strict=True):
+            each = count[asked]
+            holders[ranges(places, each)] = run[ranges(at[asked], each)]
+            places += each
+        return starts, holders
+
+
 @dataclass
 class Contents:
     """The store's distinct contents (exact-duplicate groups), numbered in order of first id.
@@ -52,11 +150,13 @@ class Contents:
     heads: list[str]  # each group's first id
     members: dict[int, list[str]]  # groups of 2 or more: all their ids
     first_words: list[str]  # each group's first word, when the rules filter by it
-    keys: np.ndarray  # every group's token keys, group after group
-    sizes: np.ndarray  # how many keys each group has
+    keys: np.ndarray  # the token keys of the groups read from the store, group after group
+    sizes: np.ndarray  # how many keys each group read has
     texts: list[str] | None  # every group's content, or None past KEPT_CHARACTERS
     characters: int = 0  # of every group's content, kept in ``texts`` or not
-    room: _Keys | None = None  # where ``keys`` grows, once contents are added (see extend)
+    # The keys of the groups added since (see extend), and of those read once sorted.
+    sorted_keys: SortedKeys = dataclasses.field(default_factory=SortedKeys)
+    scans: int = 0  # batches joined with ``keys`` by scanning them
 
     def extend(
         self,
@@ -67,18 +167,42 @@ class Contents:
         sizes: np.ndarray,
     ) -> None:
         """Add contents that no group holds, a record each, numbered after the others: those of
-        records stored since they were read. The keys grow in place of being read again, by
-        doubling (a million people's 64 band keys are 512 MB)."""
+        records stored since they were read. Their keys are kept sorted (:class:`SortedKeys`),
+        in place of being read again."""
+        numbers = np.arange(len(self.heads), len(self.heads) + len(heads), dtype=np.int32)
         self.heads += heads
         self.first_words += first_words
         self.texts = _kept_texts(self.texts, texts, self.characters)
         self.characters += sum(map(len, texts))
-        if self.room is None:
-            self.room = _Keys(len(self.keys))
-            self.room.extend(self.keys)
-        self.room.extend(keys)
-        self.keys = self.room.all()
-        self.sizes = np.r_[self.sizes, sizes]
+        self.sorted_keys.add(keys, np.repeat(numbers, sizes))
+
+    def holders(self, wanted: np.ndarray) -> KeyHolders:
+        """Which groups hold each of the distinct ``wanted`` keys (a batch's). The keys read
+        from the store are scanned, twice a batch, until they have been for as many batches as
+        sorting them costs (SCANS_BEFORE_SORTING); then sorted into runs."""
+        if self.scans == SCANS_BEFORE_SORTING:
+            self._sort_read()
+        if len(self.keys):
+            self.scans += 1
+        return KeyHolders(self, wanted)
+
+    def _sort_read(self) -> None:
+        """Sort the keys read from the store into runs of about RUN_KEYS, before the runs of
+        the groups added since: a million people's 64 million keys sorted at once would take
+        1.5 GB more while sorted (their order, the keys and their contents)."""
+        read = SortedKeys()
+        bounds = np.r_[0, np.cumsum(self.sizes)]
+        edges = np.unique(
+            np.r_[np.searchsorted(bounds, np.arange(0, bounds[-1], RUN_KEYS)), len(self.sizes)]
+        )
+        for first, end in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
+            numbers = np.arange(first, end, dtype=np.int32)
+            read.add(
+                self.keys[bounds[first] : bounds[end]], np.repeat(numbers, self.sizes[first:end])
+            )
+        read.runs += self.sorted_keys.runs
+        self.sorted_keys = read
+        self.keys, self.sizes = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
 
     def ids(self, group: int) -> list[str]:
         return self.members.get(group, [self.heads[group]])
@@ -370,19 +494,15 @@ def pairs_across(
     of each record's keys finds, with their scores, for the whole batch at once, in chunks of
     consecutive records that expand at most ACROSS_ENTRIES entries (or one record's). A record
     joins by its keys the fewest contents hold, as many as hold ``most`` entries in all
-    (:func:`rarest_keys`). The store's keys are scanned twice, never sorted."""
+    (:func:`rarest_keys`)."""
     wanted, which = np.unique(keys, return_inverse=True)
-    held = np.zeros(len(wanted), dtype=np.int64)  # how many contents hold each wanted key
-    _kernels.key_holders(contents.keys, contents.sizes, wanted, held, None)
+    holding = contents.holders(wanted)
+    held = holding.counts
     record_of = np.repeat(np.arange(len(sizes)), sizes)
     joined = rarest_keys(held[which], record_of, most)
-    # The contents holding each wanted key some record joins by, key after key.
     used = np.zeros(len(wanted), dtype=bool)
     used[which[joined]] = True
-    starts = np.r_[0, np.cumsum(np.where(used, held, 0))]
-    holders = np.empty(starts[-1], dtype=np.int64)
-    places = np.where(used, starts[:-1], -1)
-    _kernels.key_holders(contents.keys, contents.sizes, wanted, places, holders)
+    starts, holders = holding.listed(used)
     low, counts = starts[which], np.where(joined, held[which], 0)
     narrowed = np.zeros(len(sizes), dtype=bool)
     narrowed[record_of[~joined]] = True
@@ -394,9 +514,7 @@ def pairs_across(
         end = max(start + 1, int(np.searchsorted(reach, wanted_entries, "right")) - 1)
         first, last = bounds[start], bounds[end]
         taken = counts[first:last]
-        # Where each entry's content is in ``holders``: each key's run, one after the other.
-        runs = np.repeat(low[first:last] - np.cumsum(taken) + taken, taken)
-        entries = holders[runs + np.arange(len(runs))]
+        entries = holders[ranges(low[first:last], taken)]
         codes = np.repeat(record_of[first:last] - start, taken) << 32 | entries
         pairs = counted_pairs(codes)
         yield Across(start, end, *pairs, narrowed[start:end])

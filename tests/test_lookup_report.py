@@ -42,6 +42,7 @@ from neardup.selfjoin import (
     LeftOut,
     _key_bits,
     counted_pairs,
+    pairs_across,
     rarest_keys,
     read_contents,
     scored_pairs,
@@ -1001,8 +1002,8 @@ def test_a_batch_joined_with_the_store_is_answered_as_its_lookups_are(
 
 def test_a_checked_file_is_kept_alike_joined_or_looked_up(tmp_path: Path, monkeypatch) -> None:
     """index --skip-duplicates keeps the same records, names the same duplicates and counts
-    the same pairs for the threshold whether its batches are joined with the store or looked
-    up a record at a time."""
+    the same pairs for the threshold whether its batches are joined with the store (the keys
+    read from it scanned, or sorted) or looked up a record at a time."""
     records = tmp_path / "people.tsv"  # short records: 2-row bands
     api.generate(600, records, kind="people", seed=5)
     searcher = importlib.import_module("neardup.searcher")
@@ -1029,8 +1030,12 @@ def test_a_checked_file_is_kept_alike_joined_or_looked_up(tmp_path: Path, monkey
     *joined, batches_joined = checked("joined.db", 50, 601)
     *short, short_batches_joined = checked("short.db", 0, 50)
     *looked_up, none_joined = checked("looked_up.db", 0, 601)
+    # Joined, the keys read sorted after one batch, runs of at most 1,000 keys (16 records).
+    monkeypatch.setattr("neardup.selfjoin.SCANS_BEFORE_SORTING", 1)
+    monkeypatch.setattr("neardup.selfjoin.RUN_KEYS", 1_000)
+    *sorted_early, _ = checked("sorted.db", 50, 601)
     assert batches_joined == short_batches_joined == 5 and none_joined == 0
-    assert joined == short == looked_up
+    assert joined == short == looked_up == sorted_early
     assert len(joined[0]) < 600 and sum(joined[2]["histogram"]) > 1_000
 
 
@@ -1085,33 +1090,54 @@ def test_a_run_of_checks_reads_the_store_once_unless_another_process_writes(
     assert len(reads) == 2
 
 
-def test_contents_extended_by_new_records_are_those_read_with_them() -> None:
-    """Contents read from a store and then given the records stored since hold the keys,
-    sizes, ids, first words and texts that reading them all gives."""
+def test_contents_extended_by_new_records_are_those_read_with_them(monkeypatch) -> None:
+    """Contents read from a store and then given the records stored since, a batch at a time,
+    hold the ids, first words and texts that reading them all gives, and a batch joined with
+    them finds the same contents sharing the same keys, in the same order, whether its keys
+    are scanned or searched for in sorted runs merged as batches come (runs of at most 100
+    keys here, so that some stay apart), and once the keys read are sorted too (after two
+    batches here)."""
+    monkeypatch.setattr("neardup.selfjoin.RUN_KEYS", 100)
+    monkeypatch.setattr("neardup.selfjoin.SCANS_BEFORE_SORTING", 2)
     params = FingerprintParams(num_hashes=32, bands=16)
     texts = [f"record {n} of street {n % 7} in town {n % 3}" for n in range(40)]
     fps = fingerprint_batch(texts, params)
     stored = [
         StoredRecord(f"r{n:02}", fp.content, fp.md5, fp.first_word, 1) for n, fp in enumerate(fps)
     ]
-    first = read_contents([stored[:25]], params, TokenField.BANDS, True)
-    keys, sizes = TokenField.BANDS.keys_of(fps[25:])
-    first.extend(
-        [r.id for r in stored[25:]],
-        [fp.content for fp in fps[25:]],
-        [fp.first_word for fp in fps[25:]],
-        keys,
-        sizes,
-    )
-    whole = read_contents([stored], params, TokenField.BANDS, True)
-    assert (
-        first.keys.tolist() == whole.keys.tolist() and first.sizes.tolist() == whole.sizes.tolist()
-    )
+    first = read_contents([stored[:10]], params, TokenField.BANDS, True)
+    for start, end in [(10, 11), (11, 12), (12, 14), (14, 15), (15, 19), (19, 40)]:
+        keys, sizes = TokenField.BANDS.keys_of(fps[start:end])
+        first.extend(
+            [r.id for r in stored[start:end]],
+            [fp.content for fp in fps[start:end]],
+            [fp.first_word for fp in fps[start:end]],
+            keys,
+            sizes,
+        )
+    assert [len(keys) for keys, _ in first.sorted_keys.runs] == [64, 80, 336]  # 4, 5 and 21 records
+    whole = partial(read_contents, [stored], params, TokenField.BANDS, True)  # read afresh
     assert (first.heads, first.first_words, first.texts) == (
-        whole.heads,
-        whole.first_words,
-        whole.texts,
+        whole().heads,
+        whole().first_words,
+        whole().texts,
     )
+    batch = fingerprint_batch(
+        [f"record {n} of street {n % 7} in town 1" for n in range(30)], params
+    )
+    keys, sizes = TokenField.BANDS.keys_of(batch)
+
+    def joined(contents: Contents, most: int) -> list[list[list[int]]]:
+        chunks = pairs_across(keys, sizes, contents, most)
+        return [[a.record.tolist(), a.content.tolist(), a.shared.tolist()] for a in chunks]
+
+    for most in (1_000, 3):  # every key, and the rarer keys alone
+        assert joined(first, most) == joined(whole(), most) and joined(whole(), most)[0][1]
+    assert len(first.keys) == 160  # 10 records of 16 bands, scanned for two batches
+    assert joined(first, 3) == joined(whole(), 3) and len(first.keys) == len(first.sizes) == 0
+    assert joined(first, 1_000) == joined(whole(), 1_000)
+    # The keys read, in runs of about 100 keys at content boundaries, then those added.
+    assert [len(keys) for keys, _ in first.sorted_keys.runs] == [112, 48, 64, 80, 336]
 
 
 def test_the_holders_of_a_batchs_keys_are_found_by_one_scan_of_the_stores() -> None:
