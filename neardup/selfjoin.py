@@ -503,6 +503,7 @@ def pairs_across(
     used = np.zeros(len(wanted), dtype=bool)
     used[which[joined]] = True
     starts, holders = holding.listed(used)
+    del holding  # its places in each run, 16 bytes a wanted key a run, while the chunks go
     low, counts = starts[which], np.where(joined, held[which], 0)
     narrowed = np.zeros(len(sizes), dtype=bool)
     narrowed[record_of[~joined]] = True
