@@ -142,6 +142,7 @@ from .tuning import (
     choose_link_threshold,
     choose_threshold,
     estimated_candidate_recall,
+    even_odds,
     similarity_histogram,
 )
 from .tuning import tune as tune_bands
@@ -928,6 +929,14 @@ LINK_BATCH = 10_000
 # lowers none (Abt-Buy 0.620 -> 0.644, IMDB-TVDB 0.453 -> 0.473), for 1.3-1.6 times the time;
 # 30 gains at most 0.015 more for twice the time (benchmarks/README.md, "Linking two sources").
 LINK_CANDIDATES = 20
+# The token fields of a store a link of two files makes: the bands that reports and lookups
+# query, and the signature, that a link queries. A record's best match is wanted however unlike
+# it is, and two sources often describe one thing apart (a shop's long description, another's
+# short title): bands of 4 rows make a pair of Jaccard 0.2 a candidate once in 20, where 128
+# MinHash values OR-queried rank it by the ~25 it shares. On 16 public sets of two sources F1
+# rises by up to 0.34 (Amazon-Google with descriptions 0.167 -> 0.510) and falls by at most
+# 0.013 (the payments), for about twice the time (benchmarks/README.md, "Linking two sources").
+LINK_FIELDS = (TokenField.BANDS, TokenField.SIGNATURE)
 
 
 @dataclass
@@ -945,17 +954,28 @@ class Linked:
     text: list[str] = field(default_factory=list)  # how the file was read, where neardup chose
     damaged: list[str] = field(default_factory=list)  # the file, if its rest could not be read
     narrowed: int = 0  # records linked by their rarer tokens alone
+    bands_reach: float | None = None  # linked by bands alone: the Jaccard they reach half the time
 
     def describe(self) -> str:
-        """How the file was read, where neardup chose, and the records linked by their rarer
-        tokens alone; then one line: the links found, of the records of either side, and the
-        rows skipped."""
+        """How the file was read, where neardup chose, the records linked by their rarer tokens
+        alone, and what bands miss where the store holds no signature; then one line: the
+        links found, of the records of either side, and the rows skipped."""
         at = f" at similarity {self.threshold:g} or more" if self.threshold else ""
-        lines = [*self.text, narrowed_note(self.narrowed, "linked")]
+        lines = [*self.text, narrowed_note(self.narrowed, "linked"), self._bands_note()]
         return leading_lines(lines) + (
             f"{counted(len(self.links), 'link')}, each a mutual best match{at} ({self.how}), "
             f"between {counted(self.records, 'record')} and the store's {self.stored:,}; "
             f"skipped {self.skipped.summary()}"
+        )
+
+    def _bands_note(self) -> str:
+        if self.bands_reach is None:
+            return ""
+        return (
+            "linked by the store's LSH bands, as it holds no signature tokens: a record whose "
+            f"counterpart shares less than {self.bands_reach:.2f} of their shingles (Jaccard) "
+            "is mostly left unlinked; a store indexed with --fields bands,signature links by "
+            "the signature"
         )
 
 
@@ -978,7 +998,9 @@ def link(
     holding a thing once: two shops' listings, two ledgers, two libraries.
 
     Each record's candidates are a lookup's (``rules``' ``candidates`` of them, by shared
-    tokens; LINK_CANDIDATES unless given), each measured with the store's similarity. The
+    tokens; LINK_CANDIDATES unless given), each measured with the store's similarity. They are
+    found by the MinHash signature where the store indexes it (LINK_FIELDS: a new store of two
+    files linked does), else by its bands, unless ``rules`` or ``preset`` say otherwise. The
     links' threshold is ``rules``' ``threshold``: a number (0: every mutual best match), or
     ``auto`` (the default), read from the links' similarities
     (:func:`neardup.tuning.choose_link_threshold`), not the store's, which is read for
@@ -1020,13 +1042,25 @@ def link(
             lambda: _readers(paths[:1], **reading, indexed_with=_fields_indexed_with(store)),
         )
         measured = _readers(_read_twice(paths[1:]), format, *linked_fields, encoding)
-        indexed = index([paths[0]], store, preset=preset, measured_with=measured, **reading)
+        fields = None if preset or not _is_new(store) else {"fields": LINK_FIELDS}
+        indexed = index(
+            [paths[0]], store, preset=preset, params=fields, measured_with=measured, **reading
+        )
     records = (r for reader in linked_file for r in reader)
     linked = link_records(records, store, preset=preset, rules=rules)
     for reader in linked_file:
         _account_for(reader, linked)
     linked.indexed = indexed
     return linked
+
+
+def _is_new(store: StoreRef) -> bool:
+    """Whether ``store`` is yet to be made: no file, or an engine's index with no parameters."""
+    try:
+        with opened(store) as source:
+            return source.read_params() is None
+    except NoStore:
+        return True
 
 
 def _held_besides(source: Store, known: Container[str] = ()) -> list[str]:
@@ -1099,8 +1133,20 @@ def link_records(
         else:
             threshold, how = asked, "given" if asked else "no threshold"
         kept = [(ids[place], m) for place, m in links if m.similarity >= threshold]
-        narrowed = searcher.narrowed
-        return Linked(kept, len(ids), stored, threshold, how, skipped=skipped, narrowed=narrowed)
+        params = source.params
+        reach = None
+        if chosen.method == TokenField.BANDS and TokenField.SIGNATURE not in params.fields:
+            reach = even_odds(params.bands, params.rows_per_band)
+        return Linked(
+            kept,
+            len(ids),
+            stored,
+            threshold,
+            how,
+            skipped=skipped,
+            narrowed=searcher.narrowed,
+            bands_reach=reach,
+        )
 
 
 def _link_rules(
@@ -1118,6 +1164,8 @@ def _link_rules(
         given.pop("threshold", None)
     chosen = match_rules(source.params, source.settings, given, preset_name=preset)
     asked = None if auto else chosen.threshold or 0.0
+    if not ("method" in given or preset) and TokenField.SIGNATURE in source.params.fields:
+        chosen = replace(chosen, method=TokenField.SIGNATURE)
     if "candidates" not in given:
         chosen = replace(chosen, candidates=max(chosen.candidates, LINK_CANDIDATES))
     return replace(chosen, threshold=None, auto_threshold=False), asked

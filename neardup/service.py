@@ -446,6 +446,7 @@ def create_app(
             "stored": linked.stored,
             "skipped": dict(linked.skipped.reasons),
             "narrowed": linked.narrowed,
+            "bands_reach": linked.bands_reach,
         }
 
     @app.get("/records/{record_id:path}", dependencies=guarded)

@@ -23,6 +23,12 @@ def candidate_probability(s: float | np.ndarray, bands: int, rows: int) -> float
     return 1.0 - (1.0 - np.power(s, rows)) ** bands
 
 
+def even_odds(bands: int, rows: int) -> float:
+    """The Jaccard similarity of a pair that ``bands`` bands of ``rows`` make a candidate half
+    the time: less alike pairs mostly are not."""
+    return float((1.0 - 0.5 ** (1 / bands)) ** (1 / rows))
+
+
 def estimated_candidate_recall(jaccards: np.ndarray, bands: int, rows: int) -> float | None:
     """The share of the pairs at or above a threshold that the bands make candidates, estimated
     from the candidates alone (Horvitz-Thompson): a candidate whose shingle sets have Jaccard s

@@ -208,6 +208,58 @@ def test_two_files_are_not_linked_through_a_store_of_other_records(store, tmp_pa
     assert api.stats(store)["documents"] == records_in(first) + 1  # nothing indexed
 
 
+def described_apart(folder: Path, things: int = 20) -> tuple[Path, Path]:
+    """Two shops' listings of the same things, each a title of six words with a description of
+    the shop's own: 40 words in the first, 30 in the second (words of random letters). A
+    listing shares its title alone with its counterpart, and nothing with the rest."""
+    rng = random.Random(5)
+
+    def words(n: int) -> str:
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        return " ".join("".join(rng.choices(letters, k=rng.randint(4, 8))) for _ in range(n))
+
+    titles = [words(6) for _ in range(things)]
+    first, second = folder / "long.tsv", folder / "short.tsv"
+    first.write_text(
+        "id\ttext\n" + "".join(f"a{n}\t{t} {words(40)}\n" for n, t in enumerate(titles))
+    )
+    second.write_text(
+        "id\ttext\n" + "".join(f"b{n}\t{t} {words(30)}\n" for n, t in enumerate(titles))
+    )
+    return first, second
+
+
+def test_two_files_described_apart_are_linked_by_their_signatures(tmp_path: Path) -> None:
+    """A link wants each record's best match however unlike it is: the store a link of two
+    files makes holds the signature too, whose OR-query finds a counterpart that shares a
+    tenth of its shingles, where the bands of long texts (32 of 4 rows) mostly do not. A
+    store of bands alone is linked by them, and the summary says what they miss."""
+    first, second = described_apart(tmp_path)
+    linked = f"sqlite:///{tmp_path / 'linked.db'}"
+    found = api.link([first, second], linked, rules={"threshold": 0})
+    assert {(i, m.id) for i, m in found.links} == {(f"b{n}", f"a{n}") for n in range(20)}
+    assert max(m.similarity for _, m in found.links) < 0.2
+    assert api.stats(linked)["parameters"]["fields"] == ["signature", "bands"]
+    assert api.stats(linked)["parameters"]["bands"] == 32  # of 4 rows: long texts
+    assert found.bands_reach is None and "LSH bands" not in found.describe()
+    assert api.rules_for(linked).method == "bands"  # lookups and reports query the bands
+    banded = f"sqlite:///{tmp_path / 'banded.db'}"
+    api.index([first], banded)
+    by_bands = api.link([second], banded, rules={"threshold": 0})
+    assert len(by_bands.links) < 5
+    assert by_bands.bands_reach == pytest.approx((1 - 0.5 ** (1 / 32)) ** (1 / 4))
+    printed = neardup("link", str(second), "--store", banded)
+    assert printed.returncode == (0 if by_bands.links else 1), printed.stderr  # 1: no links
+    assert (
+        "linked by the store's LSH bands, as it holds no signature tokens: a record whose "
+        "counterpart shares less than 0.38 of their shingles (Jaccard) is mostly left "
+        "unlinked; a store indexed with --fields bands,signature links by the signature"
+    ) in printed.stderr
+    preset = f"sqlite:///{tmp_path / 'preset.db'}"
+    api.link([first, second], preset, preset="records")
+    assert api.stats(preset)["parameters"]["fields"] == ["bands"]
+
+
 def test_the_link_command_indexes_the_first_file_and_writes_the_links(tmp_path: Path) -> None:
     first, second, _ = two_sources(tmp_path)
     with second.open("a") as more:

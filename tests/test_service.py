@@ -148,6 +148,7 @@ def test_records_link_one_to_one_with_the_stored_ones(client: TestClient, indexe
     assert answer["records"] == 2 and answer["stored"] == len(RECORDS)
     assert answer["skipped"] == {"no words after normalisation": 1}
     assert answer["narrowed"] == expected.narrowed == 0
+    assert answer["bands_reach"] == expected.bands_reach > 0  # a store of bands alone
     assert answer["how"] == "no threshold" and answer["threshold"] == 0
     refused = client.post("/link", json={"records": [], "threshold": 2})
     assert refused.status_code == 400 and "threshold" in refused.text
