@@ -22,9 +22,10 @@ that every run measures the same records; nothing is bundled with neardup. ``--i
 - ``pyjedai/``: product titles of the SIGMOD 2022 programming contest, notebooks
   (``X1.csv``, true pairs ``Y1.csv``) and storage (``X2.csv``, ``Y2.csv``), and three pairs of
   sources linked from its clean-clean sets, each a folder of two sources and ``gt.csv``:
-  restaurants of two guides (``D1/``), and movies and the people in them of IMDB, TMDB and
-  TVDB (``D5/`` IMDB-TMDB, ``D6/`` IMDB-TVDB, ``D7/`` TMDB-TVDB), from AI-team-UoA/pyJedAI
-  (Apache licence 2.0).
+  restaurants of two guides (``D1/``), software of Amazon and Google Products with their
+  descriptions (``D3/``), movies and the people in them of IMDB, TMDB and TVDB (``D5/``
+  IMDB-TMDB, ``D6/`` IMDB-TVDB, ``D7/`` TMDB-TVDB), and movies of IMDB and DBpedia (``D10/``),
+  from AI-team-UoA/pyJedAI (Apache licence 2.0).
 
 Then: ``python benchmarks/quality/public.py --data DIR``. ``--source`` is where the
 repositories are cloned from (``owner/name`` is appended): a mirror, or a local folder of bare
@@ -42,9 +43,11 @@ from pathlib import Path
 # pyJedAI's clean-clean sets fetched: the two sources linked (``gt.csv`` pairs them).
 CLEAN_CLEAN = {
     "D1": ("rest1", "rest2"),
+    "D3": ("amazon", "gp"),
     "D5": ("imdb", "tmdb"),
     "D6": ("imdb", "tvdb"),
     "D7": ("tmdb", "tvdb"),
+    "D10": ("imdb", "dbpedia"),
 }
 # (repository, commit, path in the repository, path under --into)
 FILES = [

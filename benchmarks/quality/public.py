@@ -43,7 +43,11 @@ The data is not part of neardup; each loader reads a dataset as its public repos
   ``gt.csv``: restaurants of two guides (``D1/rest1.csv``, ``D1/rest2.csv``: 339 and 2,256
   records of name, phone and street, 89 true pairs), and movies, series and the people in
   them as IMDB, TMDB and TVDB list them (``D5/`` IMDB-TMDB, 1,968 true pairs; ``D6/``
-  IMDB-TVDB, 1,072; ``D7/`` TMDB-TVDB, 1,095).
+  IMDB-TVDB, 1,072; ``D7/`` TMDB-TVDB, 1,095); and, added after the rules were made, software
+  as Amazon and Google Products describe it (``D3/amazon.csv``, ``D3/gp.csv``: 1,354 and 3,039
+  records of title, description, manufacturer and price, ``#``-separated, 1,103 true pairs)
+  and movies as IMDB and DBpedia list them (``D10/imdb.csv``, ``D10/dbpedia.csv``: 27,615 and
+  23,182 records of title, people and year, 22,863 true pairs).
 
 For each: neardup with no flags, each preset, ``--similarity numerals`` (the weighted
 similarity times the agreement of the records' runs of digits), and the naive baseline:
@@ -196,19 +200,20 @@ def sigmod_contest(folder: Path, number: int) -> Dataset:
     return Dataset(records, truth)
 
 
-def clean_clean(folder: Path, first: str, second: str) -> Dataset:
-    """Two sources linked, as pyJedAI ships them: ``first`` and ``second`` (``|``-separated,
-    an ``id`` field numbering each source's records) and ``gt.csv``, pairs of their ids."""
+def clean_clean(folder: Path, first: str, second: str, delimiter: str = "|") -> Dataset:
+    """Two sources linked, as pyJedAI ships them: ``first`` and ``second`` (fields separated by
+    ``delimiter``, an ``id`` field numbering each source's records) and ``gt.csv``, pairs of
+    their ids."""
     records, sources = [], {}
     for name in (first, second):
         with (folder / f"{name}.csv").open(encoding="utf-8", newline="") as f:
-            for row in csv.DictReader(f, delimiter="|"):
+            for row in csv.DictReader(f, delimiter=delimiter):
                 records.append(_record(row, prefix=f"{name}:"))
                 sources[records[-1].id] = name
     with (folder / "gt.csv").open(encoding="utf-8", newline="") as f:
         truth = {
             _pair(f"{first}:{row['D1']}", f"{second}:{row['D2']}")
-            for row in csv.DictReader(f, delimiter="|")
+            for row in csv.DictReader(f, delimiter=delimiter)
         }
     return Dataset(records, truth, sources)
 
@@ -350,13 +355,15 @@ def datasets(args: argparse.Namespace) -> list[tuple[str, Callable[[], Dataset]]
     if args.pyjedai:
         parts.append(("Notebooks, SIGMOD 2022 (1,661)", partial(sigmod_contest, args.pyjedai, 1)))
         parts.append(("Storage, SIGMOD 2022 (1,993)", partial(sigmod_contest, args.pyjedai, 2)))
-        for name, folder, sources in [
-            ("Restaurants, two guides (2,595)", "D1", ("rest1", "rest2")),
-            ("Movies, IMDB-TMDB (11,174)", "D5", ("imdb", "tmdb")),
-            ("Movies, IMDB-TVDB (12,928)", "D6", ("imdb", "tvdb")),
-            ("Movies, TMDB-TVDB (13,866)", "D7", ("tmdb", "tvdb")),
+        for name, folder, sources, delimiter in [
+            ("Restaurants, two guides (2,595)", "D1", ("rest1", "rest2"), "|"),
+            ("Movies, IMDB-TMDB (11,174)", "D5", ("imdb", "tmdb"), "|"),
+            ("Movies, IMDB-TVDB (12,928)", "D6", ("imdb", "tvdb"), "|"),
+            ("Movies, TMDB-TVDB (13,866)", "D7", ("tmdb", "tvdb"), "|"),
+            ("Amazon-Google, descriptions (4,393)", "D3", ("amazon", "gp"), "#"),
+            ("Movies, IMDB-DBpedia (50,797)", "D10", ("imdb", "dbpedia"), "|"),
         ]:  # fmt: skip
-            parts.append((name, partial(clean_clean, args.pyjedai / folder, *sources)))
+            parts.append((name, partial(clean_clean, args.pyjedai / folder, *sources, delimiter)))
     return parts
 
 
