@@ -933,9 +933,10 @@ LINK_CANDIDATES = 20
 # query, and the signature, that a link queries. A record's best match is wanted however unlike
 # it is, and two sources often describe one thing apart (a shop's long description, another's
 # short title): bands of 4 rows make a pair of Jaccard 0.2 a candidate once in 20, where 128
-# MinHash values OR-queried rank it by the ~25 it shares. On 16 public sets of two sources F1
-# rises by up to 0.34 (Amazon-Google with descriptions 0.167 -> 0.510) and falls by at most
-# 0.013 (the payments), for about twice the time (benchmarks/README.md, "Linking two sources").
+# MinHash values OR-queried rank it by the ~25 it shares. On 14 public sets of two sources and
+# generated people F1 rises by up to 0.34 (Amazon-Google with descriptions 0.167 -> 0.510) and
+# falls by at most 0.013 (the payments), for about twice the time (benchmarks/README.md,
+# "Linked by the MinHash signature").
 LINK_FIELDS = (TokenField.BANDS, TokenField.SIGNATURE)
 
 
