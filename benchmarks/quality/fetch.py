@@ -20,7 +20,7 @@ that every run measures the same records; nothing is bundled with neardup. ``--i
   ``transactions_destination.parquet``), from moj-analytical-services/splink_datasets (MIT
   licence).
 - ``pyjedai/``: product titles of the SIGMOD 2022 programming contest, notebooks
-  (``X1.csv``, true pairs ``Y1.csv``) and storage (``X2.csv``, ``Y2.csv``), and three pairs of
+  (``X1.csv``, true pairs ``Y1.csv``) and storage (``X2.csv``, ``Y2.csv``), and six pairs of
   sources linked from its clean-clean sets, each a folder of two sources and ``gt.csv``:
   restaurants of two guides (``D1/``), software of Amazon and Google Products with their
   descriptions (``D3/``), movies and the people in them of IMDB, TMDB and TVDB (``D5/``
