@@ -1037,13 +1037,15 @@ def link(
             "text_fields": text_fields,
             "encoding": encoding,
         }
-        _refuse_other_sources(
-            store,
-            paths,
-            lambda: _readers(paths[:1], **reading, indexed_with=_fields_indexed_with(store)),
-        )
+        new = _is_new(store)
+        if not new:  # a new store holds no other records
+            _refuse_other_sources(
+                store,
+                paths,
+                lambda: _readers(paths[:1], **reading, indexed_with=_fields_indexed_with(store)),
+            )
         measured = _readers(_read_twice(paths[1:]), format, *linked_fields, encoding)
-        fields = None if preset or not _is_new(store) else {"fields": LINK_FIELDS}
+        fields = {"fields": LINK_FIELDS} if new and not preset else None
         indexed = index(
             [paths[0]], store, preset=preset, params=fields, measured_with=measured, **reading
         )
