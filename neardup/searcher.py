@@ -395,8 +395,11 @@ class Searcher:
         order. A check adds each batch before the next and reads the store again, unless a
         run of checks keeps its contents (:class:`KeptContents`); a link writes nothing, and
         without ``reread`` the contents the first joined batch read serve every later one (a
-        million people linked in batches read the store 30 times)."""
-        if not fps or not self._joins(len(fps), stored):
+        million people linked in batches read the store 30 times). Once read, they join every
+        later batch, however small: its lookups would cost what the reading saved (the last
+        1,845 records of a link of a million people, looked up, took minutes)."""
+        held = not reread and self._read is not None
+        if not fps or not (held or self._joins(len(fps), stored)):
             return self.lookup_many(fps)
         reading = (self.field, self.rules.first_word)
         if not reread:
@@ -449,16 +452,6 @@ class Searcher:
         keys, sizes = self.field.keys_of(fps)
         bounds = np.r_[0, np.cumsum(sizes)]
 
-        def with_shared_keys(record: int, matches: list[Match]) -> list[Match]:
-            """The matches of a record joined by its rarer keys, which counted those alone,
-            with every key they share with it: their contents' keys are found again, as those
-            added since the store was read are kept by key, not by content."""
-            mine = keys[bounds[record] : bounds[record + 1]]
-            theirs, counts = token_keys([m.content for m in matches], self.params, self.field)
-            holder = np.repeat(np.arange(len(matches)), counts)
-            shared = np.bincount(holder[np.isin(theirs, mine)], minlength=len(matches)).tolist()
-            return [replace(m, shared_tokens=n) for m, n in zip(matches, shared, strict=True)]
-
         # The batch's contents, then the store's: a pair is (record, len(fps) + content).
         measure = self._pair_measure([*(fp.content for fp in fps), *texts])
         found: list[list[Match]] = []
@@ -470,19 +463,41 @@ class Searcher:
             record, group, shared = record[kept], group[kept], shared[kept]
             record, group, shared = self._top(record, group, shared)
             similarities = measure(start + record, len(fps) + group)
-            matches = self._measured_joined(
-                fps[start : chunk.end], contents, (record, group, shared), similarities
+            passed = self._passes(fps[start : chunk.end], record, similarities)
+            record, group, shared = record[passed], group[passed], shared[passed]
+            again = chunk.narrowed[record]  # joined by their rarer keys, counted those alone
+            theirs = [texts[g] for g in group[again].tolist()]
+            shared[again] = self._shared_keys(keys, bounds, start + record[again], theirs)
+            found += self._measured_joined(
+                fps[start : chunk.end], contents, (record, group, shared), similarities[passed]
             )
-            for k in np.flatnonzero(chunk.narrowed).tolist():
-                if matches[k]:
-                    matches[k] = with_shared_keys(start + k, matches[k])
-            found += matches
             self.narrowed += int(np.count_nonzero(chunk.narrowed))
         md5s = {fp.md5: int(g) for fp, g in zip(fps, own_group.tolist(), strict=True) if g >= 0}
         groups = {md5: contents.ids(g) for md5, g in md5s.items()}
         for matches in found:
             groups.update((m.md5, contents.ids(own[m.content])) for m in matches)
         return [self._every_record(fp, ms, groups) for fp, ms in zip(fps, found, strict=True)]
+
+    def _shared_keys(
+        self, keys: np.ndarray, bounds: np.ndarray, records: np.ndarray, contents: list[str]
+    ) -> np.ndarray:
+        """How many keys each of ``contents`` shares with the record of the batch beside it
+        (``records``; the batch's ``keys``, record after record, from ``bounds``). Their keys
+        are found again, all at once, as those added since the store was read are kept by key,
+        not by content. A band or signature key holds its place, so those are compared place by
+        place (a link of 300,000 people spent a sixth of its time testing a record's matches as
+        sets); shingles as sets."""
+        if not contents:
+            return np.zeros(0, dtype=np.int64)
+        theirs, counts = token_keys(contents, self.params, self.field)
+        if self.field is not TokenField.SHINGLES:
+            width = len(theirs) // len(contents)
+            return (theirs.reshape(-1, width) == keys.reshape(-1, width)[records]).sum(axis=1)
+        starts = np.r_[0, np.cumsum(counts)].tolist()
+        mine = [keys[bounds[r] : bounds[r + 1]] for r in records.tolist()]
+        return np.array(
+            [np.isin(theirs[starts[i] : starts[i + 1]], m).sum() for i, m in enumerate(mine)]
+        )
 
     def _top(
         self, record: np.ndarray, group: np.ndarray, shared: np.ndarray
@@ -505,13 +520,13 @@ class Searcher:
         pairs: tuple[np.ndarray, np.ndarray, np.ndarray],
         similarities: np.ndarray,
     ) -> list[list[Match]]:
-        """Each of ``fps``' accepted matches among its candidates (``pairs``: record, content
-        and shared keys, a pair each, in any order: the matches are ranked), with their
-        ``similarities``."""
+        """Each of ``fps``' accepted matches among its candidates that passed the threshold
+        (``pairs``: record, content and shared keys, a pair each, in any order: the matches
+        are ranked), with their ``similarities``."""
         record, group, shared = pairs
         texts: list[str] = contents.texts or []
         candidates: list[list[tuple[Candidate, float]]] = [[] for _ in fps]
-        for k in np.flatnonzero(self._passes(fps, record, similarities)).tolist():
+        for k in range(len(record)):
             text = texts[int(group[k])]
             head = contents.heads[int(group[k])]
             md5 = hashlib.md5(text.encode()).hexdigest()

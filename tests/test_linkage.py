@@ -328,6 +328,36 @@ def test_a_link_measures_twice_a_lookups_candidates_unless_told(
         assert f"(default: {api.LINK_CANDIDATES})" in neardup("link", "--help").stdout
 
 
+def test_a_links_last_small_batch_joins_the_contents_its_first_read(
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link reads the store's contents for its first batch and joins every later one with
+    them: a last batch too small to be worth reading them for is not looked up a record at a
+    time (the last 1,845 of a million people took minutes), and the links are those of one
+    batch."""
+    first, second, _ = two_sources(tmp_path)
+    whole = api.link([first, second], sqlite_url)
+    stored, records = records_in(first), records_in(second)
+    searcher = importlib.import_module("neardup.searcher")
+    # Two batches: all but one record, joined, then the last one, too few to join alone.
+    monkeypatch.setattr(api, "LINK_BATCH", records - 1)
+    monkeypatch.setattr(searcher, "LOOKUP_JOIN_RECORDS", -(-stored // (records - 1)))
+    with api.opened(sqlite_url) as store:
+        lone = searcher.Searcher(store, store.params, api.MatchRules())
+        assert lone._joins(records - 1, stored) and not lone._joins(1, stored)
+    looked_up = []
+    lookup_many = searcher.Searcher.lookup_many
+
+    def counted(self, fps):
+        looked_up.append(len(fps))
+        return lookup_many(self, fps)
+
+    monkeypatch.setattr(searcher.Searcher, "lookup_many", counted)
+    batched = api.link([second], sqlite_url)
+    assert looked_up == []
+    assert batched.links == whole.links and batched.threshold == whole.threshold
+
+
 def test_a_text_the_store_holds_twice_is_linked_once_with_its_copy_named(
     sqlite_url: str, tmp_path: Path
 ) -> None:

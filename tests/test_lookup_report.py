@@ -1222,46 +1222,62 @@ def test_a_record_joins_by_its_rarest_keys_up_to_its_entries() -> None:
                 assert mine[kept].sum() + mine[mine == size].sum() > most
 
 
-def test_a_checked_batch_past_its_entries_joins_by_its_rarer_keys_and_says_so(
-    tmp_path: Path, monkeypatch
+@pytest.mark.parametrize("method", ["bands", "signature", "shingles"])
+def test_a_batch_past_its_entries_joins_by_its_rarer_keys(
+    tmp_path: Path, monkeypatch, method: str
 ) -> None:
     """Where a record's keys are held by more stored contents than JOIN_ENTRIES in all, its
     candidates are those of its rarer keys: each match shares one of them and is a match of the
-    whole join, the same in every field and order, and the run says how many records were
-    checked so. Chunks of a few records give the same answers."""
+    whole join, the same in every field and order, with every key it shares counted, by
+    whichever tokens the store is queried. Chunks of a few records give the same answers."""
     people = tmp_path / "people.tsv"
     api.generate(800, people, kind="people", seed=11)
     records = list(RecordReader(people))
     url = f"sqlite:///{tmp_path / 'people.db'}"
-    api.index([people], url)
+    api.index([people], url, params={"fields": "bands,signature,shingles"})
     searcher_module = importlib.import_module("neardup.searcher")
     selfjoin = importlib.import_module("neardup.selfjoin")
     with api.opened(url) as store:
         params = store.params
-        searcher = Searcher(store, params, MatchRules(threshold=0.3, candidates=MAX_CANDIDATES))
-        fps = [searcher.fingerprint_text(r.text + " x") for r in records[:300]]
+        rules = MatchRules(method=method, threshold=0.05, candidates=MAX_CANDIDATES)
+        searcher = Searcher(store, params, rules)
+        fps = [searcher.fingerprint_text(r.text + " x") for r in records[:150]]
         every = read_contents(store.iter_records(), params, searcher.field, False)
+        monkeypatch.setattr(searcher_module, "JOIN_ENTRIES", 10**9)  # every key
         whole = searcher._joined(fps, every)
-        monkeypatch.setattr(searcher_module, "JOIN_ENTRIES", 60)
+        held = np.sort(every.keys)
+
+        def entries(keys: np.ndarray) -> np.ndarray:  # the stored contents holding each key
+            return np.searchsorted(held, keys, "right") - np.searchsorted(held, keys, "left")
+
+        # A bound half the records pass, whatever the field's keys.
+        most = int(np.median([entries(searcher.field.keys_of([fp])[0]).sum() for fp in fps]))
+        monkeypatch.setattr(searcher_module, "JOIN_ENTRIES", most)
         narrowed = searcher._joined(fps, every)
         monkeypatch.setattr(selfjoin, "ACROSS_ENTRIES", 100)
         assert searcher._joined(fps, every) == narrowed
         stored = {record.md5: record for batch in store.iter_records() for record in batch}
-    held = np.sort(every.keys)
     left_out = 0
     for fp, mine, all_of_them in zip(fps, narrowed, whole, strict=True):
         # The same matches, shared tokens too (counted over every key), in the same order.
         assert mine == [m for m in all_of_them if m.id in {n.id for n in mine}]
         keys = searcher.field.keys_of([fp])[0]
-        counts = np.searchsorted(held, keys, "right") - np.searchsorted(held, keys, "left")
-        rare = set(keys[rarest_keys(counts, np.zeros(len(keys), dtype=np.int64), 60)].tolist())
+        by_record = np.zeros(len(keys), dtype=np.int64)
+        rare = set(keys[rarest_keys(entries(keys), by_record, most)].tolist())
         left_out += len(rare) < len(set(keys.tolist()))
         for match in mine:
             theirs = searcher.field.keys_of([searcher.fingerprint_text(stored[match.md5].content)])
             assert rare & set(theirs[0].tolist())
     assert 0 < left_out < len(fps)
     assert sum(map(len, narrowed)) < sum(map(len, whole))
-    # The run says how many records it checked by their rarer keys.
+
+
+def test_a_checked_run_says_how_many_records_it_joined_by_their_rarer_keys(
+    tmp_path: Path, monkeypatch
+) -> None:
+    people = tmp_path / "people.tsv"
+    api.generate(800, people, kind="people", seed=11)
+    monkeypatch.setattr("neardup.searcher.JOIN_ENTRIES", 60)
     checked = f"sqlite:///{tmp_path / 'checked.db'}"
     summary = api.index([people], checked, skip_duplicates=True, batch_size=100)
     assert summary.narrowed > 0
