@@ -333,8 +333,8 @@ def test_a_links_last_small_batch_joins_the_contents_its_first_read(
 ) -> None:
     """A link reads the store's contents for its first batch and joins every later one with
     them: a last batch too small to be worth reading them for is not looked up a record at a
-    time (the last 1,845 of a million people took minutes), and the links are those of one
-    batch."""
+    time (the last 671 of 300,000 people took a sixth of their link), and the links are those
+    of one batch."""
     first, second, _ = two_sources(tmp_path)
     whole = api.link([first, second], sqlite_url)
     stored, records = records_in(first), records_in(second)
