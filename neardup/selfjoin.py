@@ -63,11 +63,15 @@ class SortedKeys:
     def __init__(self) -> None:
         self.runs: list[tuple[np.ndarray, np.ndarray]] = []  # (keys, contents)
 
-    def add(self, keys: np.ndarray, contents: np.ndarray) -> None:
+    def add(self, keys: np.ndarray, contents: np.ndarray, *, in_place: bool = False) -> None:
         """The keys of contents numbered after every content added so far (``contents``, one
-        per key, in ascending order)."""
+        per key, in ascending order); ``in_place``, sorted in the array that holds them."""
         order = np.argsort(keys, kind="stable")
-        self.runs.append((keys[order], contents[order].astype(np.int32, copy=False)))
+        if in_place:
+            keys[:] = keys[order]
+        else:
+            keys = keys[order]
+        self.runs.append((keys, contents[order].astype(np.int32, copy=False)))
         while len(self.runs) > 1:
             size, last = len(self.runs[-2][0]), len(self.runs[-1][0])
             if size > last or size + last > RUN_KEYS:
@@ -193,7 +197,9 @@ class Contents:
     def _sort_read(self) -> None:
         """Sort the keys read from the store into runs of about RUN_KEYS, before the runs of
         the groups added since: a million people's 64 million keys sorted at once would take
-        1.5 GB more while sorted (their order, the keys and their contents)."""
+        1.5 GB more while sorted (their order, the keys and their contents). Each run is sorted
+        in place, in the array that holds the keys read: copied into runs, the 82 million
+        signature keys of 640,000 people linked were held twice, 0.65 GB more."""
         read = SortedKeys()
         bounds = np.r_[0, np.cumsum(self.sizes)]
         edges = np.unique(
@@ -202,7 +208,9 @@ class Contents:
         for first, end in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
             numbers = np.arange(first, end, dtype=np.int32)
             read.add(
-                self.keys[bounds[first] : bounds[end]], np.repeat(numbers, self.sizes[first:end])
+                self.keys[bounds[first] : bounds[end]],
+                np.repeat(numbers, self.sizes[first:end]),
+                in_place=True,
             )
         read.runs += self.sorted_keys.runs
         self.sorted_keys = read

@@ -1106,6 +1106,7 @@ def test_contents_extended_by_new_records_are_those_read_with_them(monkeypatch) 
         StoredRecord(f"r{n:02}", fp.content, fp.md5, fp.first_word, 1) for n, fp in enumerate(fps)
     ]
     first = read_contents([stored[:10]], params, TokenField.BANDS, True)
+    read = first.keys
     for start, end in [(10, 11), (11, 12), (12, 14), (14, 15), (15, 19), (19, 40)]:
         keys, sizes = TokenField.BANDS.keys_of(fps[start:end])
         first.extend(
@@ -1136,8 +1137,11 @@ def test_contents_extended_by_new_records_are_those_read_with_them(monkeypatch) 
     assert len(first.keys) == 160  # 10 records of 16 bands, scanned for two batches
     assert joined(first, 3) == joined(whole(), 3) and len(first.keys) == len(first.sizes) == 0
     assert joined(first, 1_000) == joined(whole(), 1_000)
-    # The keys read, in runs of about 100 keys at content boundaries, then those added.
-    assert [len(keys) for keys, _ in first.sorted_keys.runs] == [112, 48, 64, 80, 336]
+    # The keys read, in runs of about 100 keys at content boundaries, then those added; the
+    # keys read sorted in the array that held them, not copied beside it.
+    runs = first.sorted_keys.runs
+    assert [len(keys) for keys, _ in runs] == [112, 48, 64, 80, 336]
+    assert [np.shares_memory(keys, read) for keys, _ in runs] == [True, True, False, False, False]
 
 
 def test_the_holders_of_a_batchs_keys_are_found_by_one_scan_of_the_stores() -> None:
