@@ -145,7 +145,7 @@ class MatchRules:
         return self.max_edit_distance is None or edit_distance <= self.max_edit_distance
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Match:
     id: str
     content: str
