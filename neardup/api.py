@@ -70,6 +70,7 @@ from .indexer import (
 )
 from .labels import Expected, chance_by_bin, judged_threshold, pairs_to_judge
 from .linkage import MutualBest
+from .memory import give_back_freed_memory
 from .output import ReportFormat, named_format, record_writer, whole_file, write_label_sample
 from .phrases import counted, leading_lines
 from .progress import progress_bar
@@ -1122,6 +1123,7 @@ def link_records(
         ids: list[str] = []
         skipped = SkipLog()
         for batch in batches(records, LINK_BATCH):
+            give_back_freed_memory()  # the last batch's (or the index's): a link's peak
             fps = fingerprint_batch([r.text for r in batch], source.params)
             worded = with_words(batch, fps, skipped)
             answers = searcher.lookup_batch([fp for _, fp in worded], stored, reread=False)

@@ -4,7 +4,6 @@ prints the result (:mod:`neardup.output`). Nothing else happens here."""
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import ipaddress
 import json
@@ -21,6 +20,7 @@ from typing import IO, Any, NoReturn
 
 from . import api, output
 from .errors import NeardupError, NoStore, StoreUnavailable, UnknownRecord
+from .memory import keep_freed_memory
 from .phrases import counted
 from .searcher import natural_key
 
@@ -36,12 +36,6 @@ PARAM_FLAGS = ("shingle", "num_hashes", "bands", "seed", "fields")
 # rows); scanning them as they came cost ~4% of indexing 20,000 ads. Cycles are still
 # collected, only less often.
 GC_THRESHOLD = 100_000
-# glibc's allocator gives a large freed block back to the system, and the next batch's arrays of
-# the same size fault their pages in again: ~14,000 faults, 7% of indexing 20,000 ads. Blocks up
-# to 32 MB come from the heap instead, and up to 256 MB of it stays for the next batch.
-# (mallopt's parameter numbers, from malloc.h.)
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-KEPT_FREE_BYTES, HEAP_BLOCK_BYTES = 256 << 20, 32 << 20
 
 
 def _threshold(value: str) -> float | str:
@@ -1066,7 +1060,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
     args = _parser().parse_args(argv)
     if args.command != "serve":  # a service runs for days: it gives freed memory back
-        _keep_freed_memory()
+        keep_freed_memory()
     _quiet_client_loggers()
     try:
         _standard_output_as_dash(args)
@@ -1109,14 +1103,6 @@ def _drop_unwritten_output() -> None:
     """Point stdout at the null device: what its buffer still holds would fail again at exit,
     with a traceback."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-def _keep_freed_memory() -> None:
-    """Tune glibc's allocator for a run of batches (see KEPT_FREE_BYTES); elsewhere, nothing."""
-    if sys.platform.startswith("linux") and os.confstr("CS_GNU_LIBC_VERSION"):
-        mallopt = ctypes.CDLL(None).mallopt
-        mallopt(M_MMAP_THRESHOLD, HEAP_BLOCK_BYTES)
-        mallopt(M_TRIM_THRESHOLD, KEPT_FREE_BYTES)
 
 
 def _interrupted(exc: BaseException | None) -> bool:

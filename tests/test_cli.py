@@ -868,7 +868,7 @@ def test_batch_commands_keep_freed_memory_and_the_service_gives_it_back(
     from neardup import cli, service
 
     tuned: list[bool] = []
-    monkeypatch.setattr(cli, "_keep_freed_memory", lambda: tuned.append(True))
+    monkeypatch.setattr(cli, "keep_freed_memory", lambda: tuned.append(True))
     monkeypatch.setattr(service, "serve", lambda *args, **kwargs: None)
     store = f"sqlite:///{tmp_path / 'm.db'}"
     assert neardup("index", str(records), "--store", store).returncode == 0

@@ -334,7 +334,7 @@ def test_a_links_last_small_batch_joins_the_contents_its_first_read(
     """A link reads the store's contents for its first batch and joins every later one with
     them: a last batch too small to be worth reading them for is not looked up a record at a
     time (the last 671 of 300,000 people took a sixth of their link), and the links are those
-    of one batch."""
+    of one batch. Each batch starts by giving back the memory the one before freed."""
     first, second, _ = two_sources(tmp_path)
     whole = api.link([first, second], sqlite_url)
     stored, records = records_in(first), records_in(second)
@@ -353,8 +353,10 @@ def test_a_links_last_small_batch_joins_the_contents_its_first_read(
         return lookup_many(self, fps)
 
     monkeypatch.setattr(searcher.Searcher, "lookup_many", counted)
+    given_back: list[int] = []
+    monkeypatch.setattr(api, "give_back_freed_memory", lambda: given_back.append(1))
     batched = api.link([second], sqlite_url)
-    assert looked_up == []
+    assert looked_up == [] and len(given_back) == 2
     assert batched.links == whole.links and batched.threshold == whole.threshold
 
 
