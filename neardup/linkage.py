@@ -12,6 +12,7 @@ sources").
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 
 from .searcher import Match, natural_key
@@ -20,13 +21,16 @@ from .searcher import Match, natural_key
 class MutualBest:
     """The mutual best matches of a file's records, their matches added a record at a time:
     it holds each record's best match and each stored record's best similarity, not every
-    match, so that a file of a million records links in the memory of its records. An id's
-    natural key is made only to break a tie: kept with each record's best match, they took a
-    fifth of the memory a linked record held."""
+    match, so that a file of a million records links in the memory of its records. A stored
+    record's best is two numbers in arrays, not a tuple made each time a better one comes,
+    and an id's natural key is made only to break a tie: small objects kept from each batch
+    among its many matches keep the memory they are spread over from being given back."""
 
     def __init__(self) -> None:
         self._best_stored: dict[int, Match] = {}
-        self._best_record: dict[str, tuple[float, int]] = {}
+        self._slot: dict[str, int] = {}  # each stored id's place in the two arrays
+        self._best_similarity = array("d")
+        self._best_record = array("q")
 
     def add(self, place: int, matches: Sequence[Match]) -> None:
         """The stored records that matched the record at ``place`` in the file (once for each
@@ -37,9 +41,13 @@ class MutualBest:
             tied = [match for match in matches if match.similarity == top]
             self._best_stored[place] = min(tied, key=lambda match: natural_key(match.id))
         for match in matches:
-            theirs = (-match.similarity, place)
-            if match.id not in self._best_record or theirs < self._best_record[match.id]:
-                self._best_record[match.id] = theirs
+            slot = self._slot.setdefault(match.id, len(self._slot))
+            if slot == len(self._best_record):
+                self._best_similarity.append(match.similarity)
+                self._best_record.append(place)
+            elif match.similarity > self._best_similarity[slot]:  # of equals, the earlier place
+                self._best_similarity[slot] = match.similarity
+                self._best_record[slot] = place
 
     def links(self) -> list[tuple[int, Match]]:
         """Each record whose best stored record has it as its best record, by place, with that
@@ -47,5 +55,5 @@ class MutualBest:
         return [
             (place, match)
             for place, match in sorted(self._best_stored.items())
-            if self._best_record[match.id][1] == place
+            if self._best_record[self._slot[match.id]] == place
         ]
