@@ -1123,7 +1123,7 @@ def link_records(
         ids: list[str] = []
         skipped = SkipLog()
         for batch in batches(records, LINK_BATCH):
-            give_back_freed_memory()  # the last batch's (or the index's): a link's peak
+            give_back_freed_memory()  # what the last batch (or the index) freed, held to the end
             fps = fingerprint_batch([r.text for r in batch], source.params)
             worded = with_words(batch, fps, skipped)
             answers = searcher.lookup_batch([fp for _, fp in worded], stored, reread=False)
