@@ -39,7 +39,9 @@ class MutualBest:
         if matches:
             top = max(match.similarity for match in matches)
             tied = [match for match in matches if match.similarity == top]
-            self._best_stored[place] = min(tied, key=lambda match: natural_key(match.id))
+            self._best_stored[place] = (
+                min(tied, key=lambda match: natural_key(match.id)) if len(tied) > 1 else tied[0]
+            )
         for match in matches:
             slot = self._slot.setdefault(match.id, len(self._slot))
             if slot == len(self._best_record):

@@ -6,9 +6,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
+from itertools import groupby
 from typing import Literal
 
 import numpy as np
@@ -71,6 +72,12 @@ def natural_key(record_id: str) -> tuple[tuple[str | int, ...], str]:
     writes is in this order: pairs, groups, lookups."""
     parts = re.split(r"(\d+)", record_id)
     return tuple(int(p) if n % 2 else p for n, p in enumerate(parts)), record_id
+
+
+def in_natural_order(ids: Iterable[str]) -> list[str]:
+    """``ids`` sorted by :func:`natural_key`, made only where there are two or more to order."""
+    ordered = list(ids)
+    return sorted(ordered, key=natural_key) if len(ordered) > 1 else ordered
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,24 @@ class Match:
     similarity: float
     shared_tokens: int
     copies: tuple[str, ...] = ()  # with collapse_copies: the other ids holding this content
+
+
+def ranked(matches: Iterable[Match]) -> list[Match]:
+    """Matches best first: fewest word edits, then the highest similarity, then the id in
+    natural order, whose key is made only for ties. A key made (and cached) for every
+    candidate of a link's batches outlived the batch among its freed objects and kept the
+    memory they were spread over from being given back: a link of a million people peaked
+    0.15 GB higher."""
+    order = sorted(matches, key=_edits_then_similarity)
+    return [m for _, tied in groupby(order, _edits_then_similarity) for m in _by_id(list(tied))]
+
+
+def _edits_then_similarity(match: Match) -> tuple[int, float]:
+    return match.edit_distance, -match.similarity
+
+
+def _by_id(tied: list[Match]) -> list[Match]:
+    return sorted(tied, key=lambda m: natural_key(m.id)) if len(tied) > 1 else tied
 
 
 def _apart_from_itself(
@@ -580,13 +605,12 @@ class Searcher:
                     for p in pairs[exact[pairs]].tolist()
                 ]
             else:
-                matches = [
+                matches = ranked(
                     Match(ids[i], fps[i].content, fps[i].md5, False, d, s, int(shared[p]))
                     for p in pairs.tolist()
                     for i, d, s in [(int(low[p]), int(distances[p]), float(similarities[p]))]
                     if self.rules.accepts(d, s)
-                ]
-                matches.sort(key=lambda m: (m.edit_distance, -m.similarity, natural_key(m.id)))
+                )
             new[later] = not matches
             found.append(matches)
         return found
@@ -631,13 +655,13 @@ class Searcher:
         order (:func:`natural_key`)."""
         exact = [
             Match(i, fp.content, fp.md5, True, 0, 1.0, self.field.size(fp))
-            for i in sorted(groups.get(fp.md5, []), key=natural_key)
+            for i in in_natural_order(groups.get(fp.md5, []))
             if i != exclude_id
         ]
         return exact + [
             replace(match, id=member)
             for match in near
-            for member in sorted(groups[match.md5], key=natural_key)
+            for member in in_natural_order(groups[match.md5])
         ]
 
     def near_duplicates(self, fp: Fingerprint) -> list[Match]:
@@ -735,7 +759,7 @@ class Searcher:
             for m in self.verify(fp, measured)
             if self.rules.accepts(m.edit_distance, m.similarity)
         ]
-        return sorted(matches, key=lambda m: (m.edit_distance, -m.similarity, natural_key(m.id)))
+        return ranked(matches)
 
     def distinct_candidates_many(self, fps: Sequence[Fingerprint]) -> list[list[Candidate]]:
         """For each fingerprint, the top ``rows`` candidates with distinct contents, each its

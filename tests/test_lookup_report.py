@@ -36,7 +36,15 @@ from neardup.report import (
     in_order,
     ordered_pair,
 )
-from neardup.searcher import MAX_CANDIDATES, MatchRules, Searcher, natural_key
+from neardup.searcher import (
+    MAX_CANDIDATES,
+    Match,
+    MatchRules,
+    Searcher,
+    in_natural_order,
+    natural_key,
+    ranked,
+)
 from neardup.selfjoin import (
     Contents,
     LeftOut,
@@ -1308,6 +1316,28 @@ def test_every_list_of_ids_is_in_the_order_people_read_them(
     ]
     assert [m.id for m in api.lookup(sqlite_url, text=text)] == ["ad9", "ad10", "ad100"]
     assert clusters(pairs) == [["ad9", "ad10", "ad100"]]
+
+
+def test_matches_rank_by_edits_then_similarity_then_id_making_keys_for_ties_alone() -> None:
+    """The order of the whole key, with an id's natural key made only where two matches tie:
+    a key cached for each of a link's candidates outlived its batch and held memory."""
+    generator = random.Random(3)
+    for _ in range(100):
+        matches = [
+            Match(f"r{generator.randint(1, 30)}", "", "", False, generator.randint(0, 2), s, 1)
+            for s in generator.choices([0.5, 0.7, 0.9], k=generator.randint(0, 8))
+        ]
+        whole = sorted(matches, key=lambda m: (m.edit_distance, -m.similarity, natural_key(m.id)))
+        assert ranked(matches) == whole
+    natural_key.cache_clear()
+    apart = [Match(f"r{n}", "", "", False, n % 2, 0.5 + n / 100, 1) for n in range(20)]
+    assert [m.id for m in ranked(apart)] == [
+        f"r{n}" for n in [*range(18, -1, -2), *range(19, 0, -2)]
+    ]
+    assert in_natural_order(["r10"]) == ["r10"]
+    assert natural_key.cache_info().currsize == 0  # no two tied: no key made
+    assert [m.id for m in ranked([*apart[:2], replace(apart[0], id="r10")])] == ["r0", "r10", "r1"]
+    assert natural_key.cache_info().currsize == 2
 
 
 def test_records_the_store_holds_are_not_looked_up_again(tmp_path: Path, monkeypatch) -> None:
