@@ -169,7 +169,7 @@ def ranked(matches: Iterable[Match]) -> list[Match]:
     natural order, whose key is made only for ties. A key made (and cached) for every
     candidate of a link's batches outlived the batch among its freed objects and kept the
     memory they were spread over from being given back: a link of a million people peaked
-    0.15 GB higher."""
+    0.1 GB higher."""
     order = sorted(matches, key=_edits_then_similarity)
     return [m for _, tied in groupby(order, _edits_then_similarity) for m in _by_id(list(tied))]
 
