@@ -75,7 +75,7 @@ def natural_key(record_id: str) -> tuple[tuple[str | int, ...], str]:
 
 
 def in_natural_order(ids: Iterable[str]) -> list[str]:
-    """``ids`` sorted by :func:`natural_key`, made only where there are two or more to order."""
+    """``ids`` sorted by :func:`natural_key`, whose keys are made only for two ids or more."""
     ordered = list(ids)
     return sorted(ordered, key=natural_key) if len(ordered) > 1 else ordered
 
