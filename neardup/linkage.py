@@ -15,7 +15,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 
-from .searcher import Match, natural_key
+from .searcher import Match, by_id
 
 
 class MutualBest:
@@ -39,9 +39,7 @@ class MutualBest:
         if matches:
             top = max(match.similarity for match in matches)
             tied = [match for match in matches if match.similarity == top]
-            self._best_stored[place] = (
-                min(tied, key=lambda match: natural_key(match.id)) if len(tied) > 1 else tied[0]
-            )
+            self._best_stored[place] = by_id(tied)[0]
         for match in matches:
             slot = self._slot.setdefault(match.id, len(self._slot))
             if slot == len(self._best_record):

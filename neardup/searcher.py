@@ -171,14 +171,15 @@ def ranked(matches: Iterable[Match]) -> list[Match]:
     memory they were spread over from being given back: a link of a million people peaked
     0.1 GB higher."""
     order = sorted(matches, key=_edits_then_similarity)
-    return [m for _, tied in groupby(order, _edits_then_similarity) for m in _by_id(list(tied))]
+    return [m for _, tied in groupby(order, _edits_then_similarity) for m in by_id(list(tied))]
 
 
 def _edits_then_similarity(match: Match) -> tuple[int, float]:
     return match.edit_distance, -match.similarity
 
 
-def _by_id(tied: list[Match]) -> list[Match]:
+def by_id(tied: list[Match]) -> list[Match]:
+    """Matches in the natural order of their ids, whose keys are made only for two or more."""
     return sorted(tied, key=lambda m: natural_key(m.id)) if len(tied) > 1 else tied
 
 
