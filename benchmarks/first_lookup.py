@@ -70,7 +70,7 @@ def main() -> None:
         after = timed_lookup(base)
         process.terminate()
         said = " | ".join(line.strip() for line in process.communicate(timeout=60)[1].splitlines())
-        print(f"{wait:7.0f} {first:8.2f} {second:9.3f} {after:14.2f}  {said}", flush=True)
+        print(f"{wait:7.0f} {first:8.3f} {second:9.3f} {after:14.3f}  {said}", flush=True)
 
 
 if __name__ == "__main__":
