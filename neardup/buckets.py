@@ -25,6 +25,7 @@ import numpy as np
 
 from . import selfjoin
 from .errors import NeardupError, StoreChanged
+from .ordering import lexsort
 from .stores import Buckets, Store
 from .stores.base import md5_halves, md5_strings
 
@@ -129,7 +130,7 @@ def _members(groups: ContentGroups, buckets: Buckets) -> tuple[np.ndarray, np.nd
     in ascending order, and each bucket's size."""
     members = groups.numbers(buckets.md5s).astype(np.int32)
     keys = np.repeat(np.arange(len(buckets), dtype=np.int64), buckets.sizes)
-    return members[np.lexsort((members, keys))], buckets.sizes
+    return members[lexsort((members, keys))], buckets.sizes
 
 
 def candidate_pairs(

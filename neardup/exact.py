@@ -35,6 +35,7 @@ from .fingerprint import (
     token_keys,
     word_edit_distances,
 )
+from .ordering import lexsort
 from .progress import Bar, progress_bar
 from .report import Pair, in_order
 from .searcher import MatchRules
@@ -169,9 +170,9 @@ def _prefixes(
         limits.append((mass / least[numbers], threshold * norms))
     rarity = np.bincount(numbers, minlength=distinct)  # the sets holding each shingle
     rank = np.empty(distinct, dtype=np.int64)
-    rank[np.lexsort((np.arange(distinct), rarity))] = np.arange(distinct)
+    rank[lexsort((np.arange(distinct), rarity))] = np.arange(distinct)
     ranked = rank[numbers]
-    order = np.lexsort((ranked, owner))  # each set's shingles, rarest first
+    order = lexsort((ranked, owner))  # each set's shingles, rarest first
     in_prefix = np.ones(len(numbers), dtype=bool)
     for values, needed in limits:
         running = np.concatenate([[0.0], np.cumsum(values[order])])
@@ -186,7 +187,7 @@ def _prefix_pairs(
     """Every pair of sets (low, high) that holds one of the same ``shingle`` (prefix entries,
     each of its ``member`` set, by set), once, the pairs of a range of high sets at a time (at
     most PAIRS_PER_STEP, or one set's), with how many sets the range holds."""
-    by_shingle = np.lexsort((member, shingle))  # the buckets: each shingle's sets, ascending
+    by_shingle = lexsort((member, shingle))  # the buckets: each shingle's sets, ascending
     new_bucket = np.diff(shingle[by_shingle], prepend=-1) != 0
     starts = np.flatnonzero(new_bucket)
     bucket = np.empty(len(by_shingle), dtype=np.int64)

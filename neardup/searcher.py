@@ -35,6 +35,7 @@ from .fingerprint import (
     weighted_similarity,
     word_edit_distances,
 )
+from .ordering import lexsort
 from .selfjoin import Contents, pairs_across, pairs_sharing_keys, read_contents
 from .stores import Candidate, CandidateQuery, Store, StoredRecord
 from .tuning import similarity_histogram
@@ -535,7 +536,7 @@ class Searcher:
         records of fewer keep theirs as they are (only the cut needs the order)."""
         over = np.bincount(record) > self.rules.candidates
         cut = np.flatnonzero(over[record])
-        order = cut[np.lexsort((group[cut], -shared[cut], record[cut]))]
+        order = cut[lexsort((group[cut], -shared[cut], record[cut]))]
         ranked = record[order]
         starts = np.r_[0, np.flatnonzero(np.diff(ranked)) + 1]
         rank = np.arange(len(ranked)) - np.repeat(starts, np.diff(np.r_[starts, len(ranked)]))

@@ -30,6 +30,7 @@ import numpy as np
 from . import _kernels
 from .errors import TooManyPairs
 from .fingerprint import FingerprintParams, TokenField, token_keys
+from .ordering import lexsort
 from .phrases import counted
 from .stores import StoredRecord
 
@@ -543,7 +544,7 @@ def rarest_keys(counts: np.ndarray, record_of: np.ndarray, most: int) -> np.ndar
     rarer ones."""
     if not len(counts):
         return np.zeros(0, dtype=bool)
-    order = np.lexsort((counts, record_of))
+    order = lexsort((counts, record_of))
     held, record = counts[order], record_of[order]
     total = np.cumsum(held)
     starts = np.r_[0, np.flatnonzero(np.diff(record)) + 1]
