@@ -660,8 +660,10 @@ class Searcher:
             for i in in_natural_order(groups.get(fp.md5, []))
             if i != exclude_id
         ]
+        # A match is kept as it is for the record it names (most contents are held by one),
+        # not copied: a link of a million people spent 4% of its time in those copies.
         return exact + [
-            replace(match, id=member)
+            match if member == match.id else replace(match, id=member)
             for match in near
             for member in in_natural_order(groups[match.md5])
         ]
