@@ -24,12 +24,17 @@ def lexsort(keys: Sequence[np.ndarray]) -> np.ndarray:
     for key in keys:  # the first key in the lowest bits
         if key.dtype.kind not in "biu":
             return np.lexsort(keys)
-        if key.dtype.kind == "b" or key.dtype.itemsize < 8:
-            key = key.astype(np.int64)
-        low = key.min()
-        width = (int(key.max()) - int(low)).bit_length()
+        low, high = int(key.min()), int(key.max())
+        width = (high - low).bit_length()
         if bits + width > PACKED_BITS:
             return np.lexsort(keys)
-        packed |= (key - low).astype(np.int64) << bits  # within width bits: no overflow
+        # Each key copied once and shifted in place: a copy at a time beside the packed keys.
+        if key.dtype == np.uint64:  # its values may pass int64's: moved down first
+            part = (key - np.uint64(low)).astype(np.int64)
+        else:
+            part = key.astype(np.int64)
+            part -= low
+        part <<= bits
+        packed |= part
         bits += width
     return np.argsort(packed, kind="stable")
