@@ -15,7 +15,7 @@ def _keys(rng: np.random.Generator, count: int, kind: str) -> np.ndarray:
         return rng.random(count) < 0.5
     if kind == "uint64 high":  # past int64, in a narrow range
         return np.uint64(1 << 63) + rng.integers(0, 1000, count).astype(np.uint64)
-    if kind == "wide":  # a full 64-bit range: packed with anything, too wide
+    if kind == "wide":  # 63 bits: packed alone, too wide beside another key
         return rng.integers(-(1 << 62), 1 << 62, count)
     return rng.random(count)  # floats are never packed
 
