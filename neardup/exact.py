@@ -170,7 +170,7 @@ def _prefixes(
         limits.append((mass / least[numbers], threshold * norms))
     rarity = np.bincount(numbers, minlength=distinct)  # the sets holding each shingle
     rank = np.empty(distinct, dtype=np.int64)
-    rank[lexsort((np.arange(distinct), rarity))] = np.arange(distinct)
+    rank[np.argsort(rarity, kind="stable")] = np.arange(distinct)  # of equals, the first
     ranked = rank[numbers]
     order = lexsort((ranked, owner))  # each set's shingles, rarest first
     in_prefix = np.ones(len(numbers), dtype=bool)
