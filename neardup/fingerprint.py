@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from functools import cache
-from itertools import chain, pairwise
+from itertools import pairwise
 from typing import Literal, TypeVar
 
 import mmh3
@@ -927,24 +927,70 @@ def shared_counts(
 _NUMERAL = re.compile(r"\d+")
 
 
-class _DecimalDigits(dict[int, str]):
-    """Each decimal digit of any script as its ASCII digit, for str.translate: filled as the
-    digits are met, since NFKC leaves ٣ and ३ as they are."""
-
-    def __missing__(self, code: int) -> str:
-        self[code] = digit = str(unicodedata.decimal(chr(code)))
-        return digit
-
-
-_DIGITS = _DecimalDigits()
+# Numerals are told apart by their value where it has at most this many digits past its leading
+# zeros (an int64 holds it), else by those digits.
+_VALUE_DIGITS = 18
+_POWERS = 10 ** np.arange(_VALUE_DIGITS + 1, dtype=np.int64)
+# Code points whose numerals are found at once: a report's run of contents holds up to 64 million
+# characters, whose code points alone would take 256 MB.
+NUMERAL_SCAN = 1 << 22
 
 
-def _numeral_value(numeral: str) -> str:
-    """A numeral by its value: ``01060`` is ``1060`` (a zip code a spreadsheet read as a
-    number) and ``٣٤`` is ``34``."""
-    if not numeral.isascii():
-        numeral = numeral.translate(_DIGITS)
-    return numeral.lstrip("0") or "0"
+def _digit_values(codes: np.ndarray) -> np.ndarray:
+    """Each code point's decimal digit, -1 where it is none: ASCII's and every other script's,
+    which NFKC leaves as they are (``٣`` is 3), the characters ``\\d`` matches."""
+    digits = np.full(len(codes), -1, dtype=np.int8)
+    ascii_digit = (codes >= ord("0")) & (codes <= ord("9"))
+    digits[ascii_digit] = codes[ascii_digit] - ord("0")
+    wide = np.flatnonzero(codes > 0x7F)
+    if len(wide):
+        found, at = np.unique(codes[wide], return_inverse=True)
+        table = [unicodedata.decimal(chr(code), -1) for code in found.tolist()]
+        digits[wide] = np.array(table, dtype=np.int8)[at]
+    return digits
+
+
+def _character_blocks(texts: Sequence[str], characters: int) -> list[slice]:
+    """``texts`` cut into consecutive slices of at most ``characters`` characters in all (or of
+    one text longer than that)."""
+    ends = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)))
+    blocks, start = [], 0
+    while start < len(texts):
+        reached = int(ends[start - 1]) if start else 0
+        stop = max(int(np.searchsorted(ends, reached + characters, side="right")), start + 1)
+        blocks.append(slice(start, stop))
+        start = stop
+    return blocks
+
+
+def _numeral_runs(codes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, list[object]]:
+    """The numerals (runs of digits) of contents whose code points are ``codes`` at
+    ``offsets``: which content each is in, and a key for each, equal where their values are
+    (``01060`` is ``1060``): the value, or past _VALUE_DIGITS digits the digits as text."""
+    digits = _digit_values(codes)
+    at = np.flatnonzero(digits >= 0)  # every digit's position
+    if not len(at):
+        return np.empty(0, dtype=np.int64), []
+    starts_run = np.ones(len(at), dtype=bool)
+    starts_run[1:] = at[1:] != at[:-1] + 1
+    owner = np.searchsorted(offsets, at, side="right") - 1
+    starts_run[1:] |= owner[1:] != owner[:-1]  # a run ends with its content
+    first = np.flatnonzero(starts_run)  # each run's first digit, among the digits
+    last = np.append(first[1:], len(at)) - 1
+    value = digits[at].astype(np.int64)
+    # Past its leading zeros: the first digit that is not 0, or the run's last one.
+    significant = last
+    if len(nonzero := np.flatnonzero(value)):
+        ahead = nonzero[np.minimum(np.searchsorted(nonzero, first), len(nonzero) - 1)]
+        significant = np.where((ahead >= first) & (ahead <= last), ahead, last)
+    run = np.cumsum(starts_run) - 1
+    places = np.minimum(last[run] - np.arange(len(at)), _VALUE_DIGITS)
+    values = np.add.reduceat(value * _POWERS[places], first)
+    keys: list[object] = values.tolist()
+    for long_run in np.flatnonzero(last - significant >= _VALUE_DIGITS).tolist():
+        kept = value[significant[long_run] : last[long_run] + 1]
+        keys[long_run] = "".join(map(str, kept.tolist()))
+    return owner[first], keys
 
 
 # How much of a pair's similarity rests on their numerals agreeing, with --similarity numerals.
@@ -964,20 +1010,20 @@ class Numerals:
     :meth:`agreement` of pairs of them."""
 
     def __init__(self, contents: Sequence[str]) -> None:
-        numbered: dict[str, int] = {}
-        sets = [
-            sorted(
-                {
-                    numbered.setdefault(_numeral_value(n), len(numbered))
-                    for n in _NUMERAL.findall(content)
-                }
-            )
-            for content in contents
-        ]
-        self.sizes = np.array([len(held) for held in sets], dtype=np.int64)
-        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
-        self.members = np.fromiter(chain.from_iterable(sets), np.int32, int(self.offsets[-1]))
+        owners, keys = [], []
+        for part in _character_blocks(contents, NUMERAL_SCAN):
+            codes, offsets = _code_points(contents[part])
+            owner, key = _numeral_runs(codes, offsets)
+            owners.append(owner + part.start)
+            keys += key
+        numbered = {key: number for number, key in enumerate(dict.fromkeys(keys))}
         self.distinct = len(numbered)
+        codes = np.fromiter(map(numbered.__getitem__, keys), np.int64, len(keys))
+        width = max(self.distinct, 1)
+        held = distinct(np.concatenate([np.empty(0, np.int64), *owners]) * width + codes)
+        self.members = (held % width).astype(np.int32)  # each content's set, sorted
+        self.sizes = np.bincount(held // width, minlength=len(contents))
+        self.offsets = _offsets(self.sizes)
 
     def agreement(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         """For each pair of contents left[i] and right[i]: 1 less NUMERAL_WEIGHT times the

@@ -6,7 +6,7 @@ import re
 import sys
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor
-from itertools import pairwise
+from itertools import combinations, pairwise
 
 import Levenshtein
 import numpy as np
@@ -636,6 +636,39 @@ def test_idf_is_lucenes_below_the_reference_size_and_by_share_above_it() -> None
     assert idf(np.array([1, 3]), larger).tolist() == idf(np.array([1, 1]), reference).tolist()
 
 
+def test_numerals_are_the_runs_of_digits_a_regular_expression_finds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each content's numerals, found in numpy over its code points, are the distinct values
+    of what ``\\d+`` finds in it, whatever the scripts and lengths, a few contents at a time
+    or all at once; a run never goes on into the next content."""
+    rng = random.Random(3)
+    alphabet = [*"ab -.", *"0123456789", "0", "0", "٣", "४", "𝟗", "²", "½", "é", "߁"]
+
+    def value(numeral: str) -> str:
+        return "".join(str(unicodedata.decimal(c)) for c in numeral).lstrip("0") or "0"
+
+    for _ in range(200):
+        contents = [
+            "".join(rng.choices(alphabet, k=rng.randint(0, 40))) for _ in range(rng.randint(0, 9))
+        ]
+        contents.append("0" * rng.randint(0, 25) + "".join(rng.choices("0123456789", k=30)))
+        expected = [{value(n) for n in re.findall(r"\d+", c)} for c in contents]
+        for block in (1 << 22, 5):
+            monkeypatch.setattr(fingerprinting, "NUMERAL_SCAN", block)
+            numerals = Numerals(contents)
+            assert numerals.sizes.tolist() == [len(values) for values in expected]
+            for a, b in combinations(range(len(contents)), 2):
+                shared = len(expected[a] & expected[b])
+                fewer = min(len(expected[a]), len(expected[b]))
+                lacking = 1 - shared / fewer if fewer else 0
+                assert numerals.agreement(np.array([a]), np.array([b]))[0] == pytest.approx(
+                    1 - NUMERAL_WEIGHT * lacking
+                )
+    assert Numerals(["12", "34"]).sizes.tolist() == [1, 1]
+    assert Numerals([]).sizes.tolist() == []
+
+
 @pytest.mark.parametrize(
     ("a", "b", "lacking"),
     [
@@ -651,6 +684,9 @@ def test_idf_is_lucenes_below_the_reference_size_and_by_share_above_it() -> None
         ("٣٤ شارع", "34 شارع", 0),  # the same number in Arabic-Indic and ASCII digits
         ("unit ०७", "unit 8", 1),
         ("9" * 5000, "9" * 5000, 0),  # past the digits Python's int() reads
+        ("0" * 25 + "7 st", "7 st", 0),  # leading zeros past the digits an int64 holds
+        ("1" + "0" * 18, "1" + "0" * 17, 1),  # 19 digits against 18
+        ("12345678901234567890", "12345678901234567891", 1),  # 20 digits, the last one apart
     ],
 )
 def test_numerals_that_disagree_lower_the_weighted_similarity(a: str, b: str, lacking: float):
