@@ -754,6 +754,68 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* numeral_agreement(members i32, offsets i64, distinct, left i32, right i32, weight f64,
+ * out f64): multiplies out[i] by the agreement of the numeral sets left[i] and right[i] (sets of
+ * numbers below `distinct`, set after set at `offsets`): 1 - weight * (1 - shared / fewer), where
+ * fewer is the smaller set's size, and 1 where either set is empty. A left set is marked once for
+ * the run of pairs that share it, as pair_similarities marks it; the same floats as numpy's
+ * 1 - weight * (1 - shared / fewer) times out. Runs without the GIL. */
+static PyObject *numeral_agreement(PyObject *self, PyObject *args) {
+    Py_buffer members_b, offsets_b, left_b, right_b, out_b;
+    Py_ssize_t distinct;
+    double weight;
+    if (!PyArg_ParseTuple(args, "y*y*ny*y*dw*", &members_b, &offsets_b, &distinct, &left_b,
+                          &right_b, &weight, &out_b))
+        return NULL;
+    Py_buffer *all[] = {&members_b, &offsets_b, &left_b, &right_b, &out_b, NULL};
+    const int32_t *members = members_b.buf, *left = left_b.buf, *right = right_b.buf;
+    const int64_t *offsets = offsets_b.buf;
+    double *out = out_b.buf;
+    Py_ssize_t sets = offsets_b.len / 8 - 1, pairs = left_b.len / 4;
+    const char *refused = NULL;
+    if (sets < 0 || offsets[0] != 0 || offsets[sets] > members_b.len / 4)
+        refused = "numeral_agreement: offsets must start at 0 and end within the members";
+    if (sets >= INT32_MAX) refused = "numeral_agreement: too many sets for 32-bit marks";
+    if (distinct < 0) refused = "numeral_agreement: distinct must not be negative";
+    if (right_b.len / 4 != pairs || out_b.len / 8 != pairs)
+        refused = "numeral_agreement: left, right and out must hold one value per pair";
+    int32_t *marks = refused ? NULL : PyMem_Calloc(distinct + 1, sizeof(int32_t));
+    if (refused || !marks) {
+        release(all);
+        if (refused) PyErr_SetString(PyExc_ValueError, refused);
+        return refused ? NULL : PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t p = 0; p < pairs && !refused; p++)
+        if ((uint32_t)left[p] >= (uint64_t)sets || (uint32_t)right[p] >= (uint64_t)sets)
+            refused = "numeral_agreement: pairs must name sets below len(offsets) - 1";
+    for (int64_t i = 0; sets > 0 && i < offsets[sets] && !refused; i++)
+        if ((uint32_t)members[i] >= (uint64_t)distinct)
+            refused = "numeral_agreement: members must be below distinct";
+    int64_t marked = -1;
+    for (Py_ssize_t p = 0; p < pairs && !refused; p++) {
+        int64_t l = left[p], r = right[p];
+        int32_t mark = (int32_t)(l + 1);
+        if (l != marked) {
+            marked = l;
+            for (int64_t i = offsets[l]; i < offsets[l + 1]; i++) marks[members[i]] = mark;
+        }
+        int64_t shared = 0;
+        for (int64_t i = offsets[r]; i < offsets[r + 1]; i++) shared += marks[members[i]] == mark;
+        int64_t nl = offsets[l + 1] - offsets[l], nr = offsets[r + 1] - offsets[r];
+        int64_t fewer = nl < nr ? nl : nr;
+        if (fewer > 0) out[p] *= 1.0 - weight * (1.0 - (double)shared / (double)fewer);
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_Free(marks);
+    release(all);
+    if (refused) {
+        PyErr_SetString(PyExc_ValueError, refused);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* --- counting distinct values ---------------------------------------------------------- */
 
 /* The distinct values seen so far, in order of first sight, and an open-addressing table from a
@@ -1542,6 +1604,7 @@ static PyMethodDef methods[] = {
     {"shared_count", shared_count, METH_VARARGS, NULL},
     {"weighted_similarity", weighted_similarity, METH_VARARGS, NULL},
     {"pair_similarities", pair_similarities, METH_VARARGS, NULL},
+    {"numeral_agreement", numeral_agreement, METH_VARARGS, NULL},
     {"shingle_numbers", shingle_numbers, METH_VARARGS, NULL},
     {"document_frequencies", document_frequencies, METH_VARARGS, NULL},
     {"shared_buckets", shared_buckets, METH_VARARGS, NULL},

@@ -477,9 +477,8 @@ def test_weighted_similarity_of_many_pairs_has_the_bits_of_one_pair_at_a_time(mo
     numerals = Numerals(contents)  # "w12 w3" holds 12 and 3: the words' numerals differ
     measured = pair_similarities(numbers, len(distinct), weights, offsets, left, right, numerals)
     assert measured.tolist() == one_at_a_time
-    with monkeypatch.context() as halved:  # half on a second thread, in runs: the same floats
+    with monkeypatch.context() as halved:  # half on a second thread: the same floats
         halved.setattr(importlib.import_module("neardup.fingerprint"), "PARALLEL_PAIRS", 2)
-        halved.setattr(importlib.import_module("neardup.fingerprint"), "AGREEMENT_PAIRS", 7)
         assert pair_similarities(
             numbers, len(distinct), weights, offsets, left, right, numerals
         ).tolist() == (one_at_a_time)
@@ -667,6 +666,8 @@ def test_numerals_are_the_runs_of_digits_a_regular_expression_finds(
                 )
     assert Numerals(["12", "34"]).sizes.tolist() == [1, 1]
     assert Numerals([]).sizes.tolist() == []
+    with pytest.raises(ValueError, match="below len"):  # checked in C, not read past its end
+        Numerals(["12 a", "14 b"]).agreement(np.array([0]), np.array([2]))
 
 
 @pytest.mark.parametrize(
