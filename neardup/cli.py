@@ -128,9 +128,10 @@ def _rule_options(
         "--similarity",
         choices=api.SIMILARITIES,
         help="what the threshold bounds: jaccard of the shingle sets; weighted, their cosine "
-        "with each shingle weighing its rarity in the store (IDF); or numerals, that cosine "
-        "times the agreement of the records' runs of digits, for records whose numbers name "
-        f"things (house, model, page numbers) (default: {defaults.similarity})",
+        "with each shingle weighing its rarity in the store (IDF), for records whose copies "
+        "differ in their numbers (amounts, dates); or numerals, that cosine times the "
+        "agreement of the records' runs of digits, where numbers name things (house, model, "
+        f"page numbers) (default: {defaults.similarity})",
     )
     parser.add_argument(
         "--max-edit-distance", type=int, help="most word-level edit distance (default: no limit)"
@@ -782,7 +783,7 @@ def _parser() -> argparse.ArgumentParser:
         "--similarity",
         choices=api.SIMILARITIES,
         help="what the threshold bounds, which later lookups and reports use (see report "
-        "--similarity; default: weighted)",
+        f"--similarity; default: {api.MatchRules().similarity})",
     )
     _preset_option(index)
     index.add_argument(

@@ -525,7 +525,7 @@ def explanation_table(e: Explanation) -> str:
                     f"{'weighted':<20}{e.weighted:.3f}  (each shingle weighing its rarity)",
                     f"{'numerals':<20}{e.numeral_agreement:.3f}  (A: "
                     f"{' '.join(e.numerals[0]) or 'none'}; B: {' '.join(e.numerals[1]) or 'none'}"
-                    "; --similarity numerals multiplies weighted by it)",
+                    "; the numerals similarity is weighted times this)",
                 ]
                 if e.weighted is not None
                 else []

@@ -90,8 +90,8 @@ class MatchRules:
     MinHash query), ``bands`` (LSH) or ``shingles``. ``similarity`` is what the threshold
     bounds: ``jaccard`` of the shingle sets; ``weighted``, the cosine of the sets with each
     shingle weighing its rarity in the store (see :func:`neardup.fingerprint.idf`); or
-    ``numerals``, that cosine times the agreement of the two records' numerals (see
-    :class:`neardup.fingerprint.Numerals`).
+    ``numerals`` (the default), that cosine times the agreement of the two records' numerals
+    (see :class:`neardup.fingerprint.Numerals`).
     """
 
     method: str = TokenField.BANDS
@@ -99,7 +99,7 @@ class MatchRules:
     first_word: bool = False
     threshold: float | None = 0.5
     max_edit_distance: int | None = None
-    similarity: Similarity = "weighted"
+    similarity: Similarity = "numerals"
     # ``threshold`` is read from the store's records (see neardup.tuning.choose_threshold):
     # None until it is, then the store's choice.
     auto_threshold: bool = False

@@ -789,12 +789,16 @@ def test_the_exact_report_measures_what_the_report_does(store, tmp_path: Path) -
     measured = api.last_report(store)
     assert measured is not None and measured.how.startswith("auto")
     assert set(pairs) <= set(exact)  # the same similarities, distances and shared tokens
-    # Brute force over every pair of records, weighed as the store weighs its shingles.
+    # Brute force over every pair of records, weighed as the store weighs its shingles, times
+    # the agreement of their numerals (the default similarity).
     stored = [r for batch in store.iter_records() for r in batch]
-    numbers, offsets, distinct = shingle_numbers([r.content for r in stored], store.params)
+    contents = [r.content for r in stored]
+    numbers, offsets, distinct = shingle_numbers(contents, store.params)
     weights = store.frequencies(distinct.view(np.int64)).weights(distinct)
     left, right = np.triu_indices(len(stored), 1)
-    every = pair_similarities(numbers, len(distinct), weights, offsets, left, right)
+    every = pair_similarities(
+        numbers, len(distinct), weights, offsets, left, right, Numerals(contents)
+    )
     above = every >= measured.threshold - 1e-12
     expected = {
         frozenset((stored[a].id, stored[b].id))
@@ -1053,19 +1057,19 @@ def test_a_store_remembers_its_preset_and_threshold(tmp_path: Path) -> None:
     # --similarity too; a later index run's rule flags change those rules alone.
     people = tmp_path / "people.tsv"
     write_corpus(people, None, 300, kind="people", seed=2)
-    numerals = f"sqlite:///{tmp_path / 'numerals.db'}"
-    assert neardup("index", str(people), "--store", numerals, "--threshold", "0.5").returncode == 0
+    weighted = f"sqlite:///{tmp_path / 'weighted.db'}"
+    assert neardup("index", str(people), "--store", weighted, "--threshold", "0.5").returncode == 0
     assert (
-        neardup("index", str(people), "--store", numerals, "--similarity", "numerals").returncode
+        neardup("index", str(people), "--store", weighted, "--similarity", "weighted").returncode
         == 0
     )
-    assert api.stats(numerals)["rules_from"] == {
+    assert api.stats(weighted)["rules_from"] == {
         **api.stats(tuned)["rules_from"],
         "threshold": "index",
         "similarity": "index",
     }
-    assert api.report(numerals) == api.report(numerals, rules={"similarity": "numerals"})
-    assert api.report(numerals) != api.report(numerals, rules={"similarity": "weighted"})
+    assert api.report(weighted) == api.report(weighted, rules={"similarity": "weighted"})
+    assert api.report(weighted) != api.report(weighted, rules={"similarity": "numerals"})
 
 
 def test_the_exact_report_needs_no_token_field(tmp_path: Path) -> None:

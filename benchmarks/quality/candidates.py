@@ -5,7 +5,7 @@ the report's candidates (pairs sharing an LSH band) hold.
         [--kijiji ADS.tsv PAIRS.tsv] [--bands N]
 
 Each dataset is indexed with no flags and reported with the automatic threshold, as a user
-does. Brute force then measures the same similarity (weighted, with the store's shingle counts)
+does. Brute force then measures the same similarity (the store's, with its shingle counts)
 for every pair of distinct contents, and counts the pairs at or above that threshold that were
 not candidates; the threshold `auto` reads from the histogram of every pair instead of the
 candidates'; the candidate recall `neardup tune --store` estimates from the pairs reported;

@@ -40,10 +40,10 @@ def settings(preset: str) -> list[Setting]:
     recipe_rules = RECIPE[1]
     return [
         ("recipe: word:3, 20 hashes, first word, edit <= 2", recipe_rules, {"params": RECIPE[0]}),
-        ("**defaults, no flags**: weighted, threshold auto", None, {}),
+        ("**defaults, no flags**: numerals, threshold auto", None, {}),
         ("--similarity jaccard (threshold auto)", {"similarity": "jaccard"}, {}),
-        ("--similarity numerals (threshold auto)", {"similarity": "numerals"}, {}),
-        ("--threshold 0.5 (weighted)", {"threshold": 0.5}, {}),
+        ("--similarity weighted (threshold auto)", {"similarity": "weighted"}, {}),
+        ("--threshold 0.5 (numerals)", {"threshold": 0.5}, {}),
         (f"--preset {preset}", None, {"preset": preset}),
     ]
 
