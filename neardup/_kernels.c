@@ -642,6 +642,14 @@ static inline void prefetch_set(const void *start, const void *end) {
     for (; line < last; line += 64) __builtin_prefetch(line);
 }
 
+/* Whether a pair names a set past the `sets` there are. */
+static int names_outside(const int32_t *left, const int32_t *right, Py_ssize_t pairs,
+                         Py_ssize_t sets) {
+    for (Py_ssize_t p = 0; p < pairs; p++)
+        if ((uint32_t)left[p] >= (uint64_t)sets || (uint32_t)right[p] >= (uint64_t)sets) return 1;
+    return 0;
+}
+
 /* pair_similarities(numbers u16 or i32, width, distinct, weights f64 or None, offsets i64,
  * left i32, right i32, out f64): the similarity of sets left[i] and right[i] for many pairs at
  * once: their exact Jaccard with weights None, else weighted_similarity, the same floats as one
@@ -700,9 +708,8 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
         return refused ? NULL : PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t p = 0; p < pairs && !refused; p++)
-        if ((uint32_t)left[p] >= (uint64_t)segments || (uint32_t)right[p] >= (uint64_t)segments)
-            refused = "pair_similarities: pairs must name sets below len(offsets) - 1";
+    if (names_outside(left, right, pairs, segments))
+        refused = "pair_similarities: pairs must name sets below len(offsets) - 1";
     for (Py_ssize_t d = 0; d < distinct; d++) /* weight * weight */
         squares[d] = weighted ? ((double *)weights_b.buf)[d] * ((double *)weights_b.buf)[d] : 1.0;
     for (Py_ssize_t s = 0; s < segments && !refused; s++) {
@@ -786,10 +793,9 @@ static PyObject *numeral_agreement(PyObject *self, PyObject *args) {
         return refused ? NULL : PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t p = 0; p < pairs && !refused; p++)
-        if ((uint32_t)left[p] >= (uint64_t)sets || (uint32_t)right[p] >= (uint64_t)sets)
-            refused = "numeral_agreement: pairs must name sets below len(offsets) - 1";
-    for (int64_t i = 0; sets > 0 && i < offsets[sets] && !refused; i++)
+    if (names_outside(left, right, pairs, sets))
+        refused = "numeral_agreement: pairs must name sets below len(offsets) - 1";
+    for (int64_t i = 0; i < offsets[sets] && !refused; i++)
         if ((uint32_t)members[i] >= (uint64_t)distinct)
             refused = "numeral_agreement: members must be below distinct";
     int64_t marked = -1;
