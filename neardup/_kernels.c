@@ -636,6 +636,12 @@ static inline int64_t gather_shared(const void *values, int narrow, int64_t from
     ((narrow) ? (uint32_t)((const uint16_t *)(numbers))[i]                                     \
               : (uint32_t)((const int32_t *)(numbers))[i])
 
+/* Marks the set `values[from..to)` (16-bit where `narrow`) with `mark`. */
+static inline void mark_set(const void *values, int narrow, int64_t from, int64_t to,
+                            int32_t *marks, int32_t mark) {
+    for (int64_t i = from; i < to; i++) marks[NUMBER_AT(values, narrow, i)] = mark;
+}
+
 static inline void prefetch_set(const void *start, const void *end) {
     const char *line = start, *last = (const char *)start + 64 * PREFETCH_LINES;
     if ((const char *)end < last) last = end;
@@ -737,8 +743,7 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
         }
         if (l != marked) {
             marked = l;
-            for (int64_t i = offsets[l]; i < offsets[l + 1]; i++)
-                marks[NUMBER_AT(numbers, narrow, i)] = mark;
+            mark_set(numbers, narrow, offsets[l], offsets[l + 1], marks, mark);
         }
         double lanes[4] = {0.0, 0.0, 0.0, 0.0};
         int64_t shared_count =
@@ -804,10 +809,10 @@ static PyObject *numeral_agreement(PyObject *self, PyObject *args) {
         int32_t mark = (int32_t)(l + 1);
         if (l != marked) {
             marked = l;
-            for (int64_t i = offsets[l]; i < offsets[l + 1]; i++) marks[members[i]] = mark;
+            mark_set(members, 0, offsets[l], offsets[l + 1], marks, mark);
         }
-        int64_t shared = 0;
-        for (int64_t i = offsets[r]; i < offsets[r + 1]; i++) shared += marks[members[i]] == mark;
+        int64_t shared = gather_shared(members, 0, offsets[r], offsets[r + 1], marks, mark, NULL,
+                                       NULL);
         int64_t nl = offsets[l + 1] - offsets[l], nr = offsets[r + 1] - offsets[r];
         int64_t fewer = nl < nr ? nl : nr;
         if (fewer > 0) out[p] *= 1.0 - weight * (1.0 - (double)shared / (double)fewer);

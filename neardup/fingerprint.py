@@ -886,17 +886,18 @@ def pair_similarities(
             result[part],
         )
 
-    if len(left) < PARALLEL_PAIRS:
-        measure(slice(0, len(left)))
-    else:
-        _on_two_threads(measure, len(left))
+    _in_halves(measure, len(left))
     if weights is not None and numerals is not None:
-        if len(left) < PARALLEL_PAIRS:
-            numerals.weigh(result, left, right)
-        else:
-            _on_two_threads(lambda part: numerals.weigh(result[part], left[part], right[part]),
-                            len(left))  # fmt: skip
+        _in_halves(lambda part: numerals.weigh(result[part], left[part], right[part]), len(left))
     return result
+
+
+def _in_halves(work: Callable[[slice], None], pairs: int) -> None:
+    """``work`` of every pair, or of each half on a thread of its own past PARALLEL_PAIRS."""
+    if pairs < PARALLEL_PAIRS:
+        work(slice(0, pairs))
+    else:
+        _on_two_threads(work, pairs)
 
 
 def _on_two_threads(work: Callable[[slice], T], count: int) -> tuple[T, T]:
