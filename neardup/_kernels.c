@@ -48,6 +48,11 @@ static void release(Py_buffer **buffers) {
     for (; *buffers; buffers++) PyBuffer_Release(*buffers);
 }
 
+/* `items` values of 8 bytes as a bytes object. */
+static PyObject *as_bytes(const void *data, Py_ssize_t items) {
+    return PyBytes_FromStringAndSize(data, items * 8);
+}
+
 /* --- normalisation ----------------------------------------------------------------------- */
 
 /* collapse_separators(codes u32, offsets i64, is_separator bool, out u32, out_offsets i64,
@@ -766,6 +771,93 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* --- numerals ------------------------------------------------------------------------------ */
+
+/* int64 values appended to a buffer that grows as they come. */
+typedef struct {
+    int64_t *items;
+    Py_ssize_t size, room;
+} Int64s;
+
+static int int64s_add(Int64s *a, int64_t value) {
+    if (a->size == a->room) {
+        Py_ssize_t room = a->room ? 2 * a->room : 1024;
+        int64_t *items = PyMem_Realloc(a->items, room * sizeof(int64_t));
+        if (!items) return -1;
+        a->items = items, a->room = room;
+    }
+    a->items[a->size++] = value;
+    return 0;
+}
+
+/* The value of a decimal digit (any script's: what `\d` matches), or -1. */
+static inline int decimal_of(Py_UCS4 ch) {
+    if (ch - '0' < 10) return (int)(ch - '0');
+    return ch < 0x80 ? -1 : Py_UNICODE_TODECIMAL(ch);
+}
+
+/* numeral_runs(texts (a list of str), value_digits) -> (owners, values, long) as bytes of int64.
+ * The runs of decimal digits of each text (the characters `\d` matches: every script's, which
+ * NFKC leaves as they are), a run ending with its text: for each, the number of the text it is
+ * in and its value past its leading zeros (`01060` is 1060). A run of more significant digits
+ * than `value_digits`, whose value an int64 may not hold, has value 0 and is listed in `long` as
+ * (its number among the runs, where its significant digits start in its text, where it ends).
+ * Read from the strings themselves, with no array of code points made. */
+static PyObject *numeral_runs(PyObject *self, PyObject *args) {
+    PyObject *texts;
+    int value_digits;
+    if (!PyArg_ParseTuple(args, "O!i", &PyList_Type, &texts, &value_digits)) return NULL;
+    Int64s owners = {NULL, 0, 0}, values = {NULL, 0, 0}, longs = {NULL, 0, 0};
+    int failed = 0;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(texts) && !failed; t++) {
+        PyObject *text = PyList_GET_ITEM(texts, t);
+        if (!PyUnicode_Check(text)) {
+            PyErr_SetString(PyExc_TypeError, "numeral_runs: texts must be str");
+            failed = 1;
+            break;
+        }
+#if PY_VERSION_HEX < 0x030C0000 /* before 3.12 a string made by the old API may not be ready */
+        if (PyUnicode_READY(text) < 0) {
+            failed = 1;
+            break;
+        }
+#endif
+        int kind = PyUnicode_KIND(text);
+        const void *data = PyUnicode_DATA(text);
+        Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+        for (Py_ssize_t i = 0; i < length && !failed;) {
+            int digit = decimal_of(PyUnicode_READ(kind, data, i));
+            if (digit < 0) {
+                i++;
+                continue;
+            }
+            Py_ssize_t significant = -1;  /* where the digits past the leading zeros start */
+            int64_t value = 0;
+            Py_ssize_t end = i;
+            for (; end < length && (digit = decimal_of(PyUnicode_READ(kind, data, end))) >= 0;
+                 end++) {
+                if (significant < 0 && digit) significant = end;
+                if (significant >= 0 && end - significant < value_digits)
+                    value = value * 10 + digit;
+            }
+            if (significant < 0) significant = end - 1;  /* a run of zeros is 0 */
+            int wide = end - significant > value_digits;
+            failed = int64s_add(&owners, t) < 0 || int64s_add(&values, wide ? 0 : value) < 0 ||
+                     (wide && (int64s_add(&longs, owners.size - 1) < 0 ||
+                               int64s_add(&longs, significant) < 0 ||
+                               int64s_add(&longs, end) < 0));
+            if (failed) PyErr_NoMemory();
+            i = end;
+        }
+    }
+    PyObject *result = failed ? NULL
+                              : Py_BuildValue("(NNN)", as_bytes(owners.items, owners.size),
+                                              as_bytes(values.items, values.size),
+                                              as_bytes(longs.items, longs.size));
+    PyMem_Free(owners.items), PyMem_Free(values.items), PyMem_Free(longs.items);
+    return result;
+}
+
 /* numeral_agreement(members i32, offsets i64, distinct, left i32, right i32, weight f64,
  * out f64): multiplies out[i] by the agreement of the numeral sets left[i] and right[i] (sets of
  * numbers below `distinct`, set after set at `offsets`): 1 - weight * (1 - shared / fewer), where
@@ -896,10 +988,6 @@ static Py_ssize_t distinct_add(Distinct *d, uint64_t value) {
     if (d->counts) d->counts[d->size] = 0, d->last_seen[d->size] = -1;
     d->slots[slot] = d->size;
     return d->size++;
-}
-
-static PyObject *as_bytes(const void *data, Py_ssize_t items) {
-    return PyBytes_FromStringAndSize(data, items * 8);
 }
 
 /* shingle_numbers(tokens u32 or u64, token_bytes, offsets i64, size, seed, in_order, numbers i32,
@@ -1615,6 +1703,7 @@ static PyMethodDef methods[] = {
     {"shared_count", shared_count, METH_VARARGS, NULL},
     {"weighted_similarity", weighted_similarity, METH_VARARGS, NULL},
     {"pair_similarities", pair_similarities, METH_VARARGS, NULL},
+    {"numeral_runs", numeral_runs, METH_VARARGS, NULL},
     {"numeral_agreement", numeral_agreement, METH_VARARGS, NULL},
     {"shingle_numbers", shingle_numbers, METH_VARARGS, NULL},
     {"document_frequencies", document_frequencies, METH_VARARGS, NULL},

@@ -931,68 +931,6 @@ _NUMERAL = re.compile(r"\d+")
 # Numerals are told apart by their value where it has at most this many digits past its leading
 # zeros (an int64 holds it), else by those digits.
 _VALUE_DIGITS = 18
-_POWERS = 10 ** np.arange(_VALUE_DIGITS + 1, dtype=np.int64)
-# Code points whose numerals are found at once: a report's run of contents holds up to 64 million
-# characters, whose code points alone would take 256 MB.
-NUMERAL_SCAN = 1 << 22
-
-
-def _digits(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where the decimal digits are among ``codes`` (code points), and their values: ASCII's
-    and every other script's, which NFKC leaves as they are (``٣`` is 3), the characters
-    ``\\d`` matches."""
-    # Below "0" the unsigned difference wraps past 9.
-    maybe = np.flatnonzero(((codes - np.uint32(ord("0"))) < 10) | (codes > 0x7F))
-    found = codes[maybe]
-    values = found.astype(np.int64) - ord("0")
-    if (wide := found > 0x7F).any():
-        distinct_wide, at = np.unique(found[wide], return_inverse=True)
-        table = [unicodedata.decimal(chr(code), -1) for code in distinct_wide.tolist()]
-        values[wide] = np.array(table, dtype=np.int64)[at]
-    digit = values >= 0
-    return maybe[digit], values[digit]
-
-
-def _character_blocks(texts: Sequence[str], characters: int) -> list[slice]:
-    """``texts`` cut into consecutive slices of at most ``characters`` characters in all (or of
-    one text longer than that)."""
-    ends = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)))
-    blocks, start = [], 0
-    while start < len(texts):
-        reached = int(ends[start - 1]) if start else 0
-        stop = max(int(np.searchsorted(ends, reached + characters, side="right")), start + 1)
-        blocks.append(slice(start, stop))
-        start = stop
-    return blocks
-
-
-def _numeral_runs(codes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, list[object]]:
-    """The numerals (runs of digits) of contents whose code points are ``codes`` at
-    ``offsets``: which content each is in, and a key for each, equal where their values are
-    (``01060`` is ``1060``): the value, or past _VALUE_DIGITS digits the digits as text."""
-    at, value = _digits(codes)  # every digit's position, and its value
-    if not len(at):
-        return np.empty(0, dtype=np.int64), []
-    starts_run = np.ones(len(at), dtype=bool)
-    starts_run[1:] = at[1:] != at[:-1] + 1
-    owner = np.searchsorted(offsets, at, side="right") - 1
-    starts_run[1:] |= owner[1:] != owner[:-1]  # a run ends with its content
-    first = np.flatnonzero(starts_run)  # each run's first digit, among the digits
-    last = np.append(first[1:], len(at)) - 1
-    # Past its leading zeros: the first digit that is not 0, or the run's last one.
-    significant = last
-    if len(nonzero := np.flatnonzero(value)):
-        ahead = nonzero[np.minimum(np.searchsorted(nonzero, first), len(nonzero) - 1)]
-        significant = np.where((ahead >= first) & (ahead <= last), ahead, last)
-    run = np.cumsum(starts_run) - 1
-    places = np.minimum(last[run] - np.arange(len(at)), _VALUE_DIGITS)
-    values = np.add.reduceat(value * _POWERS[places], first)
-    keys: list[object] = values.tolist()
-    for long_run in np.flatnonzero(last - significant >= _VALUE_DIGITS).tolist():
-        kept = value[significant[long_run] : last[long_run] + 1]
-        keys[long_run] = "".join(map(str, kept.tolist()))
-    return owner[first], keys
-
 
 # How much of a pair's similarity rests on their numerals agreeing, with --similarity numerals.
 # House numbers, zip codes, pages, phone and model numbers tell records apart that share most of
@@ -1012,17 +950,18 @@ class Numerals:
     :meth:`agreement` of pairs of them."""
 
     def __init__(self, contents: Sequence[str]) -> None:
-        owners, keys = [], []
-        for part in _character_blocks(contents, NUMERAL_SCAN):
-            codes, offsets = _code_points(contents[part])
-            owner, key = _numeral_runs(codes, offsets)
-            owners.append(owner + part.start)
-            keys += key
-        numbered = {key: number for number, key in enumerate(dict.fromkeys(keys))}
-        self.distinct = len(numbered)
-        codes = np.fromiter(map(numbered.__getitem__, keys), np.int64, len(keys))
+        owners, values, wide = _kernels.numeral_runs(list(contents), _VALUE_DIGITS)
+        owner = np.frombuffer(owners, dtype=np.int64)
+        keys = np.frombuffer(values, dtype=np.int64).copy()  # each run's value, 0 or more
+        # A run of more digits is told apart by its digits: those runs are numbered below 0.
+        numbered: dict[str, int] = {}
+        for run, start, end in np.frombuffer(wide, dtype=np.int64).reshape(-1, 3).tolist():
+            digits = _digits_of(contents[owner[run]][start:end])
+            keys[run] = numbered.setdefault(digits, -1 - len(numbered))
+        held_keys, codes = np.unique(keys, return_inverse=True)
+        self.distinct = len(held_keys)
         width = max(self.distinct, 1)
-        held = distinct(np.concatenate([np.empty(0, np.int64), *owners]) * width + codes)
+        held = distinct(owner * width + codes)
         self.members = (held % width).astype(np.int32)  # each content's set, sorted
         self.sizes = np.bincount(held // width, minlength=len(contents))
         self.offsets = _offsets(self.sizes)
@@ -1049,6 +988,11 @@ class Numerals:
             NUMERAL_WEIGHT,
             similarities,
         )
+
+
+def _digits_of(numeral: str) -> str:
+    """A numeral's digits in ASCII (``٣٤`` is ``34``)."""
+    return "".join(str(unicodedata.decimal(digit)) for digit in numeral)
 
 
 def numerals(content: str) -> tuple[str, ...]:

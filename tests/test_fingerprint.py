@@ -635,12 +635,10 @@ def test_idf_is_lucenes_below_the_reference_size_and_by_share_above_it() -> None
     assert idf(np.array([1, 3]), larger).tolist() == idf(np.array([1, 1]), reference).tolist()
 
 
-def test_numerals_are_the_runs_of_digits_a_regular_expression_finds(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Each content's numerals, found in numpy over its code points, are the distinct values
-    of what ``\\d+`` finds in it, whatever the scripts and lengths, a few contents at a time
-    or all at once; a run never goes on into the next content."""
+def test_numerals_are_the_runs_of_digits_a_regular_expression_finds() -> None:
+    """Each content's numerals, found in C over its characters, are the distinct values of
+    what ``\\d+`` finds in it, whatever the scripts and lengths; a run never goes on into the
+    next content."""
     rng = random.Random(3)
     alphabet = [*"ab -.", *"0123456789", "0", "0", "٣", "४", "𝟗", "²", "½", "é", "߁"]
 
@@ -651,19 +649,17 @@ def test_numerals_are_the_runs_of_digits_a_regular_expression_finds(
         contents = [
             "".join(rng.choices(alphabet, k=rng.randint(0, 40))) for _ in range(rng.randint(0, 9))
         ]
-        contents.append("0" * rng.randint(0, 25) + "".join(rng.choices("0123456789", k=30)))
+        contents.append("0" * rng.randint(0, 25) + "".join(rng.choices("0123456789٣४𝟗", k=30)))
         expected = [{value(n) for n in re.findall(r"\d+", c)} for c in contents]
-        for block in (1 << 22, 5):
-            monkeypatch.setattr(fingerprinting, "NUMERAL_SCAN", block)
-            numerals = Numerals(contents)
-            assert numerals.sizes.tolist() == [len(values) for values in expected]
-            for a, b in combinations(range(len(contents)), 2):
-                shared = len(expected[a] & expected[b])
-                fewer = min(len(expected[a]), len(expected[b]))
-                lacking = 1 - shared / fewer if fewer else 0
-                assert numerals.agreement(np.array([a]), np.array([b]))[0] == pytest.approx(
-                    1 - NUMERAL_WEIGHT * lacking
-                )
+        numerals = Numerals(contents)
+        assert numerals.sizes.tolist() == [len(values) for values in expected]
+        for a, b in combinations(range(len(contents)), 2):
+            shared = len(expected[a] & expected[b])
+            fewer = min(len(expected[a]), len(expected[b]))
+            lacking = 1 - shared / fewer if fewer else 0
+            assert numerals.agreement(np.array([a]), np.array([b]))[0] == pytest.approx(
+                1 - NUMERAL_WEIGHT * lacking
+            )
     assert Numerals(["12", "34"]).sizes.tolist() == [1, 1]
     assert Numerals([]).sizes.tolist() == []
     with pytest.raises(ValueError, match="below len"):  # checked in C, not read past its end
