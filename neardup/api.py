@@ -137,6 +137,7 @@ from .stores.base import ParamsRequest
 from .tuning import (
     MIN_CANDIDATES,
     MIN_TAIL_PAIRS,
+    NO_VALLEY,
     ThresholdChoice,
     Tuning,
     candidate_probability,
@@ -1306,6 +1307,19 @@ class Measured:
             "threshold; report --exact lists every one"
         )
 
+    def unsure_text(self) -> str | None:
+        """How to check or place an automatic threshold read where no valley parted the
+        near-duplicates from the rest, in a line; None otherwise. Pairs a person judges move it
+        most there (the payments of two ledgers 0.379 -> 0.563, Abt-Buy 0.159 -> 0.454:
+        benchmarks/README.md, "A threshold from judged pairs")."""
+        if not (self.how.startswith(AUTO) and NO_VALLEY in self.how):
+            return None
+        return (
+            "no valley parts the near-duplicates from the rest: to check or place the threshold, "
+            "tune --label-sample 100 -o judge.csv draws pairs to judge, and tune --labels "
+            "judge.csv reads them"
+        )
+
     @property
     def readable(self) -> bool:
         """Whether the histogram holds enough pairs to be worth showing."""
@@ -1868,6 +1882,7 @@ def report_page(
             threshold_source=measured.how,
             left_out=measured.left_out_text(),
             missed=measured.missed_text(),
+            unsure=measured.unsure_text(),
             nearest=measured.nearest,
             histogram=measured.histogram,
             histogram_of=histogram_of,

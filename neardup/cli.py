@@ -420,6 +420,8 @@ def _print_measured(
             print(left_out, file=sys.stderr)
         if missed := measured.missed_text():
             print(missed, file=sys.stderr)
+        if unsure := measured.unsure_text():
+            print(unsure, file=sys.stderr)
         if measured.seconds:
             print(output.phase_times(measured.seconds), file=sys.stderr)
 

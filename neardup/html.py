@@ -42,6 +42,7 @@ class HtmlReport:
     originals: Mapping[str, str] | None = None
     left_out: str | None = None  # what the report left out of its candidates, past its budget
     missed: str | None = None  # what its candidates may miss (the estimated candidate recall)
+    unsure: str | None = None  # how to place a threshold that no valley showed
     # Contents by the similarity of their nearest other one, when the threshold was read from
     # them (see neardup.tuning.choose_threshold).
     nearest: Sequence[int] | None = None
@@ -77,6 +78,9 @@ def render(report: HtmlReport) -> str:
         if report.left_out
         else "",
         missed=f'<p id="missed">The {html.escape(report.missed)}.</p>' if report.missed else "",
+        unsure=f'<p id="unsure">{html.escape(report.unsure[:1].upper() + report.unsure[1:])}.</p>'
+        if report.unsure
+        else "",
         margin=f"{REVIEW_MARGIN:g}",
         histogram_of=report.histogram_of,
         histogram=_histogram(report.histogram, report.threshold, report.histogram_of)
@@ -310,6 +314,7 @@ that differ from its first record are struck out (<del>first record</del>) or ad
 (<ins>this record</ins>), and exact copies share one line.</p>
 {left_out}
 {missed}
+{unsure}
 <h2>Similarities of the {histogram_of} (log scale)</h2>
 {histogram}
 <h2>Groups, largest first</h2>

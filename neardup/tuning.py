@@ -153,11 +153,14 @@ class ThresholdChoice:
     reason: str
 
 
-# How a threshold read from each content's nearest similarity is described (see choose_threshold).
-NEAREST_SPLIT = "no valley; Otsu's split of each content's nearest similarity"
-NEAREST_VALLEY = "no valley; the valley of each content's nearest similarity"
-TAIL_END = "no valley; where the tail of the pairs ends"
-KNEE = "no valley; where the falling tail bends into a plateau"
+# How a threshold read where no valley parts the pairs is described (see choose_threshold): every
+# such reason starts with NO_VALLEY.
+NO_VALLEY = "no valley"
+NEAREST_SPLIT = f"{NO_VALLEY}; Otsu's split of each content's nearest similarity"
+NEAREST_VALLEY = f"{NO_VALLEY}; the valley of each content's nearest similarity"
+TAIL_END = f"{NO_VALLEY}; where the tail of the pairs ends"
+KNEE = f"{NO_VALLEY}; where the falling tail bends into a plateau"
+PLATEAU_SPLIT = f"{NO_VALLEY}; Otsu's split of a plateau above a falling tail"
 
 
 def choose_threshold(
@@ -243,9 +246,7 @@ def choose_threshold(
         if nearest is not None and (split := _split_where_it_dips(nearest)):
             return ThresholdChoice(split / bins, True, NEAREST_VALLEY)
         if split := _upper_split(counts):
-            return ThresholdChoice(
-                split / bins, True, "no valley; Otsu's split of a plateau above a falling tail"
-            )
+            return ThresholdChoice(split / bins, True, PLATEAU_SPLIT)
         if knee := _knee(counts):
             return ThresholdChoice(round((knee + 0.5) / bins, 2), True, KNEE)
         if nearest is not None and (split := _upper_split(nearest)):
@@ -254,7 +255,7 @@ def choose_threshold(
             return too_few
         if end := _tail_end(counts, low_hump):
             return ThresholdChoice(end / bins, True, TAIL_END)
-        return ThresholdChoice(fallback, False, "no valley between two humps")
+        return ThresholdChoice(fallback, False, f"{NO_VALLEY} between two humps")
     _, valley, peak = best
     peaks = f"below the hump at {(peak + 0.5) / bins:.2f}"
     return ThresholdChoice(round((valley + 0.5) / bins, 2), True, f"the valley {peaks}")

@@ -162,6 +162,28 @@ def test_lookup_reads_its_text_from_stdin_and_index_prints_json(
     assert [m["id"] for m in json.loads(found.stdout)] == ["3", "4"]
 
 
+def test_a_threshold_no_valley_showed_comes_with_how_judged_pairs_place_it(tmp_path: Path) -> None:
+    """People with no copies show no valley: the report and tune --store say so and name the
+    commands that place the threshold from pairs a person judges; people with copies show one,
+    and they do not."""
+    for name, duplicates, unsure in (("alone", "0", True), ("copies", "0.1", False)):
+        corpus = tmp_path / f"{name}.tsv"
+        made = neardup("generate", "2000", "--kind", "people", "--duplicates", duplicates,
+                       "--seed", "2", "-o", str(corpus))  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        url = f"sqlite:///{tmp_path / name}.db"
+        assert neardup("index", str(corpus), "--store", url).returncode == 0
+        page = tmp_path / f"{name}.html"
+        result = neardup("report", "--store", url, "-o", str(tmp_path / f"{name}-pairs.tsv"),
+                         "--html", str(page))  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert ("(auto: no valley;" in result.stderr) == unsure
+        hint = "tune --label-sample 100 -o judge.csv draws pairs to judge, and tune --labels"
+        assert (hint in result.stderr) == unsure
+        assert ('<p id="unsure">No valley parts' in page.read_text()) == unsure
+        assert (hint in neardup("tune", "--store", url).stdout) == unsure
+
+
 def test_report_formats(indexed: str, tmp_path: Path) -> None:
     out = tmp_path / "pairs.tsv"
     result = neardup("report", "--store", indexed, "-o", str(out))
