@@ -48,6 +48,17 @@ static void release(Py_buffer **buffers) {
     for (; *buffers; buffers++) PyBuffer_Release(*buffers);
 }
 
+/* Releases the buffers and ends a call that checks its arguments: with ValueError(refused) where
+ * a check refused them, else (`refused` NULL) with MemoryError, an allocation having failed. */
+static PyObject *refuse(Py_buffer **buffers, const char *refused) {
+    release(buffers);
+    if (refused)
+        PyErr_SetString(PyExc_ValueError, refused);
+    else
+        PyErr_NoMemory();
+    return NULL;
+}
+
 /* `items` values of 8 bytes as a bytes object. */
 static PyObject *as_bytes(const void *data, Py_ssize_t items) {
     return PyBytes_FromStringAndSize(data, items * 8);
@@ -714,9 +725,7 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
     int32_t *marks = refused ? NULL : PyMem_Calloc(distinct + 1, sizeof(int32_t));
     if (refused || !norms || !squares || !marks) {
         PyMem_Free(norms), PyMem_Free(squares), PyMem_Free(marks);
-        release(all);
-        if (refused) PyErr_SetString(PyExc_ValueError, refused);
-        return refused ? NULL : PyErr_NoMemory();
+        return refuse(all, refused);
     }
     Py_BEGIN_ALLOW_THREADS
     if (names_outside(left, right, pairs, segments))
@@ -763,11 +772,8 @@ static PyObject *pair_similarities(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     PyMem_Free(norms), PyMem_Free(squares), PyMem_Free(marks);
+    if (refused) return refuse(all, refused);
     release(all);
-    if (refused) {
-        PyErr_SetString(PyExc_ValueError, refused);
-        return NULL;
-    }
     Py_RETURN_NONE;
 }
 
@@ -884,11 +890,7 @@ static PyObject *numeral_agreement(PyObject *self, PyObject *args) {
     if (right_b.len / 4 != pairs || out_b.len / 8 != pairs)
         refused = "numeral_agreement: left, right and out must hold one value per pair";
     int32_t *marks = refused ? NULL : PyMem_Calloc(distinct + 1, sizeof(int32_t));
-    if (refused || !marks) {
-        release(all);
-        if (refused) PyErr_SetString(PyExc_ValueError, refused);
-        return refused ? NULL : PyErr_NoMemory();
-    }
+    if (refused || !marks) return refuse(all, refused);
     Py_BEGIN_ALLOW_THREADS
     if (names_outside(left, right, pairs, sets))
         refused = "numeral_agreement: pairs must name sets below len(offsets) - 1";
@@ -911,11 +913,8 @@ static PyObject *numeral_agreement(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     PyMem_Free(marks);
+    if (refused) return refuse(all, refused);
     release(all);
-    if (refused) {
-        PyErr_SetString(PyExc_ValueError, refused);
-        return NULL;
-    }
     Py_RETURN_NONE;
 }
 
