@@ -119,6 +119,7 @@ from .selfjoin import LeftOut
 from .settings import (
     AUTO,
     FALLBACK_THRESHOLD,
+    LONG_TEXT,
     PRESETS,
     RulesRequest,
     check_threshold,
@@ -140,6 +141,7 @@ from .tuning import (
     NO_VALLEY,
     ThresholdChoice,
     Tuning,
+    bucket_pairs_per_pair,
     candidate_probability,
     choose_link_threshold,
     choose_threshold,
@@ -396,11 +398,19 @@ def _stream_name(path: str) -> str:
 
 
 def _bands_for(asked: Mapping[str, object] | None, normalized: Sequence[str]) -> dict[str, object]:
-    """``asked`` with bands for the mean length of the ``normalized`` texts (none: the short
-    records' default)."""
+    """``asked`` with bands for the ``normalized`` texts (none: the short records' default):
+    their mean length and, for long texts, how many pairs of them 2-row bands would put in one
+    bucket."""
     mean = sum(map(len, normalized)) / len(normalized) if normalized else None
     num_hashes = int((asked or {}).get("num_hashes", FingerprintParams().num_hashes))
-    return {**(asked or {}), "bands": default_bands(num_hashes, mean)}
+    bucket_pairs = None
+    if mean is not None and mean >= LONG_TEXT:
+        two_rows = {**(asked or {}), "bands": default_bands(num_hashes)}
+        sketched = fingerprint_batch(
+            normalized, replace(FingerprintParams(), **two_rows), normalized=True, shingles=False
+        )
+        bucket_pairs = bucket_pairs_per_pair(np.stack([fp.bands for fp in sketched]))
+    return {**(asked or {}), "bands": default_bands(num_hashes, mean, bucket_pairs)}
 
 
 def _readers(

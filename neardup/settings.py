@@ -73,17 +73,29 @@ def preset(name: str) -> Preset:
 
 # The mean normalised length, in characters, from which records count as long texts.
 LONG_TEXT = 200
+# Long texts are templated where the 2-row bands of their first records put this many pairs of
+# records in one bucket, or more, per pair of them: a thousand ads of a few agencies, or
+# documents spliced from them, 0.87-1.16; a thousand discs' track lists 0.03, shop products'
+# descriptions 0.19 (benchmarks/README.md).
+TEMPLATED = 0.5
 
 
-def default_bands(num_hashes: int, mean_length: float | None = None) -> int:
-    """Bands for K hashes when nothing else decides. Short records get 2 rows per band: one
-    typo changes a large share of a short record's shingles, and 2-row bands make pairs down
-    to a similarity of ~0.2 candidates, below any valley the threshold is read from. Long texts
-    (``mean_length`` of LONG_TEXT characters or more) get 4: their near-duplicates keep most
-    of their shingles, and the many low-similarity pairs of templated texts would make 2-row
-    buckets so large that a report could not join them (see benchmarks/README.md). One row
-    per band when K is not divisible."""
-    rows = 4 if mean_length is not None and mean_length >= LONG_TEXT else 2
+def default_bands(
+    num_hashes: int, mean_length: float | None = None, bucket_pairs: float | None = None
+) -> int:
+    """Bands for K hashes when nothing else decides. Records get 2 rows per band: one typo
+    changes a large share of a short record's shingles, and 2-row bands make pairs down to a
+    similarity of ~0.2 candidates, below any valley the threshold is read from. Templated long
+    texts get 4 (``mean_length`` of LONG_TEXT characters or more, and ``bucket_pairs``, the
+    2-row buckets' pairs per pair of their first records, of TEMPLATED or more, or unmeasured):
+    their near-duplicates keep most of their shingles, and the many low-similarity pairs of a
+    template would make 2-row buckets so large that a report could not join them. Other long
+    texts keep 2 rows, as 4 would miss the pairs whose rare shared words lift their similarity
+    far above their plain Jaccard (a quarter of those of a disc's track lists). One row per
+    band when K is not divisible."""
+    long = mean_length is not None and mean_length >= LONG_TEXT
+    templated = bucket_pairs is None or bucket_pairs >= TEMPLATED
+    rows = 4 if long and templated else 2
     return num_hashes // rows if num_hashes % rows == 0 else num_hashes
 
 

@@ -41,6 +41,20 @@ def estimated_candidate_recall(jaccards: np.ndarray, bands: int, rows: int) -> f
     return float(len(jaccards) / (1.0 / candidate_probability(jaccards, bands, rows)).sum())
 
 
+def bucket_pairs_per_pair(band_keys: np.ndarray) -> float | None:
+    """The pairs of records that one bucket holds, summed over the bands (what a report joins),
+    per pair of records, of a records x bands array of band keys; None for fewer than two
+    records."""
+    records = len(band_keys)
+    if records < 2:
+        return None
+    shared = 0
+    for column in np.asarray(band_keys).T:
+        _, sizes = np.unique(column, return_counts=True)
+        shared += int((sizes * (sizes - 1) // 2).sum())
+    return shared / (records * (records - 1) / 2)
+
+
 @dataclass(frozen=True)
 class BandChoice:
     bands: int

@@ -232,19 +232,19 @@ def described_apart(folder: Path, things: int = 20) -> tuple[Path, Path]:
 def test_two_files_described_apart_are_linked_by_their_signatures(tmp_path: Path) -> None:
     """A link wants each record's best match however unlike it is: the store a link of two
     files makes holds the signature too, whose OR-query finds a counterpart that shares a
-    tenth of its shingles, where the bands of long texts (32 of 4 rows) mostly do not. A
-    store of bands alone is linked by them, and the summary says what they miss."""
+    tenth of its shingles, where 4-row bands mostly do not. A store of such bands alone is
+    linked by them, and the summary says what they miss."""
     first, second = described_apart(tmp_path)
     linked = f"sqlite:///{tmp_path / 'linked.db'}"
     found = api.link([first, second], linked, rules={"threshold": 0})
     assert {(i, m.id) for i, m in found.links} == {(f"b{n}", f"a{n}") for n in range(20)}
     assert max(m.similarity for _, m in found.links) < 0.2
     assert api.stats(linked)["parameters"]["fields"] == ["signature", "bands"]
-    assert api.stats(linked)["parameters"]["bands"] == 32  # of 4 rows: long texts
+    assert api.stats(linked)["parameters"]["bands"] == 64  # long texts, but no template
     assert found.bands_reach is None and "LSH bands" not in found.describe()
     assert api.rules_for(linked).method == "bands"  # lookups and reports query the bands
     banded = f"sqlite:///{tmp_path / 'banded.db'}"
-    api.index([first], banded)
+    api.index([first], banded, params={"bands": 32})
     by_bands = api.link([second], banded, rules={"threshold": 0})
     assert len(by_bands.links) < 5
     assert by_bands.bands_reach == pytest.approx((1 - 0.5 ** (1 / 32)) ** (1 / 4))

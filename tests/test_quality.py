@@ -45,6 +45,7 @@ from neardup.tuning import (
     TAIL_END,
     ThresholdChoice,
     band_choices,
+    bucket_pairs_per_pair,
     candidate_probability,
     choose_threshold,
     estimated_candidate_recall,
@@ -1004,20 +1005,61 @@ def test_the_bands_are_chosen_from_the_start_of_every_file(tmp_path: Path) -> No
 def test_a_store_made_by_adding_records_has_the_bands_index_would_choose(
     tmp_path: Path,
 ) -> None:
-    """The service's first POST /records, or a lot checked and added, makes the store: long
-    texts get the long texts' 4-row bands, as `index` of the same records gives them, and
-    short records 2-row ones."""
+    """The service's first POST /records, or a lot checked and added, makes the store:
+    templated long texts get 4-row bands, as `index` of the same records gives them, and short
+    records and long texts that share little 2-row ones."""
     description = "a compact camera with a wide zoom lens, a bright screen and a long battery "
-    long_texts = [Record(f"a{n}", f"{description * 4}{n}") for n in range(50)]
+    templated = [Record(f"a{n}", f"{description * 4}{n}") for n in range(50)]
     short = [Record(f"b{n}", f"compact camera {n}") for n in range(50)]
-    for records, bands in [(long_texts, 32), (short, 64)]:
-        added, indexed = (f"sqlite:///{tmp_path / f'{name}{bands}.db'}" for name in "ai")
+    apart = [Record(f"c{n}", text) for n, text in enumerate(unlike_texts(50, words=60))]
+    for name, records, bands in [("t", templated, 32), ("s", short, 64), ("u", apart, 64)]:
+        added, indexed = (f"sqlite:///{tmp_path / f'{how}{name}.db'}" for how in "ai")
         api.add(records, added, if_unique=True)
-        corpus = tmp_path / f"{bands}.tsv"
+        corpus = tmp_path / f"{name}.tsv"
         corpus.write_text("id\ttext\n" + "".join(f"{r.id}\t{r.text}\n" for r in records))
         api.index([corpus], indexed)
         assert api.stats(added)["parameters"] == api.stats(indexed)["parameters"]
         assert api.stats(added)["parameters"]["bands"] == bands
+
+
+def unlike_texts(count: int, words: int, seed: int = 3) -> list[str]:
+    """``count`` texts of ``words`` words of random letters each: long texts with no template."""
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return [
+        " ".join("".join(rng.choices(letters, k=rng.randint(4, 8))) for _ in range(words))
+        for _ in range(count)
+    ]
+
+
+def test_bucket_pairs_are_counted_per_band_and_per_pair_of_records() -> None:
+    keys = np.array([[1, 7], [1, 8], [1, 8], [2, 9]])  # band 0: a bucket of 3; band 1: of 2
+    assert bucket_pairs_per_pair(keys) == pytest.approx((3 + 1) / 6)
+    assert bucket_pairs_per_pair(keys[:1]) is None  # one record: no pair to count
+
+
+def test_long_texts_with_no_template_get_every_pair_above_the_threshold(tmp_path: Path) -> None:
+    """Long texts whose copies keep their rare words but lose half the rest: a pair shares a
+    third of its shingles (plain Jaccard), which 4-row bands make a candidate one time in four,
+    while the weighted similarity lifts it above the threshold. Such texts share few 2-row
+    buckets, so they get 2-row bands, and the report lists every pair `report --exact` lists."""
+    rng = random.Random(8)
+    texts = unlike_texts(300, words=60)
+    for n in range(0, 60, 2):  # every other of the first 60 texts: a copy keeping half its words
+        kept = [word for word in texts[n].split() if rng.random() < 0.5]
+        texts[n + 1] = " ".join(kept + texts[n + 1].split()[: 60 - len(kept)])
+    records = tmp_path / "texts.tsv"
+    records.write_text("id\ttext\n" + "".join(f"t{n}\t{t}\n" for n, t in enumerate(texts)))
+    store = f"sqlite:///{tmp_path / 'texts.db'}"
+    api.index([records], store)
+    assert api.stats(store)["parameters"]["bands"] == 64
+    rules = {"threshold": 0.3}
+    exact = api.report(store, rules=rules, exact=True)
+    assert len(exact) >= 25
+    assert api.report(store, rules=rules) == exact
+    four_rows = f"sqlite:///{tmp_path / 'four.db'}"
+    api.index([records], four_rows, params={"bands": 32})
+    assert len(api.report(four_rows, rules=rules)) < len(exact)  # what 4-row bands would miss
 
 
 def test_the_api_takes_the_number_of_hashes_alone(tmp_path: Path) -> None:

@@ -1,0 +1,101 @@
+"""Which records get 4-row bands: for each dataset, the mean normalised length of the first
+1,000 records (as many from each source), how many pairs of them 2-row bands put in one bucket
+per pair of them, and the bands `neardup index` chose for the whole set.
+
+    python benchmarks/quality/bands.py --data DIR [--kijiji ADS.tsv PAIRS.tsv]
+        [--documents ADS.tsv]
+
+Records of LONG_TEXT characters or more whose 2-row buckets hold TEMPLATED pairs per pair or
+more get 32 bands of 4 rows (neardup.settings.default_bands); every other set 64 of 2.
+``--documents`` adds the documents `make bench-speed` grows from the ads, and documents of
+`neardup generate`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import public
+from common import write_records
+from febrl import load as load_febrl
+from kijiji import load as load_kijiji
+from public import Dataset
+
+from neardup import api
+from neardup.fingerprint import FingerprintParams, fingerprint_batch, normalize_batch
+from neardup.generate import write_corpus
+from neardup.readers import Record
+from neardup.tuning import bucket_pairs_per_pair
+
+SAMPLE = 1000
+
+
+def first_records(data: Dataset) -> list[str]:
+    """The texts `neardup index` measures: the first SAMPLE records, as many from each source."""
+    sources: dict[str, list[str]] = {}
+    for record in data.records:
+        source = data.sources[record.id] if data.sources else ""
+        sources.setdefault(source, []).append(record.text)
+    each = max(1, SAMPLE // len(sources))
+    return [text for texts in sources.values() for text in texts[:each]]
+
+
+def measured(data: Dataset) -> tuple[float, float | None, int]:
+    normalized = normalize_batch(first_records(data))
+    sketched = fingerprint_batch(normalized, FingerprintParams(bands=64), normalized=True)
+    bucket_pairs = bucket_pairs_per_pair(np.stack([fp.bands for fp in sketched]))
+    with tempfile.TemporaryDirectory() as folder:
+        files = write_records(data.records, Path(folder), data.sources)
+        url = f"sqlite:///{Path(folder) / 's.db'}"
+        api.index(files, url, id_field="id", text_fields=["text"])
+        bands = api.stats(url)["parameters"]["bands"]
+    return sum(map(len, normalized)) / len(normalized), bucket_pairs, bands
+
+
+def generated_documents() -> Dataset:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "documents.tsv"
+        write_corpus(path, None, 20_000, kind="documents")
+        lines = path.read_text(encoding="utf-8").splitlines()[1:]
+    return Dataset([Record(*line.split("\t", 1)) for line in lines], set())
+
+
+def grown_documents(ads: Path) -> Dataset:
+    """The documents `make bench-speed` grows from the ads (benchmarks/speed.py)."""
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from speed import corpus
+
+    return Dataset([Record(f"d{n}", t) for n, t in enumerate(corpus(ads, 20_000))], set())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    public.add_arguments(parser)
+    parser.add_argument("--kijiji", nargs=2, type=Path, metavar=("ADS", "PAIRS"))
+    parser.add_argument("--documents", type=Path, metavar="ADS")
+    args = parser.parse_args()
+    parts: list[tuple[str, Callable[[], Dataset]]] = [
+        (f"Febrl {n}", lambda n=n: Dataset(*load_febrl(n))) for n in (1, 3, 4)
+    ]
+    if args.kijiji:
+        parts.append(("Kijiji", lambda: Dataset(load_kijiji(*args.kijiji)[0], set())))
+    parts += public.datasets(args)
+    if args.documents:
+        grown = ("20,000 documents grown from the ads (make bench-speed)", args.documents)
+        parts.append((grown[0], lambda: grown_documents(grown[1])))
+        parts.append(("20,000 generated documents (neardup generate)", generated_documents))
+    print("| data | mean length | 2-row bucket pairs per pair | bands |")
+    print("| --- | --- | --- | --- |")
+    for name, load in parts:
+        mean, bucket_pairs, bands = measured(load())
+        shared = "-" if bucket_pairs is None else f"{bucket_pairs:.3f}"
+        print(f"| {name} | {mean:.0f} | {shared} | {bands} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
