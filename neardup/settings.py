@@ -73,11 +73,12 @@ def preset(name: str) -> Preset:
 
 # The mean normalised length, in characters, from which records count as long texts.
 LONG_TEXT = 200
-# Long texts are templated where the 2-row bands of their first records put this many pairs of
-# records in one bucket, or more, per pair of them: a thousand ads of a few agencies, or
-# documents spliced from them, 0.87-1.16; a thousand discs' track lists 0.03, shop products'
-# descriptions 0.19 (benchmarks/README.md).
-TEMPLATED = 0.5
+# Long texts are templated where the 2-row bands of their first records, of the store's own
+# shingles, put this many pairs of records in one bucket, or more, per pair of them: 16,000
+# such records would make a report's budget of bucket pairs (selfjoin.PAIR_BUDGET). A thousand
+# ads of a few agencies, or documents spliced from them, 0.87-1.17 (0.48 of 5-grams); a
+# thousand discs' track lists 0.03, shop products' descriptions 0.19 (benchmarks/README.md).
+TEMPLATED = 0.3
 
 
 def default_bands(

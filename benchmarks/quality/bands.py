@@ -7,8 +7,8 @@ per pair of them, and the bands `neardup index` chose for the whole set.
 
 Records of LONG_TEXT characters or more whose 2-row buckets hold TEMPLATED pairs per pair or
 more get 32 bands of 4 rows (neardup.settings.default_bands); every other set 64 of 2.
-``--documents`` adds the documents `make bench-speed` grows from the ads, and documents of
-`neardup generate`.
+``--documents`` adds the documents `make bench-speed` grows from the ads (with the character
+5-grams of its row of no preset too), and documents of `neardup generate`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,12 @@ from kijiji import load as load_kijiji
 from public import Dataset
 
 from neardup import api
-from neardup.fingerprint import FingerprintParams, fingerprint_batch, normalize_batch
+from neardup.fingerprint import (
+    FingerprintParams,
+    fingerprint_batch,
+    normalize_batch,
+    parse_shingle,
+)
 from neardup.generate import write_corpus
 from neardup.readers import Record
 from neardup.tuning import bucket_pairs_per_pair
@@ -45,14 +50,16 @@ def first_records(data: Dataset) -> list[str]:
     return [text for texts in sources.values() for text in texts[:each]]
 
 
-def measured(data: Dataset) -> tuple[float, float | None, int]:
+def measured(data: Dataset, shingle: str = "char:4") -> tuple[float, float | None, int]:
     normalized = normalize_batch(first_records(data))
-    sketched = fingerprint_batch(normalized, FingerprintParams(bands=64), normalized=True)
+    kind, size = parse_shingle(shingle)
+    two_rows = FingerprintParams(shingle_kind=kind, shingle_size=size, bands=64)
+    sketched = fingerprint_batch(normalized, two_rows, normalized=True)
     bucket_pairs = bucket_pairs_per_pair(np.stack([fp.bands for fp in sketched]))
     with tempfile.TemporaryDirectory() as folder:
         files = write_records(data.records, Path(folder), data.sources)
         url = f"sqlite:///{Path(folder) / 's.db'}"
-        api.index(files, url, id_field="id", text_fields=["text"])
+        api.index(files, url, id_field="id", text_fields=["text"], params={"shingle": shingle})
         bands = api.stats(url)["parameters"]["bands"]
     return sum(map(len, normalized)) / len(normalized), bucket_pairs, bands
 
@@ -79,22 +86,24 @@ def main() -> None:
     parser.add_argument("--kijiji", nargs=2, type=Path, metavar=("ADS", "PAIRS"))
     parser.add_argument("--documents", type=Path, metavar="ADS")
     args = parser.parse_args()
-    parts: list[tuple[str, Callable[[], Dataset]]] = [
-        (f"Febrl {n}", lambda n=n: Dataset(*load_febrl(n))) for n in (1, 3, 4)
+    parts: list[tuple[str, Callable[[], Dataset], str]] = [
+        (f"Febrl {n}", lambda n=n: Dataset(*load_febrl(n)), "char:4") for n in (1, 3, 4)
     ]
     if args.kijiji:
-        parts.append(("Kijiji", lambda: Dataset(load_kijiji(*args.kijiji)[0], set())))
-    parts += public.datasets(args)
+        parts.append(("Kijiji", lambda: Dataset(load_kijiji(*args.kijiji)[0], set()), "char:4"))
+    parts += [(name, load, "char:4") for name, load in public.datasets(args)]
     if args.documents:
-        grown = ("20,000 documents grown from the ads (make bench-speed)", args.documents)
-        parts.append((grown[0], lambda: grown_documents(grown[1])))
-        parts.append(("20,000 generated documents (neardup generate)", generated_documents))
-    print("| data | mean length | 2-row bucket pairs per pair | bands |")
-    print("| --- | --- | --- | --- |")
-    for name, load in parts:
-        mean, bucket_pairs, bands = measured(load())
+        grown = "20,000 documents grown from the ads (make bench-speed)"
+        for shingle in ("char:4", "char:5"):  # no flags; its row of no preset
+            parts.append((grown, lambda: grown_documents(args.documents), shingle))
+        generated = "20,000 generated documents (neardup generate)"
+        parts.append((generated, generated_documents, "char:4"))
+    print("| data | shingles | mean length | 2-row bucket pairs per pair | bands |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, load, shingle in parts:
+        mean, bucket_pairs, bands = measured(load(), shingle)
         shared = "-" if bucket_pairs is None else f"{bucket_pairs:.3f}"
-        print(f"| {name} | {mean:.0f} | {shared} | {bands} |", flush=True)
+        print(f"| {name} | {shingle} | {mean:.0f} | {shared} | {bands} |", flush=True)
 
 
 if __name__ == "__main__":
