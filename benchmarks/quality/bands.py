@@ -19,11 +19,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import candidates
 import numpy as np
-import public
 from common import write_records
-from febrl import load as load_febrl
-from kijiji import load as load_kijiji
 from public import Dataset
 
 from neardup import api
@@ -82,16 +80,12 @@ def grown_documents(ads: Path) -> Dataset:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    public.add_arguments(parser)
-    parser.add_argument("--kijiji", nargs=2, type=Path, metavar=("ADS", "PAIRS"))
+    candidates.add_arguments(parser)
     parser.add_argument("--documents", type=Path, metavar="ADS")
     args = parser.parse_args()
     parts: list[tuple[str, Callable[[], Dataset], str]] = [
-        (f"Febrl {n}", lambda n=n: Dataset(*load_febrl(n)), "char:4") for n in (1, 3, 4)
+        (name, load, "char:4") for name, load in candidates.datasets(args)
     ]
-    if args.kijiji:
-        parts.append(("Kijiji", lambda: Dataset(load_kijiji(*args.kijiji)[0], set()), "char:4"))
-    parts += [(name, load, "char:4") for name, load in public.datasets(args)]
     if args.documents:
         grown = "20,000 documents grown from the ads (make bench-speed)"
         for shingle in ("char:4", "char:5"):  # no flags; its row of no preset

@@ -108,18 +108,28 @@ def candidate_recall(data: Dataset, bands: int | None = None) -> Measured:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The datasets' arguments: public.py's, and the Kijiji ads."""
     public.add_arguments(parser)
     parser.add_argument("--kijiji", nargs=2, type=Path, metavar=("ADS", "PAIRS"))
-    parser.add_argument("--bands", type=int, help="index with this many bands")
-    args = parser.parse_args()
+
+
+def datasets(args: argparse.Namespace) -> list[tuple[str, Callable[[], Dataset]]]:
+    """Febrl 1, 3 and 4, the Kijiji ads with ``--kijiji``, then public.py's sets."""
     parts: list[tuple[str, Callable[[], Dataset]]] = [
-        (f"Febrl {n}", lambda n=n: load_febrl(n)) for n in (1, 3, 4)
+        (f"Febrl {n}", lambda n=n: Dataset(*load_febrl(n))) for n in (1, 3, 4)
     ]
     if args.kijiji:
-        parts.append(("Kijiji", lambda: (load_kijiji(*args.kijiji)[0], set())))
-    parts += public.datasets(args)
+        parts.append(("Kijiji", lambda: Dataset(load_kijiji(*args.kijiji)[0], set())))
+    return parts + public.datasets(args)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    parser.add_argument("--bands", type=int, help="index with this many bands")
+    args = parser.parse_args()
+    parts = datasets(args)
     print(
         "| data | threshold | pairs >= threshold (brute force) | not candidates | candidate "
         "recall | tune --store's estimate | candidate pairs | threshold from every pair | "
@@ -127,7 +137,7 @@ def main() -> None:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, load in parts:
-        m = candidate_recall(Dataset(*load()), args.bands)
+        m = candidate_recall(load(), args.bands)
         print(
             f"| {name} | {m.threshold:g} | {m.above:,} | {m.missed:,} | {m.recall:.4f} | "
             f"{'-' if m.estimated_recall is None else f'{m.estimated_recall:.4f}'} | "
