@@ -367,8 +367,11 @@ def _refuse_renumbering(target: Store, files: Sequence[Reader]) -> None:
             )
 
 
+BAND_SAMPLE = 1000  # the first records a new store's bands are chosen for
+
+
 def _with_bands(
-    asked: Mapping[str, object] | None, files: Sequence[Reader], sample: int = 1000
+    asked: Mapping[str, object] | None, files: Sequence[Reader], sample: int = BAND_SAMPLE
 ) -> Mapping[str, object] | None:
     """A new store's settings with bands chosen for the length of its first records, when
     nothing chose them (see :func:`neardup.settings.default_bands`): ``sample`` records, as
@@ -398,9 +401,11 @@ def _stream_name(path: str) -> str:
 
 
 def _bands_for(asked: Mapping[str, object] | None, normalized: Sequence[str]) -> dict[str, object]:
-    """``asked`` with bands for the ``normalized`` texts (none: the short records' default):
-    their mean length and, for long texts, how many pairs of them 2-row bands would put in one
-    bucket."""
+    """``asked`` with bands for the first BAND_SAMPLE ``normalized`` texts (none: the short
+    records' default): their mean length and, for long texts, how many pairs of them 2-row
+    bands would put in one bucket. A store made by adding a large lot of records measures its
+    first, as `index` does, and what the measure costs stays bounded."""
+    normalized = normalized[:BAND_SAMPLE]
     mean = sum(map(len, normalized)) / len(normalized) if normalized else None
     num_hashes = int((asked or {}).get("num_hashes", FingerprintParams().num_hashes))
     bucket_pairs = None

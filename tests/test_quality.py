@@ -1022,6 +1022,21 @@ def test_a_store_made_by_adding_records_has_the_bands_index_would_choose(
         assert api.stats(added)["parameters"]["bands"] == bands
 
 
+def test_a_lot_larger_than_the_sample_is_measured_by_its_first_records(tmp_path: Path) -> None:
+    """Templated long texts, then as many short records: the first thousand decide the bands,
+    as `index` reads them, not the mean of the whole lot (short)."""
+    description = "a compact camera with a wide zoom lens, a bright screen and a long battery "
+    lot = [Record(f"d{n}", f"{description * 3}{n}") for n in range(1000)]
+    lot += [Record(f"e{n}", f"camera {n}") for n in range(1000)]
+    added, indexed = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'i.db'}"
+    api.add(lot, added)
+    corpus = tmp_path / "lot.tsv"
+    corpus.write_text("id\ttext\n" + "".join(f"{r.id}\t{r.text}\n" for r in lot))
+    api.index([corpus], indexed)
+    assert api.stats(added)["parameters"]["bands"] == api.stats(indexed)["parameters"]["bands"]
+    assert api.stats(added)["parameters"]["bands"] == 32
+
+
 def unlike_texts(count: int, words: int, seed: int = 3) -> list[str]:
     """``count`` texts of ``words`` words of random letters each: long texts with no template."""
     rng = random.Random(seed)
