@@ -132,6 +132,7 @@ def start_solr(
     work = work or STATE / ("solr-cloud" if cloud else "solr")
     # One pid file per server, so that `stop` finds every one, whoever started it.
     name = f"solr-cloud-{work.name}" if cloud else f"solr-{port}"
+    _refuse_if_running(name)
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
@@ -187,6 +188,9 @@ def start_solr_cluster(
     Solr nodes on consecutive ports from ``port``. The first server is ZooKeeper
     (``zookeeper`` holds its address); each node's ``urls`` is its base URL."""
     work = STATE / "solr-cluster"
+    _refuse_if_running(
+        "solr-cluster-zookeeper", *(f"solr-cluster-node-{n + 1}" for n in range(nodes))
+    )
     shutil.rmtree(work, ignore_errors=True)
     java = [os.environ.get("NEARDUP_JAVA", "java"), f"-Xmx{heap}", "-Xss1m"]
     java += ["-Djava.net.preferIPv4Stack=true", "-cp", solr_classpath(), "neardup.SolrLauncher"]
@@ -220,18 +224,26 @@ def start_solr_cluster(
     return servers
 
 
+def _refuse_if_running(*names: str) -> None:
+    """Refuse to start a server again while the one started under its name runs: started
+    again, it failed on the port and its pid took the running one's place (`stop` then stopped
+    nothing, and the first server ran on unseen); and its work folder, emptied first, was the
+    running server's data."""
+    STATE.mkdir(exist_ok=True)
+    for name in names:
+        kept = STATE / f"{name}.pid"
+        if kept.exists() and _running(running := int(kept.read_text())):
+            raise RuntimeError(
+                f"{name} is running already (pid {running}): stop it first with make stop-servers"
+            )
+
+
 def _spawn(name: str, command: list[str], log: Path, env: dict[str, str] | None = None) -> Server:
     """Run ``command`` in the background, in its own process group, with its pid kept. Its
     output goes to ``log``, never to a pipe: a pipe nobody reads once the server is up fills,
     and a server that logs to the console then blocks (Elasticsearch's master thread did)."""
-    STATE.mkdir(exist_ok=True)
+    _refuse_if_running(name)
     kept = STATE / f"{name}.pid"
-    if kept.exists() and _running(running := int(kept.read_text())):
-        # Started again, it failed on the port and its pid took the running one's place:
-        # `stop` then stopped nothing, and the first server ran on unseen.
-        raise RuntimeError(
-            f"{name} is running already (pid {running}): stop it first with make stop-servers"
-        )
     with log.open("wb") as log_file:
         process = subprocess.Popen(
             command,
@@ -350,6 +362,7 @@ def start_elasticsearch(
         raise ValueError("credentials need a single node")
     if tls and not credentials:
         raise ValueError("TLS comes with credentials")
+    _refuse_if_running(*(f"elasticsearch-{port + n}" for n in range(nodes)))
     home = elasticsearch_home()
     work = work or STATE / "elasticsearch"
     if not keep:

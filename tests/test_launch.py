@@ -30,6 +30,30 @@ def test_a_server_started_again_is_refused_and_the_running_one_kept(
         running.process.wait(timeout=30)
 
 
+@pytest.mark.parametrize("engine", ["solr", "elasticsearch"])
+def test_a_server_started_again_keeps_the_running_ones_data(
+    engine: str, tmp_path: Path, monkeypatch
+) -> None:
+    """A second `launch.py elasticsearch` while one ran was refused, but only after it had
+    emptied the work folder: the running node lost its data and lock, and every index it
+    held went red."""
+    monkeypatch.setattr(launch, "STATE", tmp_path)
+    name = {"solr": "solr-8983", "elasticsearch": "elasticsearch-9200"}[engine]
+    running = launch._spawn(name, [sys.executable, "-c", "import time; time.sleep(60)"],
+                            tmp_path / "first.log")  # fmt: skip
+    held = tmp_path / engine / "data" / "held"
+    held.parent.mkdir(parents=True)
+    held.write_text("the running server's data")
+    start = {"solr": launch.start_solr, "elasticsearch": launch.start_elasticsearch}[engine]
+    try:
+        with pytest.raises(RuntimeError, match=rf"{name} is running already"):
+            start(work=tmp_path / engine)
+        assert held.read_text() == "the running server's data"
+    finally:
+        running.process.kill()
+        running.process.wait(timeout=30)
+
+
 def test_a_server_whose_process_has_ended_is_started_again(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(launch, "STATE", tmp_path)
     ended = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
