@@ -401,11 +401,13 @@ def _stream_name(path: str) -> str:
 
 
 def _bands_for(asked: Mapping[str, object] | None, normalized: Sequence[str]) -> dict[str, object]:
-    """``asked`` with bands for the first BAND_SAMPLE ``normalized`` texts (none: the short
-    records' default): their mean length and, for long texts, how many pairs of them 2-row
-    bands would put in one bucket. A store made by adding a large lot of records measures its
-    first, as `index` does, and what the measure costs stays bounded."""
-    normalized = normalized[:BAND_SAMPLE]
+    """``asked`` with bands for the first BAND_SAMPLE ``normalized`` texts with words (none:
+    the short records' default): their mean length and, for long texts, how many pairs of them
+    2-row bands would put in one bucket. A store made by adding a large lot of records measures
+    its first, as `index` does, and what the measure costs stays bounded. Records with no words
+    are skipped, never stored: their empty contents would count as short texts, and as a
+    template shared by every pair of them."""
+    normalized = [text for text in normalized if text][:BAND_SAMPLE]
     mean = sum(map(len, normalized)) / len(normalized) if normalized else None
     num_hashes = int((asked or {}).get("num_hashes", FingerprintParams().num_hashes))
     bucket_pairs = None

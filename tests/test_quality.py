@@ -1037,6 +1037,17 @@ def test_a_lot_larger_than_the_sample_is_measured_by_its_first_records(tmp_path:
     assert api.stats(added)["parameters"]["bands"] == 32
 
 
+def test_records_with_no_words_do_not_choose_the_bands(tmp_path: Path) -> None:
+    """A file whose first records have no words (skipped, not stored) before long texts with
+    no template: their empty contents made the sample look templated (and shorter)."""
+    records = tmp_path / "records.tsv"
+    texts = ["..."] * 300 + unlike_texts(300, words=60)
+    records.write_text("id\ttext\n" + "".join(f"r{n}\t{t}\n" for n, t in enumerate(texts)))
+    store = f"sqlite:///{tmp_path / 'r.db'}"
+    assert api.index([records], store).skipped.total == 300
+    assert api.stats(store)["parameters"]["bands"] == 64
+
+
 def unlike_texts(count: int, words: int, seed: int = 3) -> list[str]:
     """``count`` texts of ``words`` words of random letters each: long texts with no template."""
     rng = random.Random(seed)
