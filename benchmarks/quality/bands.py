@@ -39,7 +39,8 @@ SAMPLE = 1000
 
 
 def first_records(data: Dataset) -> list[str]:
-    """The texts `neardup index` measures: the first SAMPLE records, as many from each source."""
+    """The texts `neardup index` reads to measure: the first SAMPLE records, as many from each
+    source (it measures those with words)."""
     sources: dict[str, list[str]] = {}
     for record in data.records:
         source = data.sources[record.id] if data.sources else ""
@@ -49,7 +50,7 @@ def first_records(data: Dataset) -> list[str]:
 
 
 def measured(data: Dataset, shingle: str = "char:4") -> tuple[float, float | None, int]:
-    normalized = normalize_batch(first_records(data))
+    normalized = [text for text in normalize_batch(first_records(data)) if text]  # with words
     kind, size = parse_shingle(shingle)
     two_rows = FingerprintParams(shingle_kind=kind, shingle_size=size, bands=64)
     sketched = fingerprint_batch(normalized, two_rows, normalized=True)
