@@ -118,8 +118,8 @@ from .searcher import (
 from .selfjoin import LeftOut
 from .settings import (
     AUTO,
+    BAND_SAMPLE,
     FALLBACK_THRESHOLD,
-    LONG_TEXT,
     PRESETS,
     RulesRequest,
     check_threshold,
@@ -128,6 +128,7 @@ from .settings import (
     doubled_or_halved,
     from_judged_pairs,
     match_rules,
+    measured_sample,
     params_request,
     remembered_rules,
     rule_sources,
@@ -141,7 +142,6 @@ from .tuning import (
     NO_VALLEY,
     ThresholdChoice,
     Tuning,
-    bucket_pairs_per_pair,
     candidate_probability,
     choose_link_threshold,
     choose_threshold,
@@ -367,9 +367,6 @@ def _refuse_renumbering(target: Store, files: Sequence[Reader]) -> None:
             )
 
 
-BAND_SAMPLE = 1000  # the first records a new store's bands are chosen for
-
-
 def _with_bands(
     asked: Mapping[str, object] | None, files: Sequence[Reader], sample: int = BAND_SAMPLE
 ) -> Mapping[str, object] | None:
@@ -401,23 +398,12 @@ def _stream_name(path: str) -> str:
 
 
 def _bands_for(asked: Mapping[str, object] | None, normalized: Sequence[str]) -> dict[str, object]:
-    """``asked`` with bands for the first BAND_SAMPLE ``normalized`` texts with words (none:
-    the short records' default): their mean length and, for long texts, how many pairs of them
-    2-row bands would put in one bucket. A store made by adding a large lot of records measures
-    its first, as `index` does, and what the measure costs stays bounded. Records with no words
-    are skipped, never stored: their empty contents would count as short texts, and as a
-    template shared by every pair of them."""
-    normalized = [text for text in normalized if text][:BAND_SAMPLE]
-    mean = sum(map(len, normalized)) / len(normalized) if normalized else None
+    """``asked`` with bands for the ``normalized`` texts of a new store's first records (none:
+    the short records' default; see :func:`neardup.settings.measured_sample`). A store made by
+    adding a large lot of records measures its first, as `index` does."""
     num_hashes = int((asked or {}).get("num_hashes", FingerprintParams().num_hashes))
-    bucket_pairs = None
-    if mean is not None and mean >= LONG_TEXT:
-        two_rows = {**(asked or {}), "bands": default_bands(num_hashes)}
-        sketched = fingerprint_batch(
-            normalized, replace(FingerprintParams(), **two_rows), normalized=True, shingles=False
-        )
-        bucket_pairs = bucket_pairs_per_pair(np.stack([fp.bands for fp in sketched]))
-    return {**(asked or {}), "bands": default_bands(num_hashes, mean, bucket_pairs)}
+    bands = default_bands(num_hashes, *measured_sample(asked, normalized))
+    return {**(asked or {}), "bands": bands}
 
 
 def _readers(

@@ -7,15 +7,17 @@ of data neardup meets, chosen from the measurements in benchmarks/README.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+import numpy as np
+
 from .errors import InvalidParameter
-from .fingerprint import FingerprintParams, TokenField, parse_shingle
+from .fingerprint import FingerprintParams, TokenField, fingerprint_batch, parse_shingle
 from .searcher import MatchRules
 from .stores.base import ParamsRequest
-from .tuning import recommend_bands
+from .tuning import bucket_pairs_per_pair, recommend_bands
 
 RulesRequest = MatchRules | Mapping[str, Any] | None
 RULE_NAMES = tuple(f.name for f in fields(MatchRules))
@@ -73,6 +75,7 @@ def preset(name: str) -> Preset:
 
 # The mean normalised length, in characters, from which records count as long texts.
 LONG_TEXT = 200
+BAND_SAMPLE = 1000  # the first records a new store's bands are chosen for
 # Long texts are templated where the 2-row bands of their first records, of the store's own
 # shingles, put this many pairs of records in one bucket, or more, per pair of them: 16,000
 # such records would make a report's budget of bucket pairs (selfjoin.PAIR_BUDGET). A thousand
@@ -94,10 +97,40 @@ def default_bands(
     texts keep 2 rows, as 4 would miss the pairs whose rare shared words lift their similarity
     far above their plain Jaccard (a quarter of those of a disc's track lists). One row per
     band when K is not divisible."""
-    long = mean_length is not None and mean_length >= LONG_TEXT
     templated = bucket_pairs is None or bucket_pairs >= TEMPLATED
-    rows = 4 if long and templated else 2
+    rows = 4 if _long(mean_length) and templated else 2
     return num_hashes // rows if num_hashes % rows == 0 else num_hashes
+
+
+def measured_sample(
+    asked: Mapping[str, Any] | None, normalized: Sequence[str]
+) -> tuple[float | None, float | None]:
+    """What :func:`default_bands` reads of a new store's first records (:func:`band_sample` of
+    the ``normalized`` texts): their mean length, and for long texts
+    :func:`two_row_bucket_pairs` (None where not measured)."""
+    sample = band_sample(normalized)
+    mean = sum(map(len, sample)) / len(sample) if sample else None
+    return mean, two_row_bucket_pairs(asked, sample) if _long(mean) else None
+
+
+def band_sample(normalized: Sequence[str]) -> list[str]:
+    """The first BAND_SAMPLE of the ``normalized`` texts with words. Records with no words are
+    skipped, never stored: their empty contents would count as short texts, and as a template
+    shared by every pair of them."""
+    return [text for text in normalized if text][:BAND_SAMPLE]
+
+
+def two_row_bucket_pairs(asked: Mapping[str, Any] | None, sample: Sequence[str]) -> float | None:
+    """How many pairs of the ``sample`` 2-row bands of the shingles ``asked`` put in one bucket,
+    per pair of them (:func:`neardup.tuning.bucket_pairs_per_pair`)."""
+    num_hashes = int((asked or {}).get("num_hashes", FingerprintParams().num_hashes))
+    two_rows = replace(FingerprintParams(), **{**(asked or {}), "bands": default_bands(num_hashes)})
+    sketched = fingerprint_batch(sample, two_rows, normalized=True, shingles=False)
+    return bucket_pairs_per_pair(np.stack([fp.bands for fp in sketched]))
+
+
+def _long(mean_length: float | None) -> bool:
+    return mean_length is not None and mean_length >= LONG_TEXT
 
 
 def params_request(

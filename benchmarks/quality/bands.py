@@ -20,47 +20,39 @@ from collections.abc import Callable
 from pathlib import Path
 
 import candidates
-import numpy as np
 from common import write_records
 from public import Dataset
 
 from neardup import api
-from neardup.fingerprint import (
-    FingerprintParams,
-    fingerprint_batch,
-    normalize_batch,
-    parse_shingle,
-)
+from neardup.fingerprint import normalize_batch, parse_shingle
 from neardup.generate import write_corpus
 from neardup.readers import Record
-from neardup.tuning import bucket_pairs_per_pair
-
-SAMPLE = 1000
+from neardup.settings import BAND_SAMPLE, band_sample, two_row_bucket_pairs
 
 
 def first_records(data: Dataset) -> list[str]:
-    """The texts `neardup index` reads to measure: the first SAMPLE records, as many from each
-    source (it measures those with words)."""
+    """The texts `neardup index` reads to measure: the first BAND_SAMPLE records, as many from
+    each source (it measures those with words)."""
     sources: dict[str, list[str]] = {}
     for record in data.records:
         source = data.sources[record.id] if data.sources else ""
         sources.setdefault(source, []).append(record.text)
-    each = max(1, SAMPLE // len(sources))
+    each = max(1, BAND_SAMPLE // len(sources))
     return [text for texts in sources.values() for text in texts[:each]]
 
 
 def measured(data: Dataset, shingle: str = "char:4") -> tuple[float, float | None, int]:
-    normalized = [text for text in normalize_batch(first_records(data)) if text]  # with words
     kind, size = parse_shingle(shingle)
-    two_rows = FingerprintParams(shingle_kind=kind, shingle_size=size, bands=64)
-    sketched = fingerprint_batch(normalized, two_rows, normalized=True)
-    bucket_pairs = bucket_pairs_per_pair(np.stack([fp.bands for fp in sketched]))
+    asked = {"shingle_kind": kind, "shingle_size": size}
+    sample = band_sample(normalize_batch(first_records(data)))
+    bucket_pairs = two_row_bucket_pairs(asked, sample)  # short records' too, unlike index
+    mean = sum(map(len, sample)) / len(sample)
     with tempfile.TemporaryDirectory() as folder:
         files = write_records(data.records, Path(folder), data.sources)
         url = f"sqlite:///{Path(folder) / 's.db'}"
         api.index(files, url, id_field="id", text_fields=["text"], params={"shingle": shingle})
         bands = api.stats(url)["parameters"]["bands"]
-    return sum(map(len, normalized)) / len(normalized), bucket_pairs, bands
+    return mean, bucket_pairs, bands
 
 
 def generated_documents() -> Dataset:
