@@ -1023,6 +1023,10 @@ def frequency_counts(fingerprints: Sequence[Fingerprint]) -> Counted:
     return keys[order], np.frombuffer(counts, dtype=np.int64)[order]
 
 
+# Characters of contents Frequencies.held numbers at once: its arrays stay within ~200 MB.
+HELD_CHUNK_CHARACTERS = 8_000_000
+
+
 @dataclass(frozen=True)
 class Frequencies:
     """How many of a store's ``records`` hold each of some shingles (``keys``, sorted int64
@@ -1038,6 +1042,31 @@ class Frequencies:
         counts = np.zeros(len(keys), dtype=np.int64)
         np.add.at(counts, where, np.concatenate([self.counts, other.counts]))
         return Frequencies(self.records + other.records, keys, counts)
+
+    @classmethod
+    def held(
+        cls, contents: Sequence[str], copies: np.ndarray, params: FingerprintParams
+    ) -> Frequencies:
+        """The frequencies of a store counted from every content it holds (normalised, each
+        held by ``copies`` records): the counts the store keeps, as each record adds its
+        distinct shingles once. HELD_CHUNK_CHARACTERS of contents are numbered at a time."""
+        copies = np.asarray(copies, dtype=np.int64)
+        ends = np.cumsum(np.fromiter(map(len, contents), np.int64, len(contents)))
+        passed = np.arange(
+            HELD_CHUNK_CHARACTERS, ends[-1] if len(ends) else 0, HELD_CHUNK_CHARACTERS
+        )
+        cuts = [0, *np.unique(np.searchsorted(ends, passed)).tolist(), len(contents)]
+        parts: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
+        for start, stop in pairwise(cuts):
+            numbers, offsets, shingles = shingle_numbers(
+                contents[start:stop], params, in_hash_order=False
+            )
+            holders = np.repeat(copies[start:stop], np.diff(offsets))
+            parts[0].append(shingles.view(np.int64))
+            parts[1].append(np.bincount(numbers, weights=holders, minlength=len(shingles)))
+        keys, where = np.unique(np.concatenate(parts[0]), return_inverse=True)
+        counts = np.bincount(where, weights=np.concatenate(parts[1]), minlength=len(keys))
+        return cls(int(copies.sum()), keys, counts.astype(np.int64))
 
     def weights(self, shingles: np.ndarray) -> np.ndarray:
         """The IDF of each shingle of a set; a shingle not among ``keys`` is held by none."""

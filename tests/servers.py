@@ -307,3 +307,25 @@ def elasticsearch_url(elasticsearch_server: ElasticsearchServer) -> Iterator[str
     """A new index's URL; the index is removed after the test, whether it passed or not."""
     yield elasticsearch_server.new_store_url()
     elasticsearch_server.drop_made()
+
+
+def when_a_report_reads(
+    monkeypatch: pytest.MonkeyPatch, engine: type, happen: Callable[[Any], None]
+) -> None:
+    """``happen(store)`` while a report of an ``engine`` store reads (a lookup's threshold
+    read too): once it has its first page of the records it joins, before it asks for the
+    next; and before each request for its shingles' counts (a report from buckets, once it has
+    read its records; a lookup). ``happen`` chooses when to act."""
+    pages, counts = engine.iter_records, engine._frequencies
+
+    def between_pages(store, *args, **kwargs):
+        for page in pages(store, *args, **kwargs):
+            yield page
+            happen(store)
+
+    def before_counts(store, keys):
+        happen(store)
+        return counts(store, keys)
+
+    monkeypatch.setattr(engine, "iter_records", between_pages)
+    monkeypatch.setattr(engine, "_frequencies", before_counts)

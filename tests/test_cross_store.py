@@ -22,6 +22,7 @@ from neardup.searcher import MatchRules
 from neardup.settings import RulesRequest
 from neardup.stores import open_store
 from tests.corpora import corpus
+from tests.servers import when_a_report_reads
 
 
 def engine_strategy(rules: RulesRequest) -> Strategy:
@@ -85,6 +86,48 @@ def test_an_engine_weighs_numerals_as_the_embedded_store_does(
     assert len(expected[1]) > 20 and expected[2].how.startswith("auto")
     try:
         assert report_of(server.new_store_url(), path, rules, "buckets") == expected
+    finally:
+        server.drop_made()
+
+
+def changed_report(url: str, records: Path, changes: Path, gone: list[str]) -> tuple:
+    """Index ``records``, then ``changes`` (some of them again, with other texts), delete
+    ``gone``, and join: the pairs, and what the report measured."""
+    api.index([records], url)
+    api.index([changes], url)
+    api.delete(gone, url)
+    with open_store(url, create=False) as store:
+        return api.report(store, strategy="join"), api.last_report(store)
+
+
+@pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
+def test_an_engines_join_weighs_shingles_by_the_records_it_read(
+    request, kind, sqlite_url, tmp_path, monkeypatch
+) -> None:
+    """A join holds every content of the store, and on an engine it counts the shingles'
+    document frequencies from them instead of asking the engine, a thousand shingles a
+    request: the same figures as the counts the embedded store keeps, after records were
+    replaced and deleted (which the engine's own term statistics still count)."""
+    server = request.getfixturevalue(f"{kind}_server")
+    records = corpus(tmp_path / "records.txt")
+    lines = records.read_text().splitlines()
+    texts = [line.split(" ", 1)[1] for line in lines[-100:]]
+    changes = tmp_path / "changes.txt"
+    changes.write_text("".join(f"g{n:04d} {texts[n][::-1]}\n" for n in range(40)))
+    gone = [f"g{n:04d}" for n in range(40, 60)]
+    expected = changed_report(sqlite_url, records, changes, gone)
+    assert len(expected[0]) > 50
+    try:
+        url = server.new_store_url()
+        api.index([records], url)  # the store's class, to refuse its frequency requests
+        with open_store(url, create=False) as store:
+            engine = type(store)
+
+        def asked(*args, **kwargs):
+            raise AssertionError("the join asked the engine for its shingles' frequencies")
+
+        monkeypatch.setattr(engine, "_frequencies", asked)
+        assert changed_report(url, records, changes, gone) == expected
     finally:
         server.drop_made()
 
@@ -254,10 +297,11 @@ def test_a_report_reads_the_records_as_they_were_when_it_began(
     """An engine shows another run's writes to a report's next search: Elasticsearch at each
     refresh, every second while a run writes (3,997 pairs of 60,000 generated people, where
     the store held 3,116 before the run and 6,224 after it), Solr at each commit (a service's
-    add, a run's end). Here another run indexes its records, and makes them searchable,
-    between the report's reading of the records and of their shingles' counts, whether the
-    report joins the records it read (walked) or lists the store's buckets (on threads), on
-    one node and on two shards (Solr's versions come from each shard's leader)."""
+    add, a run's end). Here another run indexes its records, and makes them searchable, while
+    the report reads: between two pages of the records it joins (walked), or between its
+    reading of the records and of their shingles' counts when it lists the store's buckets
+    (on threads), on one node and on two shards (Solr's versions come from each shard's
+    leader)."""
     server = request.getfixturevalue(f"{kind}_server")
     try:
         assert_read_as_it_began(server.new_store_url(), tmp_path, monkeypatch, strategy)
@@ -286,18 +330,17 @@ def assert_read_as_it_began(
 
 def index_when_counted(monkeypatch: pytest.MonkeyPatch, url: str, records: Path) -> list[Path]:
     """Another run indexes ``records`` into the engine store ``url`` (and makes them
-    searchable) when a report first asks for its shingles' counts, after it has read its
-    records; the list it returns is empty once it has."""
+    searchable) once a report has begun to read (:func:`when_a_report_reads`); the list it
+    returns is empty once it has."""
     with open_store(url) as store:
         engine = type(store)
-    counts, waiting = engine._frequencies, [records]
+    waiting = [records]
 
-    def another_run_first(store, keys):
+    def another_run_first(store) -> None:
         if waiting:
             api.index([waiting.pop()], url)
-        return counts(store, keys)
 
-    monkeypatch.setattr(engine, "_frequencies", another_run_first)
+    when_a_report_reads(monkeypatch, engine, another_run_first)
     return waiting
 
 

@@ -21,6 +21,7 @@ from neardup.stores.base import LAYOUT, MEASURED_SETTINGS
 from neardup.stores.elasticsearch import SETTINGS_INDEX
 from neardup.stores.schema import elasticsearch_mapping
 from tests.corpora import corpus
+from tests.servers import when_a_report_reads
 
 
 def test_parameters_live_in_the_mapping_meta(elasticsearch_server, elasticsearch_url) -> None:
@@ -342,26 +343,25 @@ def test_a_report_that_loses_its_point_in_time_goes_on_only_in_the_same_state(
     """A node that leaves takes a report's point in time with it, and the report's next search
     opens another, which shows the index as it is then. It went on with records of two states;
     now, where records were written meanwhile, it says so in one line, and where none were,
-    it goes on with the same answer. The point in time is closed here, between the report's
-    reading of its records and of their shingles' counts, as a node that leaves closes it."""
+    it goes on with the same answer. The point in time is closed here while the report reads
+    (between two pages of its records), as a node that leaves closes it."""
     first = corpus(tmp_path / "first.txt", 300)
     second = corpus(tmp_path / "second.txt", 200, seed=12)
     api.index([first], elasticsearch_url)
     expected = api.report(elasticsearch_url)
     with open_store(elasticsearch_url) as store:
         engine = type(store)
-    counts, lost = engine._frequencies, []
+    lost: list[str] = []
 
-    def lost_first(store, keys):
+    def lost_first(store) -> None:
         point = store._snapshot.get()
         if not lost:
             store.es.close_point_in_time(id=point.id)
             if written:
                 api.index([second], elasticsearch_url)
             lost.append(point.id)
-        return counts(store, keys)
 
-    monkeypatch.setattr(engine, "_frequencies", lost_first)
+    when_a_report_reads(monkeypatch, engine, lost_first)
     if written:
         with pytest.raises(StoreChanged, match="lost with a node, and records were written"):
             api.report(elasticsearch_url)
@@ -380,17 +380,16 @@ def test_a_threshold_that_keeps_changing_while_read_is_a_conflict_to_ask_again(
     api.index([corpus(tmp_path / "records.txt", 200)], elasticsearch_url)
     with open_store(elasticsearch_url) as store:
         engine = type(store)
-    counts, reads = engine._frequencies, []
+    reads: list[str] = []
 
-    def written_each_time(store, keys):
+    def written_each_time(store) -> None:
         point = store._snapshot.get()
         if point is not None:  # a threshold's read, not the lookup's own
             store.es.close_point_in_time(id=point.id)
             api.add([Record(f"new-{len(reads)}", "a record written meanwhile")], elasticsearch_url)
             reads.append(point.id)
-        return counts(store, keys)
 
-    monkeypatch.setattr(engine, "_frequencies", written_each_time)
+    when_a_report_reads(monkeypatch, engine, written_each_time)
     with TestClient(create_app(elasticsearch_url)) as client:
         answer = client.post("/lookup", json={"text": "a record written meanwhile"})
     assert answer.status_code == 409, answer.text

@@ -21,6 +21,7 @@ from neardup.fingerprint import (
     TOKEN_FIELDS,
     Fingerprint,
     FingerprintParams,
+    Frequencies,
     Numerals,
     TokenField,
     estimated_jaccard,
@@ -510,6 +511,29 @@ def test_frequency_counts_count_each_record_once_per_shingle() -> None:
             expected[key] = expected.get(key, 0) + 1
     assert keys.tolist() == sorted(expected)
     assert counts.tolist() == [expected[k] for k in sorted(expected)]
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 7], ids=["one-chunk", "a-content-a-chunk", "chunks"])
+@pytest.mark.parametrize("params", [FingerprintParams(), WORD3], ids=["char", "word"])
+def test_frequencies_held_by_contents_are_those_their_records_count(
+    params, chunk, monkeypatch
+) -> None:
+    """What a report that holds every content weighs by: the counts a store keeps, made one
+    record at a time (frequency_counts), with a content held by several records counted for
+    each of them, however many characters are numbered at a time."""
+    if chunk:
+        monkeypatch.setattr(fingerprinting, "HELD_CHUNK_CHARACTERS", chunk)
+    contents = normalize_batch(["abab abab xy", "abab", "the cat sat on the mat", "zz", "abab x"])
+    copies = np.array([1, 3, 2, 1, 1])
+    records = [text for text, n in zip(contents, copies.tolist(), strict=True) for _ in range(n)]
+    keys, counts = frequency_counts(fingerprint_batch(records, params, normalized=True))
+    held = Frequencies.held(contents, copies, params)
+    assert held.records == len(records) == 8
+    assert held.keys.tolist() == keys.tolist()
+    assert held.counts.tolist() == counts.tolist()
+    assert held.counts.dtype == np.int64
+    none = Frequencies.held([], np.empty(0), params)
+    assert (none.records, none.keys.tolist(), none.counts.tolist()) == (0, [], [])
 
 
 @pytest.mark.parametrize("params", [FingerprintParams(), WORD3], ids=["char", "word"])

@@ -13,6 +13,7 @@ from neardup.readers import Record
 from neardup.selfjoin import read_contents
 from neardup.stores import open_store, solr
 from tests.corpora import corpus
+from tests.servers import when_a_report_reads
 
 
 def fields(server, name: str) -> set[str]:
@@ -210,14 +211,13 @@ def test_a_lookup_reads_its_threshold_again_where_records_are_deleted_meanwhile(
     rest = tmp_path / "rest.txt"
     rest.write_text("".join(line for line in records.open() if not line.startswith("1 ")))
     api.index([records], solr_url)
-    counts, deleting = solr.SolrStore._frequencies, ["1"]
+    deleting = ["1"]
 
-    def deleted_first(store: solr.SolrStore, keys):
+    def deleted_first(store: solr.SolrStore) -> None:
         if deleting:
             api.delete([deleting.pop()], solr_url)
-        return counts(store, keys)
 
-    monkeypatch.setattr(solr.SolrStore, "_frequencies", deleted_first)
+    when_a_report_reads(monkeypatch, solr.SolrStore, deleted_first)
     matches = api.lookup(solr_url, id="2")
     assert not deleting  # the place met
     embedded = f"sqlite:///{tmp_path / 'rest.db'}"
@@ -233,8 +233,8 @@ def test_a_report_whose_records_another_process_deletes_says_to_run_it_again(
     report, which has no snapshot to hold there: a report then met contents it had read with
     no record left, and ended in a traceback (IndexError from the store's buckets, KeyError
     from a join too large to keep the contents it read), or listed a record no longer held.
-    Here a delete lands after the report has read the records: before it reads their texts
-    or their shingles' counts."""
+    Here a delete lands while the report reads: before it reads the records' texts, or
+    between two pages of the records it joins."""
     api.index([corpus(tmp_path / "records.txt", 120)], solr_url)
     report = importlib.import_module("neardup.report")
     by_md5 = solr.SolrStore.records_by_md5
@@ -258,13 +258,13 @@ def test_a_report_whose_records_another_process_deletes_says_to_run_it_again(
         with pytest.raises(NeardupError, match="the store changed while the report read it: run"):
             api.report(solr_url, strategy="join")
     api.index([corpus(tmp_path / "records.txt", 120)], solr_url)
-    counts = solr.SolrStore._frequencies
+    deleting = ["1"]
 
-    def deleted_before_counted(store: solr.SolrStore, keys):  # the join keeps what it read
-        api.delete(["1"], solr_url)
-        return counts(store, keys)
+    def deleted_while_read(store: solr.SolrStore) -> None:  # the join keeps what it read
+        if deleting:
+            api.delete([deleting.pop()], solr_url)
 
-    monkeypatch.setattr(solr.SolrStore, "_frequencies", deleted_before_counted)
+    when_a_report_reads(monkeypatch, solr.SolrStore, deleted_while_read)
     said = r"read it \(1 record of the 190 it read deleted or written again\): run the report"
     with pytest.raises(NeardupError, match=said):
         api.report(solr_url, strategy="join")
