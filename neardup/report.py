@@ -57,12 +57,13 @@ from .tuning import (
 Grouping = Literal["center", "components"]
 GROUPINGS: tuple[Grouping, ...] = ("center", "components")
 Strategy = Literal["auto", "buckets", "join"]
-# "auto" joins short records whose band keys fit JOIN_KEYS, on every store, and every embedded
-# store of up to JOIN_RECORDS records; it lists the buckets of the rest. The self-join reads and
-# fingerprints every record again, which costs less than listing a store's postings when
-# records are short and of many bands each (a million person records in SQLite: 10 s against
-# 42 s; a report of 100,000 from Elasticsearch: 17.5 s against 222 s), and more when they are
-# long texts (a million documents: 600 MB of text). Generated people, join against buckets in
+# "auto" joins short records whose band keys fit JOIN_KEYS, on every store, long texts whose
+# characters fit ONE_RUN_CHARACTERS, and every embedded store of up to JOIN_RECORDS records; it
+# lists the buckets of the rest. The self-join reads and fingerprints every record again, which
+# costs less than listing a store's postings when records are short and of many bands each (a
+# million person records in SQLite: 10 s against 42 s; a report of 100,000 from Elasticsearch:
+# 17.5 s against 222 s), and more memory than the store's own buckets when they are many long
+# texts (a million documents: 600 MB of text). Generated people, join against buckets in
 # SQLite: 1.1 million 48.9 s within 1.62 GB against 232.4 s within 2.25 GB; 1.5 million 81.1 s
 # within 2.14 GB against 533.0 s within 2.68 GB; 2 million 105.8 s within 2.79 GB against
 # 854.4 s within 2.58 GB.
@@ -257,16 +258,20 @@ def _from_buckets(store: Store, rules: MatchRules, strategy: Strategy) -> bool:
 
 
 def _joinable(store: Store) -> bool:
-    """Whether a self-join costs less than listing the store's buckets: for short records
-    (the first thousand's mean length under LONG_TEXT) whose band keys fit JOIN_KEYS, and for
-    an embedded store of up to JOIN_RECORDS records."""
+    """Whether a self-join costs less than listing the store's buckets: for an embedded store
+    of up to JOIN_RECORDS records, and, where the band keys fit JOIN_KEYS, for short records
+    (the first thousand's mean length under LONG_TEXT) and for long texts whose characters
+    fit one run of the measuring (ONE_RUN_CHARACTERS): the join holds every content then, and
+    an engine's counts its shingles from them (100,000 generated documents from Solr: 13.3 s
+    within 1.35 GB, against 42.1 s within 0.88 GB listing the buckets)."""
     records = store.count()
     if store.local and records <= JOIN_RECORDS:
         return True
     if records * store.params.bands > JOIN_KEYS:
         return False
     first = next(iter(store.iter_records(1000)), [])
-    return sum(len(r.content) for r in first) < LONG_TEXT * max(len(first), 1)
+    mean_length = sum(len(r.content) for r in first) / max(len(first), 1)
+    return mean_length < LONG_TEXT or records * mean_length <= ONE_RUN_CHARACTERS
 
 
 def _bucket_report(

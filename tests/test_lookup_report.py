@@ -822,12 +822,14 @@ def test_a_large_embedded_store_reports_from_its_buckets(
     monkeypatch.setattr(report, "JOIN_RECORDS", 10)
     with api.opened(sqlite_url) as store:  # short records whose keys fit: still joined
         assert report._joinable(store)
-        monkeypatch.setattr(report, "LONG_TEXT", 5)  # long ones: listed
+        monkeypatch.setattr(report, "LONG_TEXT", 5)  # long ones that fit a run: joined
+        assert report._joinable(store)
+        monkeypatch.setattr(report, "ONE_RUN_CHARACTERS", 1000)  # past it: listed
         assert not report._joinable(store)
         monkeypatch.setattr(report, "JOIN_RECORDS", 10**6)
         assert report._joinable(store)  # an embedded store of few records: joined
         monkeypatch.setattr(store, "local", False)
-        assert not report._joinable(store)  # an engine's long records: listed, however few
+        assert not report._joinable(store)  # an engine's long records past a run: listed
         monkeypatch.setattr(report, "JOIN_RECORDS", 10)
         monkeypatch.setattr(report, "LONG_TEXT", 200)
         monkeypatch.setattr(report, "JOIN_KEYS", store.count() * store.params.bands - 1)
