@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field, replace
-from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -100,7 +99,7 @@ from .report import (
     Strategy,
     clusters,
     find_pairs,
-    shingle_weights,
+    held_weights,
 )
 from .report import for_review as for_review  # re-exported: the CLI flags pairs with it
 from .searcher import (
@@ -1273,7 +1272,8 @@ def _exact_report(source: Store, rules: RulesRequest, preset: str | None, progre
         raise NeardupError("the exact report needs a --threshold above 0")
     with source.snapshot():
         records = [r for batch in source.iter_records() for r in batch]
-        weights = partial(shingle_weights, source)
+        contents, copies = [r.content for r in records], np.ones(len(records), dtype=np.int64)
+        weights = held_weights(source, source.params, chosen, contents, copies)
         pairs = exact_pairs(records, source.params, chosen, weights, progress)
     return Report(pairs, chosen.threshold, None)
 

@@ -15,7 +15,7 @@ report says how many it left out.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import copy_context
 from dataclasses import dataclass, field, replace
@@ -220,7 +220,7 @@ def _found_pairs(
             records=total,
         )
     with _timed("reading", seconds):
-        weigh = _joined_weights(store, params, rules, contents)
+        weigh = held_weights(store, params, rules, contents.texts, contents.copies())
     with _timed("joining", seconds):
         candidates, left_out = scored_pairs(contents, rules.first_word, pair_budget, rules.method)
     exact = [(members, int(contents.sizes[g])) for g, members in contents.members.items()]
@@ -310,20 +310,24 @@ def _bucket_report(
     )
 
 
-def _joined_weights(
-    store: Store, params: FingerprintParams, rules: MatchRules, contents: Contents
+def held_weights(
+    store: Store,
+    params: FingerprintParams,
+    rules: MatchRules,
+    contents: Sequence[str] | None,
+    copies: np.ndarray,
 ) -> Weigh:
-    """How the join weighs shingles: by the store's frequencies, or, for an engine, by those
-    counted from the contents the join kept, when it kept every one (counted once read, while
+    """How a report that read the store's records weighs shingles: by the store's
+    frequencies, or, on an engine, by those counted from ``contents``, every content the
+    report read (each held by ``copies`` records), when it kept them (counted at once, while
     little else is held). They are the same numbers, but an engine answers a thousand
     shingles a request (180,000 shingles of 9,206 long texts: 1.8 s from Solr, 0.1 s counted),
     where SQLite reads its counts at once."""
-    texts = contents.texts
-    if store.local or texts is None or rules.similarity == "jaccard":
+    if store.local or contents is None or rules.similarity == "jaccard":
         return partial(shingle_weights, store)
     if not store.keeps_frequencies:  # refused as the store refuses
         return partial(shingle_weights, store)
-    return Frequencies.held(texts, contents.copies(), params).weights
+    return Frequencies.held(contents, copies, params).weights
 
 
 def _joined_groups(store: Store, contents: Contents) -> GroupsOf:

@@ -92,22 +92,25 @@ def test_an_engine_weighs_numerals_as_the_embedded_store_does(
 
 def changed_report(url: str, records: Path, changes: Path, gone: list[str]) -> tuple:
     """Index ``records``, then ``changes`` (some of them again, with other texts), delete
-    ``gone``, and join: the pairs, and what the report measured."""
+    ``gone``, and join: the pairs, what the report measured, and the pairs from every pair of
+    records (``report --exact``)."""
     api.index([records], url)
     api.index([changes], url)
     api.delete(gone, url)
     with open_store(url, create=False) as store:
-        return api.report(store, strategy="join"), api.last_report(store)
+        joined = api.report(store, strategy="join"), api.last_report(store)
+        return *joined, api.report(store, exact=True, rules={"threshold": 0.4})
 
 
 @pytest.mark.parametrize("kind", ["solr", "elasticsearch"])
 def test_an_engines_join_weighs_shingles_by_the_records_it_read(
     request, kind, sqlite_url, tmp_path, monkeypatch
 ) -> None:
-    """A join holds every content of the store, and on an engine it counts the shingles'
-    document frequencies from them instead of asking the engine, a thousand shingles a
-    request: the same figures as the counts the embedded store keeps, after records were
-    replaced and deleted (which the engine's own term statistics still count)."""
+    """A join holds every content of the store (so does an exact report), and on an engine it
+    counts the shingles' document frequencies from them instead of asking the engine, a
+    thousand shingles a request: the same figures as the counts the embedded store keeps,
+    after records were replaced and deleted (which the engine's own term statistics still
+    count)."""
     server = request.getfixturevalue(f"{kind}_server")
     records = corpus(tmp_path / "records.txt")
     lines = records.read_text().splitlines()
@@ -116,7 +119,7 @@ def test_an_engines_join_weighs_shingles_by_the_records_it_read(
     changes.write_text("".join(f"g{n:04d} {texts[n][::-1]}\n" for n in range(40)))
     gone = [f"g{n:04d}" for n in range(40, 60)]
     expected = changed_report(sqlite_url, records, changes, gone)
-    assert len(expected[0]) > 50
+    assert len(expected[0]) > 50 and len(expected[2]) > 50
     try:
         url = server.new_store_url()
         api.index([records], url)  # the store's class, to refuse its frequency requests
