@@ -1023,8 +1023,10 @@ def frequency_counts(fingerprints: Sequence[Fingerprint]) -> Counted:
     return keys[order], np.frombuffer(counts, dtype=np.int64)[order]
 
 
-# Characters of contents Frequencies.held numbers at once: its arrays stay within ~200 MB.
-HELD_CHUNK_CHARACTERS = 8_000_000
+# Characters of contents Frequencies.held numbers at once: its arrays stay within ~20 MB, which
+# the heap keeps for the rest of the report once freed (8 million: a million people's report
+# from Elasticsearch peaked 0.2 GB higher).
+HELD_CHUNK_CHARACTERS = 1_000_000
 
 
 @dataclass(frozen=True)
