@@ -20,7 +20,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import copy_context
 from dataclasses import dataclass, replace
@@ -239,6 +239,13 @@ def retried(
                 raise
         time.sleep(delay)
         delay = min(2 * delay, delays[1])
+
+
+def in_batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` in lists of ``size``, the last one shorter."""
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
 
 
 def ordered_map(function: Callable[[T], R], items: Sequence[T], workers: int) -> Iterator[R]:
@@ -584,12 +591,9 @@ class Store(ABC):
     def iter_ids(self) -> Iterator[str]:
         """Every id, in id order (UTF-8 byte order)."""
 
+    @abstractmethod
     def iter_records(self, batch_size: int = 1000) -> Iterator[list[StoredRecord]]:
-        """Every record, in id order, ``batch_size`` at a time (one fetch per batch)."""
-        ids = self.iter_ids()
-        while batch := list(islice(ids, batch_size)):
-            records = self.get(batch)
-            yield [records[i] for i in batch if i in records]
+        """Every record, in id order, ``batch_size`` at a time."""
 
     @abstractmethod
     def iter_digests(

@@ -46,6 +46,7 @@ from .base import (
     Document,
     Store,
     StoredRecord,
+    in_batches,
     md5_queries,
     not_a_store,
     ordered_map,
@@ -53,6 +54,7 @@ from .base import (
 )
 from .schema import (
     LEGACY_FIELD_NAMES,
+    RECORD_PAGE,
     band_prefixes,
     elasticsearch_mapping,
     engine_document,
@@ -627,6 +629,14 @@ class ElasticsearchStore(Store):
     def iter_ids(self) -> Iterator[str]:
         return (hit["sort"][0] for hit in self._walk({"match_all": {}}, point_in_time=True))
 
+    def iter_records(self, batch_size: int = 1000) -> Iterator[list[StoredRecord]]:
+        """Every record as the walk reads it (fields from _source), over a point in time (the
+        snapshot's inside one)."""
+        hits = self._walk(
+            {"match_all": {}}, point_in_time=True, source=RECORD_FIELDS, page=RECORD_PAGE
+        )
+        return in_batches((_record(hit["_source"]) for hit in hits), batch_size)
+
     def iter_digests(
         self, first_word: bool = False, batch_size: int = DIGEST_PAGE
     ) -> Iterator[list[tuple[str, str]]]:
@@ -639,15 +649,11 @@ class ElasticsearchStore(Store):
             page=batch_size,
             docvalue_fields=["md5_hash"],
         )
-        batch: list[tuple[str, str]] = []
-        for hit in hits:
-            word = hit["_source"]["first_word"] if first_word else ""
-            batch.append((hit["fields"]["md5_hash"][0], word))
-            if len(batch) == batch_size:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+        digests = (
+            (hit["fields"]["md5_hash"][0], hit["_source"]["first_word"] if first_word else "")
+            for hit in hits
+        )
+        return in_batches(digests, batch_size)
 
     def lists_buckets(self, field: TokenField) -> bool:
         """Stores made before the bands had doc values cannot aggregate them."""

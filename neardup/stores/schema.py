@@ -56,6 +56,10 @@ def engine_document(
     }
 
 
+# Records per page of an engine's walk that reads them whole, in one request a page where ids
+# and then each thousand's records by id took two: a million people from Elasticsearch 14.6 s,
+# against 23.2 s (17.3 s in pages of 1,000).
+RECORD_PAGE = 5_000
 # Shingles per frequency request: each is one query (Solr) or filter (Elasticsearch) counting
 # the records that hold it.
 FREQUENCY_REQUEST_KEYS = 1000

@@ -57,6 +57,7 @@ from .base import (
     Document,
     Store,
     StoredRecord,
+    in_batches,
     md5_queries,
     not_a_store,
     ordered_map,
@@ -64,6 +65,7 @@ from .base import (
 )
 from .schema import (
     LEGACY_FIELD_NAMES,
+    RECORD_PAGE,
     band_prefixes,
     engine_document,
     engine_frequencies,
@@ -717,18 +719,18 @@ class SolrStore(Store):
     def iter_ids(self) -> Iterator[str]:
         return (doc["id"] for doc in self._walk(RECORDS))
 
+    def iter_records(self, batch_size: int = 1000) -> Iterator[list[StoredRecord]]:
+        """Every record as the walk reads it (held to the snapshot's versions inside one)."""
+        docs = self._walk(RECORDS, RECORD_FIELDS, RECORD_PAGE)
+        return in_batches(map(_record, docs), batch_size)
+
     def iter_digests(
         self, first_word: bool = False, batch_size: int = DIGEST_PAGE
     ) -> Iterator[list[tuple[str, str]]]:
         fields = "md5_hash,first_word" if first_word else "md5_hash"
-        batch: list[tuple[str, str]] = []
-        for doc in self._walk(RECORDS, fields, batch_size):
-            batch.append((doc["md5_hash"], doc["first_word"] if first_word else ""))
-            if len(batch) == batch_size:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+        docs = self._walk(RECORDS, fields, batch_size)
+        digests = ((doc["md5_hash"], doc["first_word"] if first_word else "") for doc in docs)
+        return in_batches(digests, batch_size)
 
     def shared_buckets(self, field: TokenField) -> Iterator[Buckets]:
         """A JSON terms facet per token prefix, ``mincount`` 2, held to the records with a
