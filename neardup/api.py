@@ -121,6 +121,7 @@ from .settings import (
     FALLBACK_THRESHOLD,
     PRESETS,
     RulesRequest,
+    asked_num_hashes,
     check_threshold,
     choice_key,
     default_bands,
@@ -400,8 +401,7 @@ def _bands_for(asked: Mapping[str, object] | None, normalized: Sequence[str]) ->
     """``asked`` with bands for the ``normalized`` texts of a new store's first records (none:
     the short records' default; see :func:`neardup.settings.measured_sample`). A store made by
     adding a large lot of records measures its first, as `index` does."""
-    num_hashes = int((asked or {}).get("num_hashes", FingerprintParams().num_hashes))
-    bands = default_bands(num_hashes, *measured_sample(asked, normalized))
+    bands = default_bands(asked_num_hashes(asked), *measured_sample(asked, normalized))
     return {**(asked or {}), "bands": bands}
 
 

@@ -123,10 +123,15 @@ def band_sample(normalized: Sequence[str]) -> list[str]:
 def two_row_bucket_pairs(asked: Mapping[str, Any] | None, sample: Sequence[str]) -> float | None:
     """How many pairs of the ``sample`` 2-row bands of the shingles ``asked`` put in one bucket,
     per pair of them (:func:`neardup.tuning.bucket_pairs_per_pair`)."""
-    num_hashes = int((asked or {}).get("num_hashes", FingerprintParams().num_hashes))
-    two_rows = replace(FingerprintParams(), **{**(asked or {}), "bands": default_bands(num_hashes)})
+    bands = default_bands(asked_num_hashes(asked))
+    two_rows = replace(FingerprintParams(), **{**(asked or {}), "bands": bands})
     sketched = fingerprint_batch(sample, two_rows, normalized=True, shingles=False)
     return bucket_pairs_per_pair(np.stack([fp.bands for fp in sketched]))
+
+
+def asked_num_hashes(asked: Mapping[str, Any] | None) -> int:
+    """The hashes the settings ``asked`` for, else the default."""
+    return int((asked or {}).get("num_hashes", FingerprintParams().num_hashes))
 
 
 def _long(mean_length: float | None) -> bool:
@@ -155,7 +160,7 @@ def params_request(
         given["fields"] = tuple(f.strip() for f in given["fields"].split(","))
     asked = (_preset_settings(preset_name) if preset_name else {}) | given
     if "bands" not in given:
-        num_hashes = int(asked.get("num_hashes", FingerprintParams().num_hashes))
+        num_hashes = asked_num_hashes(asked)
         if threshold and threshold != AUTO:
             asked["num_hashes"] = num_hashes
             asked["bands"] = recommend_bands(check_threshold(float(threshold)), num_hashes).bands
