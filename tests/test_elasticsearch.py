@@ -13,12 +13,12 @@ from fastapi.testclient import TestClient
 
 from neardup import api
 from neardup.errors import NeardupError, StoreChanged, StoreFull, StoreUnavailable
-from neardup.fingerprint import FingerprintParams, fingerprint
+from neardup.fingerprint import TOKEN_FIELDS, FingerprintParams, fingerprint
 from neardup.readers import Record
 from neardup.service import create_app
 from neardup.stores import Document, TokenField, open_store
 from neardup.stores.base import LAYOUT, MEASURED_SETTINGS
-from neardup.stores.elasticsearch import SETTINGS_INDEX
+from neardup.stores.elasticsearch import RECORD_FIELDS, SETTINGS_INDEX
 from neardup.stores.schema import elasticsearch_mapping
 from tests.corpora import corpus
 from tests.servers import when_a_report_reads
@@ -203,6 +203,32 @@ def test_an_index_name_elasticsearch_refuses_is_one_line_before_any_request(
         NeardupError, match=f"cannot name an Elasticsearch index: an index name {said}"
     ):
         open_store(f"elasticsearch://127.0.0.1:9/{name}")
+
+
+def test_a_record_keeps_its_tokens_out_of_its_stored_source(
+    elasticsearch_server, elasticsearch_url, sqlite_url, tmp_path
+) -> None:
+    """Every token field is indexed and searched, none is stored (as in Solr's schema): a
+    record's _source holds its five fields, after the store's _meta has changed too, and
+    the store answers as the embedded one does."""
+    records = corpus(tmp_path / "records.txt", size=300)
+    index = elasticsearch_url.rsplit("/", 1)[-1]
+    for url in (elasticsearch_url, sqlite_url):
+        api.index([records], url, params={"fields": TOKEN_FIELDS})
+        api.report(url)  # stores its threshold: a change of the store's _meta
+    mapping = elasticsearch_server.request("GET", f"{index}/_mapping").json()
+    assert mapping[index]["mappings"]["_source"] == {"excludes": list(TOKEN_FIELDS)}
+    with open_store(elasticsearch_url) as store:
+        some = [r.id for r in next(store.iter_records())][:5]
+    for record_id in some:
+        stored = elasticsearch_server.request("GET", f"{index}/_doc/{record_id}").json()
+        assert set(stored["_source"]) == set(RECORD_FIELDS)
+    assert api.report(elasticsearch_url) == api.report(sqlite_url)
+    for method in TokenField:
+        asked = {"method": method.value, "threshold": 0.5}
+        assert api.lookup(elasticsearch_url, id=some[0], rules=asked) == api.lookup(
+            sqlite_url, id=some[0], rules=asked
+        )
 
 
 def test_an_index_made_before_bands_had_doc_values_reports_by_reading(

@@ -30,6 +30,7 @@ def test_one_name_per_token_field() -> None:
     )
     assert tuple(methods) == TOKEN_FIELDS
     assert set(TOKEN_FIELDS) <= set(elasticsearch_mapping()["properties"])
+    assert elasticsearch_mapping()["_source"]["excludes"] == list(TOKEN_FIELDS)  # not stored
     solr_fields = {
         f.get("name")
         for f in ElementTree.parse(SOLR_CONFIGSET / "managed-schema.xml").getroot().iter("field")
