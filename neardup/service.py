@@ -24,6 +24,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict
+from http import HTTPStatus
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import Depends, FastAPI, Query, Request
@@ -35,6 +36,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.security import APIKeyHeader
 from fastapi.staticfiles import StaticFiles
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from swagger_ui_bundle import swagger_ui_path
 
@@ -320,6 +322,18 @@ def create_app(
         status = next(code for kind, code in STATUS.items() if isinstance(exc, kind))
         return _error(status, str(exc))
 
+    @app.exception_handler(HTTPException)
+    def refused_by_the_framework(request: Request, exc: HTTPException) -> JSONResponse:
+        """What Starlette refuses before any route runs (no such path, a method the path does
+        not take, a body it cannot parse), in the one shape of every error."""
+        said = {
+            404: f"no such path: {request.method} {request.url.path} (the API is at /docs)",
+            405: f"{request.url.path} does not take {request.method}",
+        }
+        default = exc.detail == HTTPStatus(exc.status_code).phrase
+        message = said.get(exc.status_code) if default else None
+        return _error(exc.status_code, message or str(exc.detail), headers=exc.headers)
+
     @app.exception_handler(RequestValidationError)
     def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = jsonable_encoder(exc.errors(), exclude={"input", "ctx", "url"})
@@ -517,11 +531,13 @@ class _Refused(Exception):
         self.status, self.message = status, message
 
 
-def _error(status: int, message: str, details: Any = None) -> JSONResponse:
+def _error(
+    status: int, message: str, details: Any = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     body: dict[str, Any] = {"error": message}
     if details is not None:
         body["details"] = details
-    return JSONResponse(status_code=status, content=body)
+    return JSONResponse(status_code=status, content=body, headers=headers)
 
 
 @contextmanager

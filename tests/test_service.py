@@ -262,6 +262,15 @@ def test_add_if_unique_names_the_duplicates_it_refused(client: TestClient) -> No
         ("get", "/explain?id=1&id=2&similarity=jaccard", {}, 200, ""),
         ("post", "/records", {"json": {"records": "x"}}, 400, "records"),
         ("get", "/records/nope", {}, 404, "no record with id 'nope'"),
+        ("get", "/lookups", {}, 404, "no such path: GET /lookups (the API is at /docs)"),
+        ("delete", "/lookup", {}, 405, "/lookup does not take DELETE"),
+        (
+            "post",
+            "/lookup",
+            {"content": b'{"text": "\xff"}', "headers": {"content-type": "application/json"}},
+            400,
+            "error parsing the body",
+        ),
     ],
 )
 def test_errors_are_json_with_the_right_status(
@@ -272,6 +281,8 @@ def test_errors_are_json_with_the_right_status(
     if status != 200:
         assert message in response.json()["error"]
         assert "Traceback" not in response.text
+    if status == 405:
+        assert response.headers["allow"] == "POST"
 
 
 def test_explain_a_pair(client: TestClient, indexed_url: str) -> None:
