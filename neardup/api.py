@@ -70,7 +70,14 @@ from .indexer import (
 from .labels import Expected, chance_by_bin, judged_threshold, pairs_to_judge
 from .linkage import MutualBest
 from .memory import give_back_freed_memory
-from .output import ReportFormat, named_format, record_writer, whole_file, write_label_sample
+from .output import (
+    ReportFormat,
+    named_format,
+    record_writer,
+    whole_file,
+    write_label_sample,
+    write_records,
+)
 from .phrases import counted, leading_lines
 from .progress import progress_bar
 from .readers import (
@@ -2258,6 +2265,17 @@ def stats(store: StoreRef = None) -> dict[str, object]:
             if in_effect
             else None,
         }
+
+
+def export(out: IO[str], store: StoreRef = None, *, format: ReportFormat = "jsonl") -> int:
+    """Write every record of the store to ``out`` as a record file of ``id`` and ``content``
+    (its normalised text, which indexes again to the same fingerprint), in id order, as one
+    state of the store; returns how many. What moves a store to another one or to another
+    engine: no store keeps its token fields where an engine's own copy (Elasticsearch's
+    ``_reindex``) would carry them, and records added through the service are in no file."""
+    with opened(store) as source, source.snapshot():
+        records = ((r.id, r.content) for batch in source.iter_records() for r in batch)
+        return write_records(records, out, format)
 
 
 def apply_schema(store: StoreRef = None) -> str:

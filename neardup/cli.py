@@ -459,6 +459,17 @@ def _delete(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("export")
+def _export(args: argparse.Namespace) -> int:
+    """Write every record of a store (id and content) as a file that index reads back."""
+    written_as = args.format or output.named_format(args.output) or "jsonl"
+    with _output_file(args.output) as out:
+        written = api.export(out, args.store, format=written_as)
+    print(f"{counted(written, 'record')} written{f' to {args.output}' if args.output else ''}",
+          file=sys.stderr)  # fmt: skip
+    return 0
+
+
 @command("stats")
 def _stats(args: argparse.Namespace) -> int:
     """Show what a store holds and the settings it was indexed with."""
@@ -932,6 +943,16 @@ def _parser() -> argparse.ArgumentParser:
     delete.add_argument("--file", help="a file of ids to delete, one per line (-: standard input)")
     _encoding_option(delete)
     _store_option(delete)
+
+    export = add("export")
+    _store_option(export)
+    export.add_argument("-o", "--output", help="file to write (default: stdout)")
+    export.add_argument(
+        "--format",
+        choices=output.REPORT_FORMATS,
+        help="of the records (default: from the -o file's name, .csv, .tsv or .json, else "
+        "jsonl: contents as they are, where TSV and CSV cells are made safe for spreadsheets)",
+    )
 
     stats = add("stats")
     _store_option(stats)

@@ -154,6 +154,13 @@ def write_pairs(
     return _write(map(row, pairs), fields, out, format)
 
 
+def write_records(records: Iterable[tuple[str, str]], out: IO[str], format: ReportFormat) -> int:
+    """A store's records as a record file, one row of ``id`` and ``content`` each: what
+    ``neardup index`` reads back (JSON carries a content as it is; TSV and CSV make every
+    cell safe to open in a spreadsheet)."""
+    return _write(records, ["id", "content"], out, format)
+
+
 def write_clusters(
     groups: Iterable[list[str]],
     out: IO[str],

@@ -27,6 +27,7 @@ from neardup.errors import NeardupError
 from neardup.evaluate import read_pairs
 from neardup.generate import write_corpus
 from neardup.output import whole_file
+from neardup.readers import Record
 from neardup.stores import open_store
 from tests.corpora import SAMPLE, corpus
 from tests.runner import assert_user_error, neardup, neardup_process
@@ -301,6 +302,22 @@ def test_stats_json(indexed: str) -> None:
     data = json.loads(neardup("stats", "--store", indexed, "--json").stdout)
     assert data["documents"] == 6
     assert data["parameters"]["num_hashes"] == 128
+
+
+def test_export_writes_the_records_index_reads_back(indexed: str, tmp_path: Path) -> None:
+    api.add([Record("7", "=HYPERLINK(1) Bella Napoli")], indexed)
+    lines = neardup("export", "--store", indexed).stdout.splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["1", "2", "3", "4", "5", "6", "7"]
+    assert json.loads(lines[1]) == {
+        "id": "2",
+        "content": "bella napoli trattoria 418 harbor st portland me 04101",
+    }
+    assert json.loads(lines[-1])["content"].startswith("=hyperlink")  # JSON: as it is
+    result = neardup("export", "--store", indexed, "-o", str(tmp_path / "records.csv"))
+    assert result.stderr == f"7 records written to {tmp_path / 'records.csv'}\n"
+    rows = list(csv.reader((tmp_path / "records.csv").open(encoding="utf-8-sig")))
+    assert rows[0] == ["id", "content"] and rows[-1][1].startswith("'=hyperlink")
+    assert_user_error(neardup("export", "--store", f"sqlite:///{tmp_path / 'none.db'}"), "no store")
 
 
 PHONE = r"\(?\d{3}\)?[ .-]?\d{3}[ .-]\d{4}"

@@ -16,7 +16,7 @@ from neardup import api
 from neardup.errors import TooManyPairs
 from neardup.fingerprint import TOKEN_FIELDS
 from neardup.generate import write_corpus
-from neardup.readers import RecordReader
+from neardup.readers import Record, RecordReader
 from neardup.report import Strategy, find_pairs
 from neardup.searcher import MatchRules
 from neardup.settings import RulesRequest
@@ -361,3 +361,28 @@ def test_a_file_indexed_again_while_a_report_reads_writes_nothing_it_holds(
     waiting = index_when_counted(monkeypatch, url, records)
     assert api.report(url) == expected
     assert not waiting  # the place met
+
+
+def _records(url: str) -> list[tuple[str, str, str]]:
+    with open_store(url, create=False) as store:
+        return [(r.id, r.content, r.md5) for batch in store.iter_records() for r in batch]
+
+
+def test_a_store_exported_indexes_again_into_the_same_store(
+    store_url_factory, sqlite_url, tmp_path
+) -> None:
+    """`neardup export` then `neardup index` moves a store, from any store into another: the
+    same records (those added through the service, in no file, too; a content a spreadsheet
+    would take for a formula as it is) and, with the old store's parameters, the same report.
+    Elasticsearch's own copy of an index cannot: its tokens are not in _source."""
+    source = store_url_factory()
+    api.index([corpus(tmp_path / "records.txt", size=300)], source)
+    added = [Record("added", "a record sent to the service"), Record("sum", "=SUM(A1) +1 -2")]
+    api.add(added, source)
+    moved = tmp_path / "records.jsonl"
+    with moved.open("w", encoding="utf-8") as out:
+        assert api.export(out, source) == api.stats(source)["documents"]
+    api.index([moved], sqlite_url, params=api.stats(source)["parameters"])
+    assert _records(sqlite_url) == _records(source)
+    assert dict((i, c) for i, c, _ in _records(sqlite_url))["sum"].startswith("=sum")
+    assert api.report(sqlite_url) == api.report(source)

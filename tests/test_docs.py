@@ -52,6 +52,7 @@ COMMAND_CALLS = [
     ("report -o out.tsv", "report"),
     ("dedup listings.csv --id-field sku -o kept.csv", "dedup"),
     ("delete 12349", "delete"),
+    ("export -o records.jsonl", "export"),
     ("stats", "stats"),
     ("eval --truth pairs.tsv --report pairs.tsv", "evaluate"),
     ("tune --threshold 0.8", "tune"),
