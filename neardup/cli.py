@@ -744,6 +744,17 @@ def _output_file(path: str | None) -> Iterator[IO[str]]:
 # --- the parser -----------------------------------------------------------------------------------
 
 
+def _written_options(
+    parser: argparse.ArgumentParser, what: str, default: str, output_help: str = "file to write"
+) -> None:
+    """-o and --format of a command that writes a file (``what``: the --format help's start;
+    ``default``: how the format is chosen without it)."""
+    parser.add_argument("-o", "--output", help=f"{output_help} (default: stdout)")
+    parser.add_argument(
+        "--format", choices=output.REPORT_FORMATS, help=f"{what} (default: {default})"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="neardup", description="Find near-duplicate records and documents with MinHash."
@@ -896,12 +907,8 @@ def _parser() -> argparse.ArgumentParser:
 
     report = add("report")
     _store_option(report)
-    report.add_argument("-o", "--output", help="file to write (default: stdout)")
-    report.add_argument(
-        "--format",
-        choices=output.REPORT_FORMATS,
-        help="of the pairs or groups (default: from the -o file's name, .csv, .jsonl or "
-        ".json, else tsv)",
+    _written_options(
+        report, "of the pairs or groups", "from the -o file's name, .csv, .jsonl or .json, else tsv"
     )
     report.add_argument(
         "--exact",
@@ -946,12 +953,11 @@ def _parser() -> argparse.ArgumentParser:
 
     export = add("export")
     _store_option(export)
-    export.add_argument("-o", "--output", help="file to write (default: stdout)")
-    export.add_argument(
-        "--format",
-        choices=output.REPORT_FORMATS,
-        help="of the records (default: from the -o file's name, .csv, .tsv or .json, else "
-        "jsonl: contents as they are, where TSV and CSV cells are made safe for spreadsheets)",
+    _written_options(
+        export,
+        "of the records",
+        "from the -o file's name, .csv, .tsv or .json, else jsonl: contents as they are, where "
+        "TSV and CSV cells are made safe for spreadsheets",
     )
 
     stats = add("stats")
@@ -1005,11 +1011,8 @@ def _parser() -> argparse.ArgumentParser:
         help="choose the store's threshold from pairs a person judged (--label-sample's files, "
         "filled in): the one whose F1 they make highest, remembered for every command",
     )
-    tune.add_argument("-o", "--output", help="--label-sample's file (default: stdout)")
-    tune.add_argument(
-        "--format",
-        choices=output.REPORT_FORMATS,
-        help="--label-sample's (default: by -o's name, else tsv)",
+    _written_options(
+        tune, "--label-sample's", "by -o's name, else tsv", output_help="--label-sample's file"
     )
     _texts_from_options(
         tune, "with --label-sample: each record's own text to judge (not normalised)"
