@@ -212,6 +212,7 @@ def index(
     skip_duplicates: bool = False,
     progress: bool = False,
     measured_with: Sequence[Reader] = (),
+    like: StoreRef = None,
 ) -> IndexSummary:
     """Index record files. Every file is opened and checked before anything is written.
     ``encoding`` is theirs where it is not UTF-8 (``windows-1252``), as for every function that
@@ -227,9 +228,19 @@ def index(
     has a near-duplicate in the store or earlier in the files is not stored; the summary counts
     it and ``summary.duplicates`` says of what. A new store's bands are chosen for the length
     of the records of ``paths`` and of ``measured_with`` (the reader of a file to be linked to
-    them, with fields of its own).
+    them, with fields of its own). A new store made ``like`` another takes its settings: its
+    parameters, the rules its runs remembered (a judged threshold too), and whether it counts
+    its shingles; with the other's records (:func:`export`), it answers as the other does.
     """
     asked = params_request(params, preset_name=preset, threshold=threshold)
+    copied: dict[str, object] = {}
+    if like is not None:
+        if preset or params or threshold is not None or similarity is not None:
+            raise NeardupError(
+                "--like takes another store's settings: give it without --preset, the "
+                "parameters, --threshold or --similarity"
+            )
+        asked, copied = _settings_of(like)
     if batch_size < 1:
         raise NeardupError(f"the batch size must be at least 1, not {batch_size}")
 
@@ -252,6 +263,11 @@ def index(
     summary = IndexSummary()
     with opened(store, create=True) as target, _removed_if_left_empty(target, summary):
         new = target.read_params() is None
+        if like is not None and not new:
+            raise NeardupError(
+                f"--like makes a new store like another, and {target.url} holds records "
+                "already: index into a new one"
+            )
         requested = asked
         if new and isinstance(asked, Mapping | None):
             measured = _readers(
@@ -267,6 +283,8 @@ def index(
             chosen = target.ensure_params(requested)
         if not new:
             _refuse_renumbering(target, files)
+        if copied:
+            target.update_settings(copied)
         if id_field or text_fields:
             _remember_fields(target, indexed_with, id_field, text_fields)
         given = {"threshold": threshold, "similarity": similarity}
@@ -307,6 +325,19 @@ def index(
                 summary.read += reader.skipped.total  # rows read and skipped are read too
                 _account_for(reader, summary)
     return summary
+
+
+def _settings_of(store: StoreRef) -> tuple[FingerprintParams, dict[str, object]]:
+    """A store's parameters, and the settings a store made like it takes: the rules its runs
+    remembered, a judged threshold's account, whether it counts its shingles. Not what was
+    measured (the same records measure the same) nor the fields its files were read with (an
+    exported file has its own)."""
+    with opened(store) as source:
+        params = source.read_params()
+        if params is None:
+            raise NeardupError(f"{source.url} holds no records: there is nothing to be like")
+        kept = {k: v for k, v in (source.settings or {}).items() if k in ("rules", "judged")}
+        return params, {**kept, "frequencies": source.keeps_frequencies}
 
 
 @contextmanager

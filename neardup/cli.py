@@ -230,6 +230,7 @@ def _index(args: argparse.Namespace) -> int:
         on_duplicate_id=args.on_duplicate_id,
         skip_duplicates=args.skip_duplicates,
         progress=sys.stderr.isatty(),
+        like=args.like,
     )
     if args.json:
         print(json.dumps(summary.as_dict(), indent=2))
@@ -810,6 +811,12 @@ def _parser() -> argparse.ArgumentParser:
         f"--similarity; default: {api.MatchRules().similarity})",
     )
     _preset_option(index)
+    index.add_argument(
+        "--like",
+        metavar="STORE",
+        help="make the new store like STORE: its parameters, the rules its runs remembered and "
+        "whether it counts its shingles (with STORE's records from export: the same answers)",
+    )
     index.add_argument(
         "--batch-size", type=int, default=api.DEFAULT_BATCH_SIZE, help="records per transaction"
     )

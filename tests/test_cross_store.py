@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from neardup import api
-from neardup.errors import TooManyPairs
+from neardup.errors import NeardupError, TooManyPairs
 from neardup.fingerprint import TOKEN_FIELDS
 from neardup.generate import write_corpus
 from neardup.readers import Record, RecordReader
@@ -368,21 +368,40 @@ def _records(url: str) -> list[tuple[str, str, str]]:
         return [(r.id, r.content, r.md5) for batch in store.iter_records() for r in batch]
 
 
+@pytest.mark.parametrize("preset", [None, "documents"])
 def test_a_store_exported_indexes_again_into_the_same_store(
-    store_url_factory, sqlite_url, tmp_path
+    store_url_factory, sqlite_url, tmp_path, preset
 ) -> None:
-    """`neardup export` then `neardup index` moves a store, from any store into another: the
-    same records (those added through the service, in no file, too; a content a spreadsheet
-    would take for a formula as it is) and, with the old store's parameters, the same report.
-    Elasticsearch's own copy of an index cannot: its tokens are not in _source."""
+    """`neardup export` then `neardup index --like` moves a store, from any store into
+    another: the same records (those added through the service, in no file, too; a content a
+    spreadsheet would take for a formula as it is), the same settings (the preset's rules, a
+    store that does not count its shingles) and the same report. Elasticsearch's own copy of
+    an index cannot: its tokens are not in _source."""
     source = store_url_factory()
-    api.index([corpus(tmp_path / "records.txt", size=300)], source)
+    api.index([corpus(tmp_path / "records.txt", size=300)], source, preset=preset)
     added = [Record("added", "a record sent to the service"), Record("sum", "=SUM(A1) +1 -2")]
     api.add(added, source)
     moved = tmp_path / "records.jsonl"
     with moved.open("w", encoding="utf-8") as out:
         assert api.export(out, source) == api.stats(source)["documents"]
-    api.index([moved], sqlite_url, params=api.stats(source)["parameters"])
+    api.index([moved], sqlite_url, like=source)
     assert _records(sqlite_url) == _records(source)
     assert dict((i, c) for i, c, _ in _records(sqlite_url))["sum"].startswith("=sum")
+    settings = ("parameters", "rules", "rules_in_effect", "rules_from")
+    assert [api.stats(sqlite_url)[k] for k in settings] == [api.stats(source)[k] for k in settings]
+    with open_store(source) as old, open_store(sqlite_url) as new:
+        assert new.keeps_frequencies == old.keeps_frequencies == (preset is None)
     assert api.report(sqlite_url) == api.report(source)
+    with pytest.raises(NeardupError, match="holds records already: index into a new one"):
+        api.index([moved], sqlite_url, like=source)
+
+
+def test_like_takes_a_store_with_records_and_no_other_settings(sqlite_url, tmp_path) -> None:
+    records = corpus(tmp_path / "records.txt", size=50)
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    with pytest.raises(NeardupError, match="no store at"):
+        api.index([records], sqlite_url, like=other)
+    api.index([records], other)
+    with pytest.raises(NeardupError, match="give it without --preset"):
+        api.index([records], sqlite_url, like=other, threshold=0.5)
+    assert not (tmp_path / "store.db").exists()
