@@ -12,7 +12,6 @@ lookups and reports use them when they are not given again.
 from __future__ import annotations
 
 import shlex
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
@@ -53,8 +52,6 @@ from .fingerprint import (
 )
 from .generate import KINDS as KINDS  # re-exported: the CLI offers them
 from .generate import Kind, write_corpus
-from .html import HtmlReport, pair_histogram
-from .html import render as render_page
 from .indexer import (
     DEFAULT_BATCH_SIZE,
     DUPLICATE_STORED,
@@ -1804,6 +1801,8 @@ def _checking_rules(
     if chosen.to_choose and (checked := _read_from_checks(target, chosen)):
         return replace(chosen, threshold=checked.threshold), f"auto: {_how(checked)}"
     if chosen.to_choose and _too_small_to_read(target):
+        import tempfile  # (3 ms with shutil) for a store too small to read its threshold from
+
         with (
             tempfile.TemporaryDirectory(prefix="neardup-") as folder,
             open_store(f"sqlite:///{Path(folder) / 'trial.db'}", create=True) as trial,
@@ -1903,6 +1902,8 @@ def report_page(
     page then shows every candidate pair's similarity and how the threshold was chosen; without
     it, the reported pairs' similarities. ``texts`` (by id, :func:`record_texts`) are the
     records' own texts, shown instead of the normalised contents."""
+    from .html import HtmlReport, pair_histogram, render  # (2 ms) for the commands that show one
+
     groups = clusters(pairs, grouping)
     with opened(store) as source:
         chosen = rules_for(source, rules, preset)
@@ -1934,7 +1935,7 @@ def report_page(
             },
             originals=texts,
         )
-    return render_page(page)
+    return render(page)
 
 
 def _threshold_source(

@@ -3,7 +3,6 @@ verified and ranked by word-level edit distance and shingle-set Jaccard similari
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -553,6 +552,8 @@ class Searcher:
         """Each of ``fps``' accepted matches among its candidates that passed the threshold
         (``pairs``: record, content and shared keys, a pair each, in any order: the matches
         are ranked), with their ``similarities``."""
+        import hashlib  # (2 ms) for the lookups that join a file with the store
+
         record, group, shared = pairs
         texts: list[str] = contents.texts or []
         candidates: list[list[tuple[Candidate, float]]] = [[] for _ in fps]

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import time
-import uuid
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -469,6 +467,9 @@ class Store(ABC):
         create-only writes), which names its holder and expires after LEASE_SECONDS, so that a
         writer that died frees the store. Another writer waits for it up to LOCK_WAIT_SECONDS,
         then stops with one line naming the holder."""
+        import socket  # (2 ms with uuid) for the writers that check before they add
+        import uuid
+
         holder = f"{socket.gethostname()} pid {os.getpid()} ({uuid.uuid4().hex[:8]})"
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         while not self._take_lease(holder, time.time() + LEASE_SECONDS):
