@@ -7,7 +7,6 @@ import gzip
 import json
 import math
 import os
-import secrets
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -88,7 +87,8 @@ def whole_file(path: str | Path) -> Iterator[IO[str]]:
             with text_file(path) as out:
                 yield out
             return
-        beside = Path(f"{path}.{os.getpid()}-{secrets.token_hex(4)}.partial")
+        # Random as secrets.token_hex makes it, without importing secrets (hashlib, 1-3 ms).
+        beside = Path(f"{path}.{os.getpid()}-{os.urandom(4).hex()}.partial")
         os.close(os.open(beside, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # its own
         try:
             with text_file(beside, named=path) as out:
