@@ -466,8 +466,8 @@ def _export(args: argparse.Namespace) -> int:
     written_as = args.format or output.named_format(args.output) or "jsonl"
     with _output_file(args.output) as out:
         written = api.export(out, args.store, format=written_as)
-    print(f"{counted(written, 'record')} written{f' to {args.output}' if args.output else ''}",
-          file=sys.stderr)  # fmt: skip
+    where = f" to {args.output}" if args.output else ""
+    print(f"{counted(written, 'record')} written{where}", file=sys.stderr)
     return 0
 
 
