@@ -1403,6 +1403,11 @@ class StoreTuning(Measured):
     kept_threshold: float | None = None
     kept_how: str | None = None
 
+    def unsure_text(self) -> str | None:
+        """As a report's (:meth:`Measured.unsure_text`), but for a store that keeps a
+        threshold of its own: no valley is then read for any command."""
+        return None if self.kept_how is not None else super().unsure_text()
+
 
 def tune_store(
     store: StoreRef = None, *, preset: str | None = None, threshold: float | None = None

@@ -520,9 +520,9 @@ def _tune(args: argparse.Namespace) -> int:
         return 0
     if args.threshold is None or args.store is not None:  # the store: given, else as for any
         measured = api.tune_store(args.store, preset=args.preset, threshold=args.threshold)
-        print(
-            json.dumps(asdict(measured), indent=2) if args.json else output.store_tuning(measured)
-        )
+        # With JSON, the line that says how to place a threshold no valley showed (else null).
+        as_json = {**asdict(measured), "unsure": measured.unsure_text()}
+        print(json.dumps(as_json, indent=2) if args.json else output.store_tuning(measured))
         return 0
     tuning = api.tune(args.threshold, args.num_hashes)
     print(output.tuning_json(tuning) if args.json else output.tuning_table(tuning))

@@ -375,7 +375,7 @@ def store_tuning(tuning: StoreTuning) -> str:
             f"(tune --store with --threshold {kept}: what the candidates hold at {kept})"
         )
         lines.append(f"the store keeps its own threshold {kept} ({tuning.kept_how}), {other}")
-    elif unsure := tuning.unsure_text():
+    if unsure := tuning.unsure_text():
         lines.append(unsure)
     if tuning.checked_records is None:
         lines.append(f"{tuning.candidate_pairs:,} candidate pairs of records measured")

@@ -183,6 +183,16 @@ def test_a_threshold_no_valley_showed_comes_with_how_judged_pairs_place_it(tmp_p
         assert (hint in result.stderr) == unsure
         assert ('<p id="unsure">No valley parts' in page.read_text()) == unsure
         assert (hint in neardup("tune", "--store", url).stdout) == unsure
+        tuned = json.loads(neardup("tune", "--store", url, "--json").stdout)
+        assert (hint in (tuned["unsure"] or "")) == unsure and (tuned["unsure"] is None) != unsure
+    # A store that keeps a threshold of its own reads none: nothing to place.
+    kept = f"sqlite:///{tmp_path / 'kept.db'}"
+    indexed = neardup("index", str(tmp_path / "alone.tsv"), "--store", kept, "--threshold", "0.5")
+    assert indexed.returncode == 0, indexed.stderr
+    tuned = json.loads(neardup("tune", "--store", kept, "--json").stdout)
+    assert "(auto: no valley;" in neardup("tune", "--store", kept).stdout
+    assert tuned["kept_threshold"] == 0.5 and tuned["unsure"] is None
+    assert hint not in neardup("tune", "--store", kept).stdout
 
 
 def test_report_formats(indexed: str, tmp_path: Path) -> None:
