@@ -8,7 +8,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
@@ -26,7 +25,7 @@ from .fingerprint import (
 from .phrases import counted, leading_lines
 from .readers import Record, SkipLog
 from .stores import Document, Store, id_problem
-from .stores.base import ParamsRequest, StoredRecord
+from .stores.base import ParamsRequest, StoredRecord, in_batches
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -334,9 +333,7 @@ def batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
     if getattr(records, "streamed", False):
         yield from _as_they_arrive(records, size)
         return
-    iterator = iter(records)
-    while batch := list(islice(iterator, size)):
-        yield batch
+    yield from in_batches(records, size)
 
 
 # How long a list of a stream's records waits for the next before it is handled: reading a
