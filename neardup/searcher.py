@@ -325,12 +325,14 @@ class Searcher:
         """Exact duplicates first, then the accepted near-duplicates, ranked; every member of
         each exact-duplicate group is listed, however large the group.
 
-        The first candidate query leaves ``fp``'s own copies in. When it comes back short of
-        ``rows`` it holds every record that shares a token, copies included, and the lookup
-        needs no other round trip (the usual case); otherwise the distinct contents and their
-        groups are asked for separately."""
-        first = self.store.candidates(self._query(fp, self.rules.candidates))
-        if len(first) < self.rules.candidates:
+        The first candidate query leaves ``fp``'s own copies in, and asks a row more for a
+        stored record, whose own copy it holds. When it comes back short it holds every record
+        that shares a token, copies included, and the lookup needs no other round trip (the
+        usual case); otherwise its distinct contents are the best ones, and only those it is
+        short of, and the groups, are asked for separately."""
+        query = self._query(fp, self.rules.candidates + (exclude_id is not None))
+        first = self.store.candidates(query)
+        if len(first) < query.rows:
             found: dict[str, list[Candidate]] = {}
             for candidate in first:  # copies share every token: same score, so in id order
                 found.setdefault(candidate.md5, []).append(candidate)
@@ -339,7 +341,7 @@ class Searcher:
             near = self.accepted(fp, heads, self.measure([fp], shingles))
             groups = {md5: [c.id for c in copies] for md5, copies in found.items()}
         else:
-            near = self.near_duplicates(fp)
+            near = self.near_duplicates_many([fp], [(query, first)])[0]
             groups = self.store.ids_by_md5([fp.md5, *(match.md5 for match in near)])
         return self._every_record(fp, near, groups, exclude_id)
 
@@ -673,9 +675,14 @@ class Searcher:
         """Accepted candidates whose content differs from ``fp``'s, one per content, best first."""
         return self.near_duplicates_many([fp])[0]
 
-    def near_duplicates_many(self, fps: Sequence[Fingerprint]) -> list[list[Match]]:
-        """:meth:`near_duplicates` for many fingerprints, with batched store round trips."""
-        measured = self._measured(fps, self.distinct_candidates_many(fps))
+    def near_duplicates_many(
+        self,
+        fps: Sequence[Fingerprint],
+        answered: Sequence[tuple[CandidateQuery, list[Candidate]]] | None = None,
+    ) -> list[list[Match]]:
+        """:meth:`near_duplicates` for many fingerprints, with batched store round trips
+        (``answered``: as :meth:`distinct_candidates_many` takes it)."""
+        measured = self._measured(fps, self.distinct_candidates_many(fps, answered))
         return [self._ranked(fp, pairs) for fp, pairs in zip(fps, measured, strict=True)]
 
     def _measured(
@@ -766,31 +773,41 @@ class Searcher:
         ]
         return ranked(matches)
 
-    def distinct_candidates_many(self, fps: Sequence[Fingerprint]) -> list[list[Candidate]]:
+    def distinct_candidates_many(
+        self,
+        fps: Sequence[Fingerprint],
+        answered: Sequence[tuple[CandidateQuery, list[Candidate]]] | None = None,
+    ) -> list[list[Candidate]]:
         """For each fingerprint, the top ``rows`` candidates with distinct contents, each its
-        group's first id.
+        group's first id; ``answered`` is each one's first round, asked already.
 
         Copies of one text share every token and would fill the rows; each round excludes the
-        contents already seen, so the result is exactly the best ``rows`` distinct contents.
-        Only queries whose rows came back full and short of distinct contents go another round.
+        contents already seen, so the result is exactly the best ``rows`` distinct contents
+        (a store ranks by score, then id: a content's first record heads it). Only queries
+        whose rows came back full and short of distinct contents go another round.
         """
         rows = self.rules.candidates
         seen = [{fp.md5} for fp in fps]
         heads: list[list[Candidate]] = [[] for _ in fps]
         pending = list(range(len(fps)))
-        while pending:
-            queries = [self._query(fps[i], rows - len(heads[i]), sorted(seen[i])) for i in pending]
+        if answered is None:
+            queries = [self._query(fp, rows, [fp.md5]) for fp in fps]
             answers = self.store.candidates_many(queries)
+        else:
+            queries, answers = [q for q, _ in answered], [found for _, found in answered]
+        while True:
             next_round = []
             for i, query, found in zip(pending, queries, answers, strict=True):
                 for candidate in found:
-                    if (md5 := candidate.record.md5) not in seen[i]:
+                    if (md5 := candidate.record.md5) not in seen[i] and len(heads[i]) < rows:
                         seen[i].add(md5)
                         heads[i].append(candidate)
                 if len(heads[i]) < rows and len(found) == query.rows:
                     next_round.append(i)
-            pending = next_round
-        return heads
+            if not (pending := next_round):
+                return heads
+            queries = [self._query(fps[i], rows - len(heads[i]), sorted(seen[i])) for i in pending]
+            answers = self.store.candidates_many(queries)
 
     def _query(self, fp: Fingerprint, rows: int, exclude_md5: Sequence[str] = ()) -> CandidateQuery:
         first_word = fp.first_word if self.rules.first_word else None

@@ -793,11 +793,14 @@ def test_a_report_shows_its_progress_when_asked(sqlite_url: str, tmp_path: Path,
 
 def test_one_round_trip_lookups_equal_the_separate_queries(store) -> None:
     """A lookup whose first candidate query is not full takes its groups from that answer;
-    one that is full asks for distinct contents and groups separately. Both give what the
-    separate queries give, on contents with and without stored copies."""
+    one that is full keeps the distinct contents it holds and asks for those it is short of,
+    and the groups, separately. Both give what the separate queries give, on contents with
+    and without stored copies, and on contents of the same shingles (each repeats its words:
+    they tie, so a stored record's own copy may rank below more contents than it asks for)."""
     records = dict(RECORDS)
     records |= {f"copy{n}": RECORDS["3"] for n in range(12)}
     records |= {f"near{n}": RECORDS["4"] for n in range(3)}
+    records |= {f"tie{n}": " ".join(["alpha beta"] * n) for n in range(1, 6)}
     fill(store, records)
     for candidates in (2, 5, 50):
         searcher = Searcher(store, store.params, MatchRules(candidates=candidates, threshold=0.3))
