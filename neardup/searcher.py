@@ -325,12 +325,12 @@ class Searcher:
         """Exact duplicates first, then the accepted near-duplicates, ranked; every member of
         each exact-duplicate group is listed, however large the group.
 
-        The first candidate query leaves ``fp``'s own copies in, and asks a row more for a
-        stored record, whose own copy it holds. When it comes back short it holds every record
+        The first candidate query leaves ``fp``'s own copies in, and asks a row more for one
+        (a stored record's, or a stored text's). When it comes back short it holds every record
         that shares a token, copies included, and the lookup needs no other round trip (the
         usual case); otherwise its distinct contents are the best ones, and only those it is
         short of, and the groups, are asked for separately."""
-        query = self._query(fp, self.rules.candidates + (exclude_id is not None))
+        query = self._query(fp, self.rules.candidates + 1)
         first = self.store.candidates(query)
         if len(first) < query.rows:
             found: dict[str, list[Candidate]] = {}
