@@ -64,6 +64,9 @@ SIMILARITIES: tuple[Similarity, ...] = ("jaccard", "weighted", "numerals")
 # The rules' similarity of a query and one of its candidates.
 Measure = Callable[[Fingerprint, Candidate], float]
 
+# Candidate queries asked already, each with the store's answer.
+Answered = Sequence[tuple[CandidateQuery, list[Candidate]]]
+
 
 @lru_cache(maxsize=1 << 18)  # a report orders each id many times over; ~50 MB at most
 def natural_key(record_id: str) -> tuple[tuple[str | int, ...], str]:
@@ -671,17 +674,12 @@ class Searcher:
             for member in in_natural_order(groups[match.md5])
         ]
 
-    def near_duplicates(self, fp: Fingerprint) -> list[Match]:
-        """Accepted candidates whose content differs from ``fp``'s, one per content, best first."""
-        return self.near_duplicates_many([fp])[0]
-
     def near_duplicates_many(
-        self,
-        fps: Sequence[Fingerprint],
-        answered: Sequence[tuple[CandidateQuery, list[Candidate]]] | None = None,
+        self, fps: Sequence[Fingerprint], answered: Answered | None = None
     ) -> list[list[Match]]:
-        """:meth:`near_duplicates` for many fingerprints, with batched store round trips
-        (``answered``: as :meth:`distinct_candidates_many` takes it)."""
+        """For each fingerprint, the accepted candidates whose content differs from its own,
+        one per content, best first, with batched store round trips (``answered``: as
+        :meth:`distinct_candidates_many` takes it)."""
         measured = self._measured(fps, self.distinct_candidates_many(fps, answered))
         return [self._ranked(fp, pairs) for fp, pairs in zip(fps, measured, strict=True)]
 
@@ -774,9 +772,7 @@ class Searcher:
         return ranked(matches)
 
     def distinct_candidates_many(
-        self,
-        fps: Sequence[Fingerprint],
-        answered: Sequence[tuple[CandidateQuery, list[Candidate]]] | None = None,
+        self, fps: Sequence[Fingerprint], answered: Answered | None = None
     ) -> list[list[Candidate]]:
         """For each fingerprint, the top ``rows`` candidates with distinct contents, each its
         group's first id; ``answered`` is each one's first round, asked already.

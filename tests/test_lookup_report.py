@@ -806,7 +806,7 @@ def test_one_round_trip_lookups_equal_the_separate_queries(store) -> None:
         searcher = Searcher(store, store.params, MatchRules(candidates=candidates, threshold=0.3))
         for record_id in records:
             fp = searcher.fingerprint_record(record_id)[1]
-            near = searcher.near_duplicates(fp)
+            near = searcher.near_duplicates_many([fp])[0]
             groups = store.ids_by_md5([fp.md5, *(m.md5 for m in near)])
             copies = sorted(groups[fp.md5], key=natural_key)
             others = [member for m in near for member in sorted(groups[m.md5], key=natural_key)]
